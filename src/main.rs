@@ -1,0 +1,41 @@
+//! Entry point: parse the command line, set up logging, run the subcommand.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use gpu_triage::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    let result = match cli.command {
+        Command::Serve(args) => run_async(gpu_triage::server::serve(args)),
+        Command::Migrate(args) => run_async(gpu_triage::server::migrate(args)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("gpu-triage: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_async(fut: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(fut)
+}
+
+/// Logs go to stderr; `GPU_TRIAGE_LOG` (or `RUST_LOG`) sets the filter, default `info`.
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = std::env::var("GPU_TRIAGE_LOG")
+        .or_else(|_| std::env::var("RUST_LOG"))
+        .unwrap_or_else(|_| "info,sqlx=warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .init();
+}

@@ -1,0 +1,8 @@
+//! Integration tests: one binary, in-process router per test on a fresh database (see
+//! `support`), plus end-to-end runs of the real `gpu-triage` executable.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
+
+mod health;
+mod serve_binary;
+mod support;

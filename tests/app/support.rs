@@ -1,0 +1,253 @@
+//! `TestApp`: the application's router built in-process on a fresh database, and helpers to run
+//! the real binary. With `DATABASE_URL` unset, the test run starts one private PostgreSQL cluster
+//! (the same embedded cluster `serve` uses) and every test gets its own database on it.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use gpu_triage::storage::embedded::{BinarySearch, EmbeddedPostgres, StartOptions};
+use gpu_triage::storage::{self, Db};
+use gpu_triage::web::{self, AppState};
+use http_body_util::BodyExt;
+use sqlx::postgres::PgConnectOptions;
+use tower::ServiceExt;
+
+/// The server every test's database lives on.
+struct TestServer {
+    admin: PgConnectOptions,
+    /// Kept for the whole run; the cluster's watchdog stops it when the test binary exits.
+    _cluster: Option<EmbeddedPostgres>,
+}
+
+static SERVER: OnceLock<TestServer> = OnceLock::new();
+static NEXT_DB: AtomicU32 = AtomicU32::new(0);
+
+fn server() -> &'static TestServer {
+    SERVER.get_or_init(|| match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => TestServer {
+            admin: url
+                .parse()
+                .expect("DATABASE_URL must be a valid PostgreSQL URL"),
+            _cluster: None,
+        },
+        _ => {
+            let bins = BinarySearch::from_env()
+                .find()
+                .expect("PostgreSQL server binaries are needed for the tests");
+            let root = shared_cluster_root();
+            let cluster = EmbeddedPostgres::start(&root, &bins, &StartOptions { no_sync: true })
+                .expect("start the test cluster");
+            TestServer {
+                admin: cluster.connect_options("postgres"),
+                _cluster: Some(cluster),
+            }
+        }
+    })
+}
+
+/// One cluster per checkout, reused across runs (initdb once); in /tmp so that the `postgres`
+/// user can reach it when tests run as root.
+fn shared_cluster_root() -> PathBuf {
+    let target = env!("CARGO_TARGET_TMPDIR");
+    let tag: u32 = target
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b.into()));
+    std::env::temp_dir().join(format!("gpu-triage-test-{tag:08x}"))
+}
+
+/// A fresh, migrated database for one test.
+pub async fn fresh_db() -> (Db, PgConnectOptions) {
+    let server = server();
+    let name = format!(
+        "t_{}_{}",
+        std::process::id(),
+        NEXT_DB.fetch_add(1, Ordering::SeqCst)
+    );
+    if NEXT_DB.load(Ordering::SeqCst) == 1 {
+        drop_stale_databases(&server.admin).await;
+    }
+    storage::create_database(&server.admin, &name)
+        .await
+        .expect("create test database");
+    let options = server.admin.clone().database(&name);
+    let db = Db::connect_lazy(options.clone(), 4);
+    db.migrate().await.expect("migrate test database");
+    (db, options)
+}
+
+/// Databases of earlier test runs (their process is gone) are dropped once per run.
+async fn drop_stale_databases(admin: &PgConnectOptions) {
+    use sqlx::Connection;
+    let Ok(mut conn) = sqlx::PgConnection::connect_with(admin).await else {
+        return;
+    };
+    let names: Vec<String> =
+        sqlx::query_scalar("SELECT datname FROM pg_database WHERE datname LIKE 't\\_%\\_%'")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap_or_default();
+    for name in names {
+        let pid = name.split('_').nth(1).unwrap_or("");
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let sql = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+        let _ = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&mut conn)
+            .await;
+    }
+}
+
+/// The application, in-process, on its own database.
+pub struct TestApp {
+    pub db: Db,
+    pub router: axum::Router,
+}
+
+/// A response read whole.
+pub struct TestResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: String,
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        let (db, _) = fresh_db().await;
+        TestApp::on(db)
+    }
+
+    pub fn on(db: Db) -> TestApp {
+        let router = web::router(AppState { db: db.clone() });
+        TestApp { db, router }
+    }
+
+    pub async fn get(&self, path: &str) -> TestResponse {
+        let req = Request::get(path)
+            .body(Body::empty())
+            .expect("valid request");
+        self.send(req).await
+    }
+
+    pub async fn send(&self, req: Request<Body>) -> TestResponse {
+        let res = self
+            .router
+            .clone()
+            .oneshot(req)
+            .await
+            .expect("infallible router");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.into_body().collect().await.expect("body").to_bytes();
+        TestResponse {
+            status,
+            headers,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+}
+
+/// A temporary directory the `postgres` user can enter (tests may run as root, and a cluster
+/// started as root runs as `postgres`).
+pub fn shared_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("gpu-triage-")
+        .tempdir_in(std::env::temp_dir())
+        .expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+/// Starts a private cluster of its own under `root` (for tests that stop or restart it).
+pub fn own_cluster(root: &Path) -> EmbeddedPostgres {
+    let bins = BinarySearch::from_env()
+        .find()
+        .expect("PostgreSQL binaries");
+    EmbeddedPostgres::start(root, &bins, &StartOptions { no_sync: true }).expect("start cluster")
+}
+
+/// A `DATABASE_URL` for database `name` on the test server.
+pub fn database_url(name: &str) -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.is_empty() => {
+            let (base, query) = url
+                .split_once('?')
+                .map_or((url.as_str(), None), |(b, q)| (b, Some(q)));
+            let scheme_end = base.find("://").map_or(0, |i| i + 3);
+            let base = match base[scheme_end..].find('/') {
+                Some(slash) => &base[..scheme_end + slash],
+                None => base,
+            };
+            match query {
+                Some(q) => format!("{base}/{name}?{q}"),
+                None => format!("{base}/{name}"),
+            }
+        }
+        _ => {
+            let admin = &server().admin;
+            let socket = admin
+                .get_socket()
+                .expect("the test cluster listens on a socket");
+            format!(
+                "postgres://postgres@localhost:{}/{name}?host={}",
+                admin.get_port(),
+                socket.display()
+            )
+        }
+    }
+}
+
+/// The real `gpu-triage` executable, with a clean environment for the database settings.
+pub fn binary() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-triage"));
+    cmd.env_remove("DATABASE_URL")
+        .env_remove("GPU_TRIAGE_DATA")
+        .env_remove("GPU_TRIAGE_PG_BINDIR")
+        .env("GPU_TRIAGE_LOG", "warn");
+    cmd
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+/// A minimal HTTP/1.1 GET over a real socket: (status, body). `None` when nothing listens.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).ok()?;
+    let status = raw.split(' ').nth(1)?.parse().ok()?;
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// Polls `path` until it answers `want` or `secs` pass.
+pub fn wait_for_status(port: u16, path: &str, want: u16, secs: u64) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if http_get(port, path).is_some_and(|(s, _)| s == want) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    false
+}
