@@ -49,6 +49,11 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
 
+    /// The URL users reach this server at (behind a proxy: its https URL); used for links in
+    /// API responses and to mark cookies `Secure`. Default: http://LISTEN.
+    #[arg(long, env = "GPU_TRIAGE_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
     #[command(flatten)]
     pub database: DatabaseArgs,
 }

@@ -3,8 +3,9 @@
 //! Layers (DESIGN.md section 1): `web`/`cli` → `ingest` → `rules` → `storage`. `ingest` and
 //! `rules` are pure; all SQL lives in `storage`.
 
+pub mod auth;
 pub mod cli;
+pub mod commands;
 pub mod config;
-pub mod server;
 pub mod storage;
 pub mod web;

@@ -4,13 +4,15 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpu_triage::cli::{Cli, Command};
+use gpu_triage::commands;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let result = match cli.command {
-        Command::Serve(args) => run_async(gpu_triage::server::serve(args)),
-        Command::Migrate(args) => run_async(gpu_triage::server::migrate(args)),
+        Command::Serve(args) => run_async(commands::serve::serve(args)),
+        Command::Migrate(args) => run_async(commands::db::migrate(args)),
+        Command::Token(cmd) => run_async(commands::token::run(cmd)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -3,6 +3,8 @@
 //! [`Db`] handle) and return domain types, so the schema can change in one place.
 
 pub mod embedded;
+pub mod reports;
+pub mod tokens;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

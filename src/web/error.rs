@@ -1,24 +1,50 @@
-//! `AppError`, the web layer's one error type. It renders as the JSON shape of DESIGN.md
-//! section 5 (`{"error": {"code", "message"}}`) and keeps internal detail out of 5xx bodies:
-//! the cause is logged, the client gets a generic message.
+//! `AppError`, the web layer's one error type. For `/api` it renders as the JSON shape of
+//! DESIGN.md section 5 (`{"error": {"code", "message"}}`); wrapped in [`PageError`] it renders as
+//! an HTML page. Either way 5xx bodies carry no internal detail: the cause is logged at `error`,
+//! 4xx at `debug`.
 
+use askama::Template;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::{Html, IntoResponse, Response};
 use serde::Serialize;
 
 use crate::storage::DbError;
 
-/// An error a handler returns; it becomes a status code plus a JSON error body.
+/// An error a handler returns; it becomes a status code plus an error body.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
-    /// The database is down or restarting: 503 with `Retry-After`.
-    #[error("the database is unavailable")]
-    Unavailable,
-    /// Something that is not found: 404.
+    /// 400: malformed input (query, JSON, form).
+    #[error("{1}")]
+    BadRequest(&'static str, String),
+    /// 401: no valid credentials.
+    #[error("{0}")]
+    Unauthorized(&'static str),
+    /// 403: valid credentials without the needed scope, or a failed CSRF/origin check.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404.
     #[error("{0} not found")]
     NotFound(&'static str),
-    /// An unexpected failure: 500, detail only in the server log.
+    /// 409: a conflict with the current state (a lost lease).
+    #[error("{1}")]
+    Conflict(&'static str, String),
+    /// 413: over a size cap.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 415: a body of the wrong media type.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// 422: well-formed but unacceptable input (empty log, secret in a script, ...).
+    #[error("{1}")]
+    Unprocessable(&'static str, String),
+    /// 429: over the rate limit; the value is the `Retry-After` seconds.
+    #[error("rate limit exceeded; retry in {0} s")]
+    RateLimited(u64),
+    /// 503: the database is down or restarting, or the server sheds load.
+    #[error("the service is temporarily unavailable; retry shortly")]
+    Unavailable,
+    /// 500: an unexpected failure, detail only in the server log.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -44,23 +70,57 @@ struct ErrorDetail<'a> {
 }
 
 impl AppError {
-    fn status_and_code(&self) -> (StatusCode, &'static str) {
+    /// The status and the stable snake_case code clients can match on.
+    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
-            AppError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            AppError::BadRequest(code, _) => (StatusCode::BAD_REQUEST, code),
+            AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            AppError::Conflict(code, _) => (StatusCode::CONFLICT, code),
+            AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            AppError::UnsupportedMediaType(_) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            }
+            AppError::Unprocessable(code, _) => (StatusCode::UNPROCESSABLE_ENTITY, code),
+            AppError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            AppError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+
+    fn log(&self) {
+        match self {
+            AppError::Internal(cause) => tracing::error!(error = ?cause, "request failed"),
+            AppError::Unavailable => tracing::warn!("request failed: service unavailable"),
+            _ => tracing::debug!(error = %self, "request rejected"),
+        }
+    }
+
+    fn add_headers(&self, res: &mut Response) {
+        let retry = match self {
+            AppError::Unavailable => Some(5),
+            AppError::RateLimited(secs) => Some(*secs),
+            _ => None,
+        };
+        if let Some(secs) = retry
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            res.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        if matches!(self, AppError::Unauthorized(_)) {
+            res.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"gpu-triage\""),
+            );
         }
     }
 }
 
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
+        self.log();
         let (status, code) = self.status_and_code();
-        match &self {
-            AppError::Internal(cause) => tracing::error!(error = ?cause, "request failed"),
-            AppError::Unavailable => tracing::warn!("request failed: database unavailable"),
-            _ => tracing::debug!(error = %self, "request rejected"),
-        }
         let body = ErrorBody {
             error: ErrorDetail {
                 code,
@@ -68,10 +128,50 @@ impl IntoResponse for AppError {
             },
         };
         let mut res = (status, Json(body)).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        self.add_headers(&mut res);
+        res
+    }
+}
+
+/// An [`AppError`] on a portal page: the same status, rendered as HTML.
+#[derive(Debug)]
+pub struct PageError(pub AppError);
+
+impl<E: Into<AppError>> From<E> for PageError {
+    fn from(err: E) -> Self {
+        PageError(err.into())
+    }
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage<'a> {
+    layout: super::html::Layout,
+    status: u16,
+    reason: &'a str,
+    message: String,
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let err = self.0;
+        err.log();
+        let (status, _) = err.status_and_code();
+        if matches!(err, AppError::Unauthorized(_)) {
+            // A page that needs a session sends the person to sign in.
+            return axum::response::Redirect::to("/login").into_response();
         }
+        let page = ErrorPage {
+            layout: super::html::Layout::for_user(None),
+            status: status.as_u16(),
+            reason: status.canonical_reason().unwrap_or("Error"),
+            message: err.to_string(),
+        };
+        let mut res = match page.render() {
+            Ok(html) => (status, Html(html)).into_response(),
+            Err(_) => (status, err.to_string()).into_response(),
+        };
+        err.add_headers(&mut res);
         res
     }
 }

@@ -2,6 +2,7 @@
 //! security headers every response carries. Handlers are thin: extract, call one domain
 //! function, map the result.
 
+pub mod auth;
 mod error;
 mod health;
 mod html;
@@ -10,9 +11,9 @@ use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::get;
+use axum::routing::{get, post};
 
-pub use error::AppError;
+pub use error::{AppError, PageError};
 
 use crate::storage::Db;
 
@@ -21,6 +22,22 @@ use crate::storage::Db;
 pub struct AppState {
     /// The database handle.
     pub db: Db,
+    /// Where users reach this server, for links in API responses (no trailing slash).
+    pub public_url: String,
+    /// Whether cookies get the `Secure` attribute (the portal is served over TLS).
+    pub secure_cookies: bool,
+}
+
+impl AppState {
+    /// State for a server reached at `public_url` (e.g. `https://triage.example.com`).
+    pub fn new(db: Db, public_url: &str) -> AppState {
+        let public_url = public_url.trim_end_matches('/').to_string();
+        AppState {
+            db,
+            secure_cookies: public_url.starts_with("https://"),
+            public_url,
+        }
+    }
 }
 
 /// The whole application's routes.
@@ -30,6 +47,11 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .route("/", get(html::home))
         .route("/static/app.css", get(html::stylesheet))
+        .route(
+            "/login",
+            get(html::login::show_login).post(html::login::create_session),
+        )
+        .route("/logout", post(html::login::delete_session))
         .fallback(html::not_found)
         .layer(middleware::from_fn(security_headers))
         .with_state(state)

@@ -123,7 +123,7 @@ impl TestApp {
     }
 
     pub fn on(db: Db) -> TestApp {
-        let router = web::router(AppState { db: db.clone() });
+        let router = web::router(AppState::new(db.clone(), "http://gpu-triage.test"));
         TestApp { db, router }
     }
 

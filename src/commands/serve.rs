@@ -5,6 +5,7 @@
 use anyhow::Context;
 use tokio::net::TcpListener;
 
+use crate::auth;
 use crate::config::ServeArgs;
 use crate::storage;
 use crate::web::{self, AppState};
@@ -17,29 +18,36 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(database = %opened.description, "using database");
     let db = opened.db.clone();
 
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let public_url = match &args.public_url {
+        Some(url) => url.trim_end_matches('/').to_string(),
+        None => format!("http://{}", listener.local_addr()?),
+    };
+    let base_url = format!("{public_url}/");
+    tracing::info!(url = %base_url, "listening");
+
     // Migrations retry in the background while the database is unreachable, so the server can
     // start (liveness ok, readiness false) before PostgreSQL does.
     let migrations = {
         let db = db.clone();
         tokio::spawn(async move {
-            match db.migrate_with_retry().await {
-                Ok(()) => match storage::instance(&db).await {
-                    Ok(i) => {
-                        tracing::info!(instance = %i.id, since = %i.created_at, "database ready")
-                    }
-                    Err(e) => tracing::warn!(error = %e, "reading the instance row"),
-                },
-                Err(e) => tracing::error!(error = %e, "migrations failed; /readyz stays 503"),
+            if let Err(e) = db.migrate_with_retry().await {
+                tracing::error!(error = %e, "migrations failed; /readyz stays 503");
+                return;
+            }
+            match storage::instance(&db).await {
+                Ok(i) => tracing::info!(instance = %i.id, since = %i.created_at, "database ready"),
+                Err(e) => tracing::warn!(error = %e, "reading the instance row"),
+            }
+            if let Err(e) = create_first_admin(&db, &base_url).await {
+                tracing::error!(error = %e, "creating the first admin token");
             }
         })
     };
 
-    let listener = TcpListener::bind(args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    tracing::info!(url = %format!("http://{}/", listener.local_addr()?), "listening");
-
-    let app = web::router(AppState { db: db.clone() });
+    let app = web::router(AppState::new(db.clone(), &public_url));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -53,6 +61,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .context("stopping the embedded PostgreSQL")?
             .context("stopping the embedded PostgreSQL")?;
+    }
+    Ok(())
+}
+
+/// On the very first start (no token at all), creates an admin token and prints it once with
+/// the sign-in URL, so a new deployment can be used without a shell on the database.
+async fn create_first_admin(db: &storage::Db, base_url: &str) -> anyhow::Result<()> {
+    let secret = auth::generate().context("reading the system's random source")?;
+    if storage::tokens::insert_first_admin(db, "initial-admin", &secret.prefix, &secret.hash)
+        .await?
+    {
+        println!(
+            "\nNo tokens existed, so an admin token was created. It is shown only this once:\n\n    {}\n\nSign in at {}login with it, and create narrower tokens with `gpu-triage token create`.\n",
+            secret.token, base_url
+        );
     }
     Ok(())
 }
@@ -75,20 +98,4 @@ async fn shutdown_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
-}
-
-/// `gpu-triage migrate`: apply migrations and exit.
-pub async fn migrate(args: crate::config::DatabaseArgs) -> anyhow::Result<()> {
-    let opened = storage::open(&args.location(), 2)
-        .await
-        .context("opening the database")?;
-    tracing::info!(database = %opened.description, "using database");
-    opened.db.migrate().await.context("applying migrations")?;
-    let instance = storage::instance(&opened.db).await?;
-    println!("migrations applied; instance {}", instance.id);
-    opened.db.close().await;
-    if let Some(cluster) = opened.cluster {
-        tokio::task::spawn_blocking(move || cluster.stop()).await??;
-    }
-    Ok(())
 }

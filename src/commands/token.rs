@@ -1,0 +1,89 @@
+//! `gpu-triage token create|list|revoke`: manage API tokens from the server's shell.
+
+use anyhow::{Context, bail};
+
+use crate::auth::{self, Scope};
+use crate::cli::TokenCommand;
+use crate::commands::db::with_database;
+use crate::storage::tokens;
+
+/// Runs one `token` subcommand.
+pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
+    match cmd {
+        TokenCommand::Create {
+            scope,
+            name,
+            database,
+        } => {
+            if name.trim().is_empty() || name.len() > 200 {
+                bail!("--name must be 1 to 200 characters");
+            }
+            let mut scopes: Vec<Scope> = Vec::new();
+            for s in scope {
+                if !scopes.contains(&s) {
+                    scopes.push(s);
+                }
+            }
+            let secret = auth::generate().context("reading the system's random source")?;
+            let record = with_database(&database, async |db| {
+                Ok(
+                    tokens::insert_token(db, name.trim(), &scopes, &secret.prefix, &secret.hash)
+                        .await?,
+                )
+            })
+            .await?;
+            eprintln!(
+                "created token {} ({}) with scope {}; it is shown only once:",
+                record.id,
+                record.name,
+                join(&record.scopes)
+            );
+            println!("{}", secret.token);
+        }
+        TokenCommand::List { database } => {
+            let all =
+                with_database(&database, async |db| Ok(tokens::list_tokens(db).await?)).await?;
+            println!(
+                "{:>5}  {:<14} {:<22} {:<20} {:<20} name",
+                "id", "prefix", "scopes", "created", "last used"
+            );
+            for t in all {
+                let name = if t.revoked {
+                    format!("{} (revoked)", t.name)
+                } else {
+                    t.name.clone()
+                };
+                println!(
+                    "{:>5}  {:<14} {:<22} {:<20} {:<20} {}",
+                    t.id,
+                    t.prefix,
+                    join(&t.scopes),
+                    t.created_at,
+                    t.last_used_at.as_deref().unwrap_or("never"),
+                    name
+                );
+            }
+        }
+        TokenCommand::Revoke { token, database } => {
+            let revoked = with_database(&database, async |db| {
+                Ok(tokens::revoke_token(db, &token).await?)
+            })
+            .await?;
+            if revoked.is_empty() {
+                bail!("no active token has id, prefix or name {token:?}");
+            }
+            for t in revoked {
+                println!("revoked token {} ({}, {})", t.id, t.prefix, t.name);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn join(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}

@@ -1,0 +1,390 @@
+//! Reports: insert (with duplicate detection, grouping by fingerprint, idempotency keys and the
+//! reproduction job for an attached script, all in one transaction) and read back.
+
+use sqlx::Row;
+
+use super::{Db, DbError};
+
+/// A report ready to store: the classification already made, the log already scrubbed and
+/// compressed. Plain fields, so storage knows nothing of the rule engine's types.
+#[derive(Clone, Debug, Default)]
+pub struct NewReport {
+    /// The token that uploaded it.
+    pub token_id: Option<i64>,
+    /// Metadata from the uploader (CI): project, job URL, commit, branch, environment text.
+    pub project: String,
+    pub job_url: String,
+    pub commit_sha: String,
+    pub branch: String,
+    pub environment: String,
+    /// The uploaded file's name.
+    pub filename: String,
+    /// The classification's headline fields, as columns for listing and filtering.
+    pub category: String,
+    pub title: String,
+    pub confidence: String,
+    pub root_cause_line: Option<i32>,
+    pub root_cause_text: String,
+    pub fingerprint: String,
+    pub async_hint: bool,
+    /// The whole classification (DESIGN.md section 3).
+    pub classification: serde_json::Value,
+    /// SHA-256 of the uploaded bytes, for duplicate detection.
+    pub log_sha256: Vec<u8>,
+    pub log_bytes: i64,
+    pub log_lines: i64,
+    /// The scrubbed log, gzip-compressed.
+    pub log_gz: Vec<u8>,
+    /// The attached minimal reproduction script, if any (queues a job).
+    pub script: Option<String>,
+    /// Text for the search index.
+    pub search_text: String,
+}
+
+/// An `Idempotency-Key` sent with an upload.
+#[derive(Clone, Debug)]
+pub struct IdempotencyKey {
+    /// The token that sent it (keys are per token).
+    pub token_id: i64,
+    /// The header's value.
+    pub key: String,
+    /// SHA-256 of the request body, to tell a retry from a different request reusing the key.
+    pub request_sha256: Vec<u8>,
+}
+
+/// What an insert did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// Stored (`duplicate: false`), or found identical bytes already stored for the project
+    /// (`duplicate: true`), or replayed the first answer to this idempotency key.
+    Stored(Stored),
+    /// The idempotency key was used before with a different body.
+    KeyReused,
+}
+
+/// The report an upload resulted in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub report_id: i64,
+    pub group_id: i64,
+    pub duplicate: bool,
+    /// The reproduction job queued for its script, with its state.
+    pub job: Option<(i64, String)>,
+}
+
+/// Stores `report` (see [`InsertOutcome`]). Concurrent uploads of the same bytes, or with the
+/// same idempotency key, serialise on advisory locks and yield one report.
+pub async fn insert_report(
+    db: &Db,
+    report: &NewReport,
+    idempotency: Option<&IdempotencyKey>,
+) -> Result<InsertOutcome, DbError> {
+    let mut tx = db.pool().begin().await?;
+    if let Some(idem) = idempotency {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2::text, 1))")
+            .bind(&idem.key)
+            .bind(idem.token_id)
+            .execute(&mut *tx)
+            .await?;
+        let first = sqlx::query(
+            "SELECT request_sha256, response FROM idempotency_keys WHERE token_id = $1 AND key = $2",
+        )
+        .bind(idem.token_id)
+        .bind(&idem.key)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = first {
+            let sha: Vec<u8> = row.try_get("request_sha256")?;
+            if sha != idem.request_sha256 {
+                return Ok(InsertOutcome::KeyReused);
+            }
+            let response: serde_json::Value = row.try_get("response")?;
+            if let Some(stored) = stored_from_json(&response) {
+                let job = job_for_report(&mut tx, stored.report_id).await?;
+                return Ok(InsertOutcome::Stored(Stored { job, ..stored }));
+            }
+        }
+    }
+    sqlx::query(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || encode($2, 'hex'), 2))",
+    )
+    .bind(&report.project)
+    .bind(&report.log_sha256)
+    .execute(&mut *tx)
+    .await?;
+    let existing =
+        sqlx::query("SELECT id, group_id FROM reports WHERE project = $1 AND log_sha256 = $2")
+            .bind(&report.project)
+            .bind(&report.log_sha256)
+            .fetch_optional(&mut *tx)
+            .await?;
+    let stored = match existing {
+        Some(row) => {
+            let report_id: i64 = row.try_get("id")?;
+            Stored {
+                report_id,
+                group_id: row.try_get("group_id")?,
+                duplicate: true,
+                job: job_for_report(&mut tx, report_id).await?,
+            }
+        }
+        None => insert_new(&mut tx, report).await?,
+    };
+    if let Some(idem) = idempotency {
+        sqlx::query(
+            "INSERT INTO idempotency_keys (token_id, key, request_sha256, status, response) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(idem.token_id)
+        .bind(&idem.key)
+        .bind(&idem.request_sha256)
+        .bind(if stored.duplicate { 200i16 } else { 201i16 })
+        .bind(serde_json::json!({
+            "report_id": stored.report_id,
+            "group_id": stored.group_id,
+            "duplicate": stored.duplicate,
+        }))
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(InsertOutcome::Stored(stored))
+}
+
+fn stored_from_json(v: &serde_json::Value) -> Option<Stored> {
+    Some(Stored {
+        report_id: v.get("report_id")?.as_i64()?,
+        group_id: v.get("group_id")?.as_i64()?,
+        duplicate: v.get("duplicate")?.as_bool()?,
+        job: None,
+    })
+}
+
+async fn job_for_report(
+    tx: &mut sqlx::PgConnection,
+    report_id: i64,
+) -> Result<Option<(i64, String)>, DbError> {
+    let row =
+        sqlx::query("SELECT id, state FROM jobs WHERE report_id = $1 ORDER BY id DESC LIMIT 1")
+            .bind(report_id)
+            .fetch_optional(tx)
+            .await?;
+    row.map(|r| Ok((r.try_get("id")?, r.try_get("state")?)))
+        .transpose()
+}
+
+async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored, DbError> {
+    let group_id: i64 = sqlx::query_scalar(
+        "INSERT INTO groups (fingerprint, category, title, root_cause_text, report_count) \
+         VALUES ($1, $2, $3, $4, 1) \
+         ON CONFLICT (fingerprint) DO UPDATE SET report_count = groups.report_count + 1, \
+             last_seen = now() \
+         RETURNING id",
+    )
+    .bind(&r.fingerprint)
+    .bind(&r.category)
+    .bind(&r.title)
+    .bind(&r.root_cause_text)
+    .fetch_one(&mut *tx)
+    .await?;
+    let report_id: i64 = sqlx::query_scalar(
+        "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
+             filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
+             fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, log_gz, \
+             script, search_text) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $18, $19, $20, $21, $22) \
+         RETURNING id",
+    )
+    .bind(r.token_id)
+    .bind(&r.project)
+    .bind(&r.job_url)
+    .bind(&r.commit_sha)
+    .bind(&r.branch)
+    .bind(&r.environment)
+    .bind(&r.filename)
+    .bind(group_id)
+    .bind(&r.category)
+    .bind(&r.title)
+    .bind(&r.confidence)
+    .bind(r.root_cause_line)
+    .bind(&r.root_cause_text)
+    .bind(&r.fingerprint)
+    .bind(r.async_hint)
+    .bind(&r.classification)
+    .bind(&r.log_sha256)
+    .bind(r.log_bytes)
+    .bind(r.log_lines)
+    .bind(&r.log_gz)
+    .bind(&r.script)
+    .bind(&r.search_text)
+    .fetch_one(&mut *tx)
+    .await?;
+    let job = match &r.script {
+        Some(_) => {
+            let id: i64 =
+                sqlx::query_scalar("INSERT INTO jobs (report_id) VALUES ($1) RETURNING id")
+                    .bind(report_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            Some((id, "queued".to_string()))
+        }
+        None => None,
+    };
+    Ok(Stored {
+        report_id,
+        group_id,
+        duplicate: false,
+        job,
+    })
+}
+
+/// A stored report, without its log.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub id: i64,
+    pub created_at: String,
+    pub project: String,
+    pub job_url: String,
+    pub commit_sha: String,
+    pub branch: String,
+    pub environment: String,
+    pub filename: String,
+    pub group_id: i64,
+    pub category: String,
+    pub title: String,
+    pub root_cause_line: Option<i32>,
+    pub root_cause_text: String,
+    pub fingerprint: String,
+    pub classification: serde_json::Value,
+    pub log_bytes: i64,
+    pub log_lines: i64,
+    pub script: Option<String>,
+}
+
+/// RFC 3339 UTC rendering of a timestamptz column, for SELECT lists.
+macro_rules! rfc3339 {
+    ($col:literal) => {
+        concat!(
+            "to_char(",
+            $col,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+        )
+    };
+}
+
+/// The report with this id.
+pub async fn get_report(db: &Db, id: i64) -> Result<Option<Report>, DbError> {
+    let row = sqlx::query(concat!(
+        "SELECT id, ",
+        rfc3339!("created_at"),
+        " AS created, project, job_url, commit_sha, branch, \
+         environment, filename, group_id, category, title, root_cause_line, root_cause_text, \
+         fingerprint, classification, log_bytes, log_lines, script FROM reports WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(db.pool())
+    .await?;
+    row.map(|row| {
+        Ok(Report {
+            id: row.try_get("id")?,
+            created_at: row.try_get("created")?,
+            project: row.try_get("project")?,
+            job_url: row.try_get("job_url")?,
+            commit_sha: row.try_get("commit_sha")?,
+            branch: row.try_get("branch")?,
+            environment: row.try_get("environment")?,
+            filename: row.try_get("filename")?,
+            group_id: row.try_get("group_id")?,
+            category: row.try_get("category")?,
+            title: row.try_get("title")?,
+            root_cause_line: row.try_get("root_cause_line")?,
+            root_cause_text: row.try_get("root_cause_text")?,
+            fingerprint: row.try_get("fingerprint")?,
+            classification: row.try_get("classification")?,
+            log_bytes: row.try_get("log_bytes")?,
+            log_lines: row.try_get("log_lines")?,
+            script: row.try_get("script")?,
+        })
+    })
+    .transpose()
+}
+
+/// The report's stored log, gzip-compressed (scrubbed of secrets).
+pub async fn report_log_gz(db: &Db, id: i64) -> Result<Option<Vec<u8>>, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT log_gz FROM reports WHERE id = $1")
+            .bind(id)
+            .fetch_optional(db.pool())
+            .await?,
+    )
+}
+
+/// A line in a list of reports.
+#[derive(Clone, Debug)]
+pub struct ReportSummary {
+    pub id: i64,
+    pub created_at: String,
+    pub project: String,
+    pub category: String,
+    pub title: String,
+    pub root_cause_text: String,
+    pub group_id: i64,
+}
+
+fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbError> {
+    Ok(ReportSummary {
+        id: row.try_get("id")?,
+        created_at: row.try_get("created")?,
+        project: row.try_get("project")?,
+        category: row.try_get("category")?,
+        title: row.try_get("title")?,
+        root_cause_text: row.try_get("root_cause_text")?,
+        group_id: row.try_get("group_id")?,
+    })
+}
+
+const SUMMARY_COLUMNS: &str = concat!(
+    "r.id, ",
+    rfc3339!("r.created_at"),
+    " AS created, r.project, r.category, r.title, r.root_cause_text, r.group_id"
+);
+
+/// The newest reports.
+pub async fn recent_reports(db: &Db, limit: i64) -> Result<Vec<ReportSummary>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {SUMMARY_COLUMNS} FROM reports r ORDER BY r.created_at DESC, r.id DESC LIMIT $1"
+    )))
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(summary_from_row).collect()
+}
+
+/// The newest reports of a group.
+pub async fn group_reports(
+    db: &Db,
+    group_id: i64,
+    limit: i64,
+) -> Result<Vec<ReportSummary>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {SUMMARY_COLUMNS} FROM reports r WHERE r.group_id = $1 \
+         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"
+    )))
+    .bind(group_id)
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(summary_from_row).collect()
+}
+
+/// How many reports of each category are stored (for `/metrics`).
+pub async fn counts_by_category(db: &Db) -> Result<Vec<(String, i64)>, DbError> {
+    Ok(
+        sqlx::query_as(
+            "SELECT category, count(*) FROM reports GROUP BY category ORDER BY category",
+        )
+        .fetch_all(db.pool())
+        .await?,
+    )
+}

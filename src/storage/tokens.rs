@@ -1,0 +1,202 @@
+//! Tokens and portal sessions: stored as SHA-256 hashes with scopes, revocable, with a
+//! last-used time.
+
+use sqlx::Row;
+
+use super::{Db, DbError};
+use crate::auth::Scope;
+
+/// A stored token (never the secret itself).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenRecord {
+    /// Row id.
+    pub id: i64,
+    /// The name given at creation (who or what uses it).
+    pub name: String,
+    /// The token's first characters, for listings.
+    pub prefix: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+    /// RFC 3339 creation time.
+    pub created_at: String,
+    /// RFC 3339 time of last use, if ever used.
+    pub last_used_at: Option<String>,
+    /// Whether it has been revoked.
+    pub revoked: bool,
+}
+
+/// The columns of a token row, for a query that names the table `t`.
+const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
+    to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS created, \
+    to_char(t.last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS last_used, \
+    t.revoked_at IS NOT NULL AS revoked";
+
+fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {
+    let scopes: Vec<String> = row.try_get("scopes")?;
+    Ok(TokenRecord {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        prefix: row.try_get("prefix")?,
+        scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
+        created_at: row.try_get("created")?,
+        last_used_at: row.try_get("last_used")?,
+        revoked: row.try_get("revoked")?,
+    })
+}
+
+fn scope_names(scopes: &[Scope]) -> Vec<String> {
+    scopes.iter().map(|s| s.as_str().to_string()).collect()
+}
+
+/// Stores a new token's hash.
+pub async fn insert_token(
+    db: &Db,
+    name: &str,
+    scopes: &[Scope],
+    prefix: &str,
+    hash: &[u8],
+) -> Result<TokenRecord, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO tokens AS t (name, scopes, prefix, hash) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
+    )))
+    .bind(name)
+    .bind(scope_names(scopes))
+    .bind(prefix)
+    .bind(hash)
+    .fetch_one(db.pool())
+    .await?;
+    from_row(&row)
+}
+
+/// Stores `hash` as an admin token named `name` only if no token exists at all (first start).
+/// Returns whether it was stored. Safe against several replicas starting at once.
+pub async fn insert_first_admin(
+    db: &Db,
+    name: &str,
+    prefix: &str,
+    hash: &[u8],
+) -> Result<bool, DbError> {
+    let mut tx = db.pool().begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('gpu-triage:first-admin'))")
+        .execute(&mut *tx)
+        .await?;
+    let inserted = sqlx::query(
+        "INSERT INTO tokens (name, scopes, prefix, hash) \
+         SELECT $1, ARRAY['admin'], $2, $3 WHERE NOT EXISTS (SELECT 1 FROM tokens)",
+    )
+    .bind(name)
+    .bind(prefix)
+    .bind(hash)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    tx.commit().await?;
+    Ok(inserted == 1)
+}
+
+/// The active (not revoked) token with this hash, marking it used. The last-used time is
+/// written at most once a minute per token, so busy CI tokens do not cost a write per request.
+pub async fn authenticate(db: &Db, hash: &[u8]) -> Result<Option<TokenRecord>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS}, (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds') AS stale \
+         FROM tokens t WHERE t.hash = $1 AND t.revoked_at IS NULL"
+    )))
+    .bind(hash)
+    .fetch_optional(db.pool())
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    let token = from_row(&row)?;
+    if row.try_get::<bool, _>("stale")? {
+        sqlx::query("UPDATE tokens SET last_used_at = now() WHERE id = $1")
+            .bind(token.id)
+            .execute(db.pool())
+            .await?;
+    }
+    Ok(Some(token))
+}
+
+/// Every token, newest first.
+pub async fn list_tokens(db: &Db) -> Result<Vec<TokenRecord>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM tokens t ORDER BY t.id DESC"
+    )))
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Revokes the token whose id, prefix or name is `which`; returns the revoked tokens (none when
+/// nothing matched). A name shared by several tokens revokes them all.
+pub async fn revoke_token(db: &Db, which: &str) -> Result<Vec<TokenRecord>, DbError> {
+    let id: Option<i64> = which.parse().ok();
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE tokens AS t SET revoked_at = now() \
+         WHERE t.revoked_at IS NULL AND (t.id = $1 OR t.prefix = $2 OR t.name = $2) RETURNING {COLUMNS}"
+    )))
+    .bind(id)
+    .bind(which)
+    .fetch_all(db.pool())
+    .await?;
+    // Sessions signed in with a revoked token end with it.
+    sqlx::query("DELETE FROM sessions WHERE token_id IN (SELECT id FROM tokens WHERE revoked_at IS NOT NULL)")
+        .execute(db.pool())
+        .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// A portal session, resolved from its cookie.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The token the person signed in with.
+    pub token: TokenRecord,
+    /// The CSRF token forms must echo.
+    pub csrf: String,
+}
+
+/// Creates a session for `token_id`, valid for `days`.
+pub async fn create_session(
+    db: &Db,
+    id_hash: &[u8],
+    token_id: i64,
+    csrf: &str,
+    days: i32,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO sessions (id_hash, token_id, csrf, expires_at) \
+         VALUES ($1, $2, $3, now() + make_interval(days => $4))",
+    )
+    .bind(id_hash)
+    .bind(token_id)
+    .bind(csrf)
+    .bind(days)
+    .execute(db.pool())
+    .await?;
+    Ok(())
+}
+
+/// The live session with this cookie hash, if its token is still valid.
+pub async fn find_session(db: &Db, id_hash: &[u8]) -> Result<Option<Session>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS}, s.csrf FROM sessions s JOIN tokens t ON t.id = s.token_id \
+         WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL"
+    )))
+    .bind(id_hash)
+    .fetch_optional(db.pool())
+    .await?;
+    row.map(|row| {
+        Ok(Session {
+            token: from_row(&row)?,
+            csrf: row.try_get("csrf")?,
+        })
+    })
+    .transpose()
+}
+
+/// Ends a session (sign-out) and drops expired ones.
+pub async fn delete_session(db: &Db, id_hash: &[u8]) -> Result<(), DbError> {
+    sqlx::query("DELETE FROM sessions WHERE id_hash = $1 OR expires_at < now()")
+        .bind(id_hash)
+        .execute(db.pool())
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,152 @@
+//! Who is calling. The API takes tokens only from `Authorization: Bearer` (never cookies or
+//! query strings, SECURITY.md item 5); the portal takes an HttpOnly session cookie obtained by
+//! signing in with a token, and its state-changing forms must carry the session's CSRF token
+//! and a same-site `Origin`.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+
+use super::{AppError, AppState};
+use crate::auth::{self, Scope};
+use crate::storage::tokens::{self, Session, TokenRecord};
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "gt_session";
+
+/// A request authenticated with an API token.
+#[derive(Clone, Debug)]
+pub struct ApiToken(pub TokenRecord);
+
+impl ApiToken {
+    /// 403 unless the token holds one of `wanted` (or `admin`).
+    pub fn require(&self, wanted: &[Scope]) -> Result<(), AppError> {
+        if auth::allows(&self.0.scopes, wanted) {
+            Ok(())
+        } else {
+            let names: Vec<&str> = wanted.iter().map(|s| s.as_str()).collect();
+            Err(AppError::Forbidden(format!(
+                "this token lacks the {} scope",
+                names.join(" or ")
+            )))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for ApiToken {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or(AppError::Unauthorized(
+                "missing Authorization: Bearer token",
+            ))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .ok_or(AppError::Unauthorized(
+                "the Authorization header must be `Bearer <token>`",
+            ))?;
+        if !auth::looks_like_token(token) {
+            return Err(AppError::Unauthorized("invalid or revoked token"));
+        }
+        let record = tokens::authenticate(&state.db, &auth::hash(token))
+            .await?
+            .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
+        Ok(ApiToken(record))
+    }
+}
+
+/// A signed-in portal user.
+#[derive(Clone, Debug)]
+pub struct PortalUser(pub Session);
+
+impl PortalUser {
+    /// Checks a state-changing form post: the CSRF field must match the session's, and an
+    /// `Origin` header, when the browser sends one, must be this site.
+    pub fn check_form(&self, headers: &HeaderMap, csrf: &str) -> Result<(), AppError> {
+        if !same_origin(headers) {
+            return Err(AppError::Forbidden("cross-site form post refused".into()));
+        }
+        if csrf.is_empty() || !constant_time_eq(csrf.as_bytes(), self.0.csrf.as_bytes()) {
+            return Err(AppError::Forbidden(
+                "the form's CSRF token is missing or stale; reload the page and try again".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// 403 unless the signed-in token holds one of `wanted`.
+    pub fn require(&self, wanted: &[Scope]) -> Result<(), AppError> {
+        ApiToken(self.0.token.clone()).require(wanted)
+    }
+}
+
+impl FromRequestParts<AppState> for PortalUser {
+    type Rejection = super::PageError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, super::PageError> {
+        match OptionalUser::from_request_parts(parts, state).await?.0 {
+            Some(user) => Ok(user),
+            None => Err(AppError::Unauthorized("sign in first").into()),
+        }
+    }
+}
+
+/// The portal user when signed in, `None` otherwise (pages that work either way).
+#[derive(Clone, Debug)]
+pub struct OptionalUser(pub Option<PortalUser>);
+
+impl FromRequestParts<AppState> for OptionalUser {
+    type Rejection = super::PageError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, super::PageError> {
+        let Some(cookie) = cookie_value(&parts.headers, SESSION_COOKIE) else {
+            return Ok(OptionalUser(None));
+        };
+        let session = tokens::find_session(&state.db, &auth::hash(cookie)).await?;
+        Ok(OptionalUser(session.map(PortalUser)))
+    }
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// Whether the request's `Origin` (when present) names the same host as its `Host` header.
+fn same_origin(headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true; // Non-browser clients and same-origin GETs may omit it; CSRF still applies.
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let origin_host = origin
+        .split_once("://")
+        .map(|(_, rest)| rest.trim_end_matches('/'))
+        .unwrap_or("");
+    !host.is_empty() && origin_host.eq_ignore_ascii_case(host)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

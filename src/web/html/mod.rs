@@ -1,0 +1,78 @@
+//! The server-rendered portal (askama templates in `templates/`, view structs prepared here so
+//! templates hold no logic beyond loops and conditionals) and its stylesheet.
+
+pub mod login;
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+
+use super::auth::{OptionalUser, PortalUser};
+
+/// The stylesheet, embedded so the binary is self-contained.
+const APP_CSS: &str = include_str!("../../../static/app.css");
+
+/// What every page's frame needs: version, who is signed in, the CSRF token for its forms.
+#[derive(Clone, Debug, Default)]
+pub struct Layout {
+    /// The program version, in the footer.
+    pub version: &'static str,
+    /// The signed-in token's name, if any.
+    pub user: Option<String>,
+    /// The session's CSRF token ("" when signed out).
+    pub csrf: String,
+}
+
+impl Layout {
+    /// The frame for a page seen by `user` (or nobody).
+    pub fn for_user(user: Option<&PortalUser>) -> Layout {
+        Layout {
+            version: env!("CARGO_PKG_VERSION"),
+            user: user.map(|u| u.0.token.name.clone()),
+            csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// `GET /`: what gpu-triage does and where to start.
+#[derive(Template, WebTemplate)]
+#[template(path = "home.html")]
+pub struct HomePage {
+    layout: Layout,
+}
+
+/// `GET /`.
+pub async fn home(OptionalUser(user): OptionalUser) -> HomePage {
+    HomePage {
+        layout: Layout::for_user(user.as_ref()),
+    }
+}
+
+/// A page for paths that do not exist.
+#[derive(Template, WebTemplate)]
+#[template(path = "not_found.html")]
+pub struct NotFoundPage {
+    layout: Layout,
+}
+
+/// Any unknown path: 404 with a page.
+pub async fn not_found() -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        NotFoundPage {
+            layout: Layout::for_user(None),
+        },
+    )
+}
+
+/// `GET /static/app.css`.
+pub async fn stylesheet() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        APP_CSS,
+    )
+}
