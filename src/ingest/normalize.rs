@@ -1,0 +1,348 @@
+//! Normalization of what people paste and CI prints, so rules see the message and not the noise.
+//!
+//! Two levels, because logs can be hundreds of megabytes:
+//! - [`strip_ansi_into`] works on whole chunks of bytes and keeps every newline, so the matcher can
+//!   search the chunk in one pass and still count original line numbers;
+//! - [`clean_line`] runs only on the few lines a rule hit: it decodes (lossy UTF-8), drops ANSI
+//!   sequences, picks the `\r` segment that carries text (tqdm progress bars), and peels CI
+//!   timestamps, rank/launcher prefixes, logger prefixes, markdown quoting and `**` markers.
+
+use std::borrow::Cow;
+
+const ESC: u8 = 0x1b;
+const BEL: u8 = 0x07;
+
+/// Copies `src` into `dst` without ANSI escape sequences (CSI colours and cursor moves, OSC
+/// hyperlinks and titles, two-byte escapes). Newlines are never removed, so line numbers survive.
+pub fn strip_ansi_into(src: &[u8], dst: &mut Vec<u8>) {
+    dst.reserve(src.len());
+    let mut i = 0;
+    while i < src.len() {
+        match memchr::memchr(ESC, &src[i..]) {
+            None => {
+                dst.extend_from_slice(&src[i..]);
+                return;
+            }
+            Some(off) => {
+                dst.extend_from_slice(&src[i..i + off]);
+                i += off;
+                i = skip_escape(src, i);
+            }
+        }
+    }
+}
+
+/// Given `src[at] == ESC`, the index just past the escape sequence. Stops early at a newline so a
+/// broken sequence never swallows a line boundary.
+fn skip_escape(src: &[u8], at: usize) -> usize {
+    let mut i = at + 1;
+    match src.get(i) {
+        Some(b'[') => {
+            i += 1;
+            while let Some(&b) = src.get(i) {
+                if b == b'\n' {
+                    return i;
+                }
+                i += 1;
+                if (0x40..=0x7e).contains(&b) {
+                    break;
+                }
+            }
+            i
+        }
+        Some(b']') | Some(b'P') | Some(b'_') | Some(b'^') => {
+            // OSC / DCS / APC / PM: up to BEL or ESC '\'.
+            i += 1;
+            while let Some(&b) = src.get(i) {
+                match b {
+                    b'\n' => return i,
+                    BEL => return i + 1,
+                    ESC if src.get(i + 1) == Some(&b'\\') => return i + 2,
+                    _ => i += 1,
+                }
+            }
+            i
+        }
+        Some(b'\n') | None => i,
+        // Character-set designation and similar: ESC, an intermediate byte, a final byte.
+        Some(b'(' | b')' | b'*' | b'+' | b'-' | b'.' | b'/' | b'#' | b'%') => {
+            if src.get(i + 1).is_some_and(|&b| b != b'\n') {
+                i + 2
+            } else {
+                i + 1
+            }
+        }
+        Some(_) => i + 1,
+    }
+}
+
+/// Removes ANSI escape sequences from one line of text.
+pub fn strip_ansi(text: &str) -> Cow<'_, str> {
+    if !text.as_bytes().contains(&ESC) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = Vec::with_capacity(text.len());
+    strip_ansi_into(text.as_bytes(), &mut out);
+    Cow::Owned(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The `\r`-separated segment of a raw line that carries the message: the last non-blank one
+/// (progress bars redraw with `\r` and the error is printed after the last redraw), or the one
+/// that contains `needle` when given.
+pub fn pick_segment<'a>(line: &'a str, needle: Option<&str>) -> &'a str {
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if !line.contains('\r') {
+        return line;
+    }
+    if let Some(n) = needle
+        && let Some(seg) = line.split('\r').find(|s| s.contains(n))
+    {
+        return seg;
+    }
+    line.split('\r')
+        .rev()
+        .find(|s| !s.trim().is_empty())
+        .unwrap_or("")
+}
+
+/// One line as a person would read it: decoded, without ANSI, without CI/launcher/logger prefixes
+/// and markdown decoration, trimmed. Used for finding text, captures and fingerprints.
+pub fn clean_line(raw: &[u8]) -> String {
+    let decoded = String::from_utf8_lossy(raw);
+    let no_ansi = strip_ansi(&decoded);
+    let seg = pick_segment(&no_ansi, None);
+    strip_decorations(seg).to_owned()
+}
+
+/// Peels prefixes and markdown decoration from a single (already ANSI-free) line.
+pub fn strip_decorations(mut s: &str) -> &str {
+    loop {
+        let before = s.len();
+        s = s.trim();
+        s = strip_timestamp(s);
+        s = strip_rank_prefix(s);
+        for p in ["> ", ">", "```", "`", "**", "“", "\"\"\"", "\u{2060}"] {
+            if let Some(rest) = s.strip_prefix(p) {
+                s = rest;
+            }
+        }
+        if s.len() == before {
+            break;
+        }
+    }
+    loop {
+        let before = s.len();
+        s = s.trim_end();
+        for p in ["```", "`", "**", "”", "\"\"\""] {
+            if let Some(rest) = s.strip_suffix(p) {
+                s = rest;
+            }
+        }
+        if s.len() == before {
+            break;
+        }
+    }
+    s
+}
+
+/// `2026-07-30T03:36:29.7333793Z ` (GitHub Actions), `2026-07-30 03:36:29,733 ` (Python logging),
+/// `[2026-07-30 03:36:29] `.
+fn strip_timestamp(s: &str) -> &str {
+    let b = s.as_bytes();
+    let start = usize::from(b.first() == Some(&b'['));
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone())
+            .is_some_and(|x| x.iter().all(u8::is_ascii_digit))
+    };
+    if !(digits(start..start + 4)
+        && b.get(start + 4) == Some(&b'-')
+        && digits(start + 5..start + 7)
+        && b.get(start + 7) == Some(&b'-')
+        && digits(start + 8..start + 10)
+        && matches!(b.get(start + 10), Some(b'T') | Some(b' ')))
+    {
+        return s;
+    }
+    // Consume the time part: digits, ':', '.', ',', 'Z', '+', '-' up to a space or ']'.
+    let mut i = start + 11;
+    while let Some(&c) = b.get(i) {
+        if c.is_ascii_digit() || matches!(c, b':' | b'.' | b',' | b'Z' | b'+' | b'-') {
+            i += 1;
+        } else {
+            break;
+        }
+    }
+    if start == 1 && b.get(i) == Some(&b']') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b' ') | Some(b'\t') | Some(b'|') => s[i + 1..].trim_start_matches(['|', ' ']),
+        None => "",
+        _ => s,
+    }
+}
+
+/// `[rank3]:`, `[default0]:`, `[1,0]<stderr>:`, `0: ` / `12: ` (torchrun `--tee`), `[80746] `
+/// (pid), `ERROR:root:`-style logger prefixes are left alone because they can carry meaning.
+fn strip_rank_prefix(s: &str) -> &str {
+    let b = s.as_bytes();
+    if b.first() == Some(&b'[')
+        && let Some(close) = s.find(']')
+    {
+        let inner = &s[1..close];
+        let tail = &s[close + 1..];
+        let is_rank = inner
+            .strip_prefix("rank")
+            .or_else(|| inner.strip_prefix("default"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+        let is_mpi = inner.split(',').count() == 2
+            && inner
+                .split(',')
+                .all(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()));
+        let is_pid = !inner.is_empty() && inner.bytes().all(|c| c.is_ascii_digit());
+        if is_rank || is_mpi {
+            let tail = tail
+                .strip_prefix("<stderr>")
+                .or_else(|| tail.strip_prefix("<stdout>"))
+                .unwrap_or(tail);
+            return tail.strip_prefix(':').unwrap_or(tail);
+        }
+        if is_pid && tail.starts_with(' ') {
+            return tail;
+        }
+    }
+    // `0: ` .. `9999: ` at the very start (torchrun --tee / slurm --label).
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if (1..=4).contains(&digits) && s[digits..].starts_with(": ") {
+        return &s[digits + 2..];
+    }
+    s
+}
+
+/// The rank a launcher prefix names (`[rank3]:` → 3, `[default1]:` → 1), for typed facts.
+pub fn rank_prefix(raw: &str) -> Option<u32> {
+    let s = strip_timestamp(raw.trim_start());
+    let inner = s.strip_prefix('[')?.split(']').next()?;
+    let n = inner
+        .strip_prefix("rank")
+        .or_else(|| inner.strip_prefix("default"))?;
+    n.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ansi_sequences_are_removed_and_newlines_kept() {
+        let cases: &[(&[u8], &[u8])] = &[
+            (b"\x1b[31mRuntimeError\x1b[0m: x", b"RuntimeError: x"),
+            (b"\x1b[1;31mred\x1b[m\nnext", b"red\nnext"),
+            (
+                b"\x1b]8;;javascript:alert(1)\x07click\x1b]8;;\x07",
+                b"click",
+            ),
+            (b"a\x1b]0;title\x1b\\b", b"ab"),
+            (b"broken \x1b[12\nline two", b"broken \nline two"),
+            (b"\x1b(Bplain", b"plain"),
+            (b"no escapes at all", b"no escapes at all"),
+        ];
+        for (input, want) in cases {
+            let mut out = Vec::new();
+            strip_ansi_into(input, &mut out);
+            assert_eq!(
+                &out[..],
+                *want,
+                "input {:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn clean_line_peels_ci_rank_and_markdown_noise() {
+        let cases = [
+            (
+                "2026-07-30T03:36:29.7333793Z RuntimeError: CUDA error: out of memory",
+                "RuntimeError: CUDA error: out of memory",
+            ),
+            ("[rank3]: RuntimeError: boom", "RuntimeError: boom"),
+            (
+                "[default0]:IndexError: index out of range in self",
+                "IndexError: index out of range in self",
+            ),
+            ("[1,0]<stderr>:NCCL WARN x", "NCCL WARN x"),
+            (
+                "0: torch.OutOfMemoryError: CUDA",
+                "torch.OutOfMemoryError: CUDA",
+            ),
+            (
+                "**RuntimeError: CUDA out of memory.** Tried",
+                "RuntimeError: CUDA out of memory.** Tried",
+            ),
+            (
+                "`RuntimeError: expected scalar type Long but found Int`",
+                "RuntimeError: expected scalar type Long but found Int",
+            ),
+            (
+                "> RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
+                "RuntimeError: \"addmm_impl_cpu_\" not implemented for 'Half'",
+            ),
+            (
+                "“RuntimeError: CUDA error: an illegal memory access was encountered      ",
+                "RuntimeError: CUDA error: an illegal memory access was encountered",
+            ),
+            (
+                "[80746] [rank0]:[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x",
+                "[E321 02:07:08.408271257 ProcessGroupNCCL.cpp:607] x",
+            ),
+            (
+                "2020-08-03 10:20:25,123 | ERROR: bus error",
+                "ERROR: bus error",
+            ),
+            ("RuntimeError: x\r", "RuntimeError: x"),
+            (
+                "  45%|████▌ | 450/1000\r 46%|████▋ | 460/1000\rRuntimeError: late",
+                "RuntimeError: late",
+            ),
+            ("\x1b[31mERROR\x1b[0m: failed", "ERROR: failed"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(clean_line(input.as_bytes()), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn clean_line_survives_invalid_utf8() {
+        assert_eq!(
+            clean_line(b"bad \xff\xfe byte"),
+            "bad \u{fffd}\u{fffd} byte"
+        );
+    }
+
+    #[test]
+    fn numbers_that_are_not_prefixes_stay() {
+        assert_eq!(clean_line(b"2112x1000 and 96x96"), "2112x1000 and 96x96");
+        assert_eq!(clean_line(b"12345: not a rank"), "12345: not a rank");
+        assert_eq!(
+            clean_line(b"[E ProcessGroupNCCL.cpp:458] x"),
+            "[E ProcessGroupNCCL.cpp:458] x"
+        );
+    }
+
+    #[test]
+    fn rank_prefix_is_read() {
+        assert_eq!(rank_prefix("[rank3]: boom"), Some(3));
+        assert_eq!(rank_prefix("2026-07-30T03:36:29Z [default1]:x"), Some(1));
+        assert_eq!(rank_prefix("[E321 02:07:08] x"), None);
+    }
+
+    #[test]
+    fn pick_segment_prefers_the_needle() {
+        assert_eq!(
+            pick_segment("a\rRuntimeError: x\rb", Some("Error")),
+            "RuntimeError: x"
+        );
+        assert_eq!(pick_segment("a\rb\r  ", None), "b");
+    }
+}
