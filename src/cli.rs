@@ -24,6 +24,60 @@ pub enum Command {
     /// Create, list or revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Classify crash logs (files, or stdin with `-` or no argument).
+    Classify(ClassifyArgs),
+    /// Measure the ruleset on a labelled corpus (labels.csv + cases/*.log).
+    Eval(EvalArgs),
+    /// Validate rulesets.
+    #[command(subcommand)]
+    Rules(RulesCommand),
+}
+
+/// Output format of `classify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One JSON object per input, one per line (DESIGN.md section 3).
+    Json,
+    /// A short human summary.
+    Text,
+}
+
+/// `gpu-triage classify`
+#[derive(Debug, clap::Args)]
+pub struct ClassifyArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: OutputFormat,
+    /// Use this TOML ruleset instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<std::path::PathBuf>,
+    /// Log files; `-` or nothing reads stdin.
+    #[arg(value_name = "FILE")]
+    pub inputs: Vec<String>,
+}
+
+/// `gpu-triage eval`
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// Corpus directory with labels.csv, cases/*.log and optionally evidence.csv.
+    pub dir: std::path::PathBuf,
+    /// Use this TOML ruleset instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<std::path::PathBuf>,
+    /// List every miss.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
+
+/// `gpu-triage rules ...`
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Check a ruleset: patterns compile within limits, examples match, counter-examples do
+    /// not. Without FILE, checks the built-in ruleset.
+    Check {
+        /// A TOML ruleset.
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 /// `gpu-triage token ...`

@@ -7,5 +7,7 @@ pub mod auth;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod ingest;
+pub mod rules;
 pub mod storage;
 pub mod web;

@@ -13,9 +13,16 @@ fn main() -> ExitCode {
         Command::Serve(args) => run_async(commands::serve::serve(args)),
         Command::Migrate(args) => run_async(commands::db::migrate(args)),
         Command::Token(cmd) => run_async(commands::token::run(cmd)),
+        Command::Classify(args) => commands::classify::run(args),
+        Command::Eval(args) => commands::eval::run(args),
+        Command::Rules(cmd) => commands::rules::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(err) if err.downcast_ref::<commands::BadInput>().is_some() => {
+            eprintln!("gpu-triage: {err:#}");
+            ExitCode::from(2)
+        }
         Err(err) => {
             eprintln!("gpu-triage: {err:#}");
             ExitCode::FAILURE

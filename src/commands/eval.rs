@@ -1,0 +1,325 @@
+//! `gpu-triage eval DIR`: measure the ruleset on a labelled corpus (`labels.csv`, `cases/*.log`,
+//! optional `evidence.csv`): per-label accuracy, confusion pairs, root-cause-line and facts hit
+//! rates, ending with `accuracy: N/M = P%` (DESIGN.md section 3). It fails only when the corpus
+//! cannot be read, never because of the score.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::BadInput;
+use crate::cli::EvalArgs;
+use crate::rules::facts::{normalize_shape, parse_bytes};
+use crate::rules::{Category, Classification, Ruleset};
+
+/// One labelled case.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// Case id (file stem).
+    pub id: String,
+    /// Expected category.
+    pub label: Category,
+    /// Expected async hint, when labelled.
+    pub async_hint: Option<bool>,
+    /// Accepted root-cause lines (empty when unknown).
+    pub cause_lines: Vec<usize>,
+    /// Expected facts, `key=value` as in evidence.csv.
+    pub facts: Vec<(String, String)>,
+}
+
+/// What evidence.csv says about one case: accepted root-cause lines and facts.
+type Evidence = (Vec<usize>, Vec<(String, String)>);
+
+/// Scores of one evaluation run.
+#[derive(Debug, Default, Clone)]
+pub struct Score {
+    /// Cases classified.
+    pub total: usize,
+    /// Cases whose category matched.
+    pub correct: usize,
+    /// (hits, cases with cause lines).
+    pub lines: (usize, usize),
+    /// (hits, cases with facts).
+    pub facts: (usize, usize),
+    /// (hits, cases with an async label).
+    pub async_hint: (usize, usize),
+    /// The printed report.
+    pub report: String,
+}
+
+/// Runs the command and prints the report.
+pub fn run(args: EvalArgs) -> anyhow::Result<()> {
+    let ruleset = super::classify::load_ruleset(args.rules.as_deref())?;
+    let cases = load_corpus(&args.dir)?;
+    let score = evaluate(&ruleset, &args.dir, &cases, args.verbose)?;
+    print!("{}", score.report);
+    Ok(())
+}
+
+/// Reads `labels.csv` and, when present, `evidence.csv`.
+pub fn load_corpus(dir: &Path) -> Result<Vec<Case>, BadInput> {
+    let labels_path = dir.join("labels.csv");
+    let text = std::fs::read_to_string(&labels_path)
+        .map_err(|e| BadInput(format!("{}: cannot read: {e}", labels_path.display())))?;
+    let rows = parse_csv(&text);
+    let header = rows
+        .first()
+        .ok_or_else(|| BadInput(format!("{}: empty", labels_path.display())))?;
+    let col = |name: &str| header.iter().position(|h| h == name);
+    let (Some(id_col), Some(label_col)) = (col("id"), col("label")) else {
+        return Err(BadInput(format!(
+            "{}: needs columns id and label",
+            labels_path.display()
+        )));
+    };
+    let async_col = col("async_hint");
+    let mut evidence: HashMap<String, Evidence> = HashMap::new();
+    let evidence_path = dir.join("evidence.csv");
+    if evidence_path.exists() {
+        let text = std::fs::read_to_string(&evidence_path)
+            .map_err(|e| BadInput(format!("{}: cannot read: {e}", evidence_path.display())))?;
+        for row in parse_csv(&text).into_iter().skip(1) {
+            let Some(id) = row.first() else { continue };
+            let lines = row
+                .get(1)
+                .map(|s| s.split('|').filter_map(|n| n.trim().parse().ok()).collect())
+                .unwrap_or_default();
+            let facts = row
+                .get(2)
+                .map(|s| {
+                    s.split(';')
+                        .filter_map(|kv| kv.split_once('='))
+                        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            evidence.insert(id.clone(), (lines, facts));
+        }
+    }
+    let mut cases = Vec::new();
+    for (n, row) in rows.iter().enumerate().skip(1) {
+        if row.iter().all(|c| c.is_empty()) {
+            continue;
+        }
+        let id = row.get(id_col).cloned().unwrap_or_default();
+        let label = row
+            .get(label_col)
+            .and_then(|l| l.parse().ok())
+            .ok_or_else(|| {
+                BadInput(format!(
+                    "{}: line {}: unknown label",
+                    labels_path.display(),
+                    n + 1
+                ))
+            })?;
+        let async_hint = async_col
+            .and_then(|c| row.get(c))
+            .and_then(|v| v.parse().ok());
+        let (cause_lines, facts) = evidence.remove(&id).unwrap_or_default();
+        cases.push(Case {
+            id,
+            label,
+            async_hint,
+            cause_lines,
+            facts,
+        });
+    }
+    Ok(cases)
+}
+
+/// Classifies every case and scores it.
+pub fn evaluate(
+    ruleset: &Ruleset,
+    dir: &Path,
+    cases: &[Case],
+    verbose: bool,
+) -> Result<Score, BadInput> {
+    let mut score = Score::default();
+    let mut per_label: BTreeMap<Category, (usize, usize)> = BTreeMap::new();
+    let mut confusion: BTreeMap<(Category, Category), Vec<String>> = BTreeMap::new();
+    let mut misses = String::new();
+    for case in cases {
+        let path: PathBuf = dir.join("cases").join(format!("{}.log", case.id));
+        let bytes = std::fs::read(&path)
+            .map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
+        let c = ruleset.classify_bytes(&path.display().to_string(), &bytes);
+        score.total += 1;
+        let entry = per_label.entry(case.label).or_default();
+        entry.0 += 1;
+        if c.category == case.label {
+            score.correct += 1;
+            entry.1 += 1;
+        } else {
+            confusion
+                .entry((case.label, c.category))
+                .or_default()
+                .push(case.id.clone());
+        }
+        let line = c.root_cause.as_ref().map(|r| r.line);
+        if !case.cause_lines.is_empty() {
+            score.lines.1 += 1;
+            if line.is_some_and(|l| case.cause_lines.contains(&l)) {
+                score.lines.0 += 1;
+            } else if verbose {
+                let _ = writeln!(
+                    misses,
+                    "  {} line: got {:?}, want {:?}",
+                    case.id, line, case.cause_lines
+                );
+            }
+        }
+        if !case.facts.is_empty() {
+            score.facts.1 += 1;
+            let wrong: Vec<&(String, String)> =
+                case.facts.iter().filter(|f| !fact_matches(&c, f)).collect();
+            if wrong.is_empty() {
+                score.facts.0 += 1;
+            } else if verbose {
+                let got = serde_json::to_string(&c.facts).unwrap_or_default();
+                let _ = writeln!(misses, "  {} facts: want {wrong:?}, got {got}", case.id);
+            }
+        }
+        if let Some(want) = case.async_hint {
+            score.async_hint.1 += 1;
+            if c.async_hint == want {
+                score.async_hint.0 += 1;
+            } else if verbose {
+                let _ = writeln!(
+                    misses,
+                    "  {} async_hint: got {}, want {want}",
+                    case.id, c.async_hint
+                );
+            }
+        }
+        if verbose && c.category != case.label {
+            let _ = writeln!(
+                misses,
+                "  {} category: got {} ({:?}), want {}",
+                case.id,
+                c.category,
+                c.root_cause.as_ref().map(|r| &r.rule),
+                case.label
+            );
+        }
+    }
+    let mut r = String::new();
+    let _ = writeln!(
+        r,
+        "{:<24} {:>6} {:>8} {:>9}",
+        "label", "cases", "correct", "accuracy"
+    );
+    for (label, (n, ok)) in &per_label {
+        let _ = writeln!(
+            r,
+            "{:<24} {:>6} {:>8} {:>8.1}%",
+            label.as_str(),
+            n,
+            ok,
+            pct(*ok, *n)
+        );
+    }
+    let _ = writeln!(r, "\nconfusion (expected -> got):");
+    if confusion.is_empty() {
+        let _ = writeln!(r, "  none");
+    }
+    for ((want, got), ids) in &confusion {
+        let _ = writeln!(r, "  {want} -> {got}: {} ({})", ids.len(), ids.join(", "));
+    }
+    if !misses.is_empty() {
+        let _ = writeln!(r, "\nmisses:\n{misses}");
+    }
+    let _ = writeln!(r);
+    let rate = |(ok, n): (usize, usize)| format!("{ok}/{n} = {:.1}%", pct(ok, n));
+    let _ = writeln!(r, "root-cause line: {}", rate(score.lines));
+    let _ = writeln!(r, "facts: {}", rate(score.facts));
+    let _ = writeln!(r, "async hint: {}", rate(score.async_hint));
+    let _ = writeln!(r, "accuracy: {}", rate((score.correct, score.total)));
+    score.report = r;
+    Ok(score)
+}
+
+fn pct(ok: usize, n: usize) -> f64 {
+    if n == 0 {
+        100.0
+    } else {
+        ok as f64 * 100.0 / n as f64
+    }
+}
+
+/// Whether one evidence fact (`tried_to_allocate=86.00 MiB`, `devices=cuda,cpu`, ...) is in the
+/// classification's facts.
+fn fact_matches(c: &Classification, (key, value): &(String, String)) -> bool {
+    let list = |v: &str| {
+        v.split(',')
+            .map(|s| s.trim().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let m = &c.facts.memory;
+    match key.as_str() {
+        "tried_to_allocate" => {
+            m.requested_bytes.is_some() && m.requested_bytes == parse_bytes(value)
+        }
+        "total" => m.total_bytes.is_some() && m.total_bytes == parse_bytes(value),
+        "free" => m.free_bytes.is_some() && m.free_bytes == parse_bytes(value),
+        "devices" => c.facts.devices == list(value),
+        "dtypes" => c.facts.dtypes == list(value),
+        "shapes" => {
+            let want: Vec<String> = list(value)
+                .iter()
+                .filter_map(|s| normalize_shape(s))
+                .collect();
+            c.facts.shapes == want
+        }
+        _ => false,
+    }
+}
+
+/// A small CSV reader: commas, double-quoted fields with `""` escapes, CRLF.
+fn parse_csv(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quoted, c) {
+            (true, '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            (true, '"') => quoted = false,
+            (true, c) => field.push(c),
+            (false, '"') => quoted = true,
+            (false, ',') => row.push(std::mem::take(&mut field)),
+            (false, '\r') => {}
+            (false, '\n') => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (false, c) => field.push(c),
+        }
+    }
+    if !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_handles_quotes_and_crlf() {
+        let rows = parse_csv("id,notes\r\n001,\"a, b \"\"c\"\"\"\n002,plain");
+        assert_eq!(
+            rows,
+            vec![
+                vec!["id".to_owned(), "notes".to_owned()],
+                vec!["001".to_owned(), "a, b \"c\"".to_owned()],
+                vec!["002".to_owned(), "plain".to_owned()],
+            ]
+        );
+    }
+}

@@ -1,0 +1,510 @@
+//! From candidate lines to a classification: which rules hit which lines, the root cause of the
+//! cascade, typed facts, advice and the fingerprint.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use regex::Captures;
+use sha2::{Digest, Sha256};
+
+use super::compile::CompiledRule;
+use super::scan::{self, Candidate};
+use super::{
+    Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
+};
+use crate::ingest::normalize::{clean_line, rank_prefix};
+
+/// Most findings kept per rule (repeats per thread or rank add nothing after a few).
+const MAX_PER_RULE: usize = 8;
+/// Most findings kept in all.
+const MAX_FINDINGS: usize = 200;
+/// Most next steps printed.
+const MAX_STEPS: usize = 8;
+/// Longest finding text kept.
+const MAX_TEXT: usize = 600;
+
+/// A rule hit on one line, before ranking.
+#[derive(Debug)]
+struct Hit {
+    rule: usize,
+    line: usize,
+    text: String,
+    /// Named captures, in line order: (name, value).
+    captures: Vec<(String, String)>,
+    rank_prefix: Option<u32>,
+}
+
+/// Everything the streaming pass collects.
+#[derive(Default)]
+struct Collector {
+    hits: Vec<Hit>,
+    per_rule: HashMap<usize, usize>,
+    facts: Facts,
+    async_hint: bool,
+    context_advice: Vec<String>,
+}
+
+impl Ruleset {
+    /// Classifies a whole log held in memory.
+    pub fn classify_bytes(&self, source: &str, bytes: &[u8]) -> Classification {
+        match self.classify_reader(source, bytes) {
+            Ok(c) => c,
+            // Reading from a slice cannot fail.
+            Err(_) => unreachable_classification(source),
+        }
+    }
+
+    /// Streams a log from `reader` and classifies it in bounded memory.
+    pub fn classify_reader<R: Read>(
+        &self,
+        source: &str,
+        reader: R,
+    ) -> std::io::Result<Classification> {
+        let mut col = Collector::default();
+        let mut notes = Vec::new();
+        let scanned = scan::scan(
+            &self.candidates,
+            reader,
+            |first| {
+                if crate::ingest::looks_binary(&first[..first.len().min(8192)]) {
+                    notes.push(
+                        "the input looks binary, not a text log; it was not classified".into(),
+                    );
+                    false
+                } else {
+                    true
+                }
+            },
+            |cand| self.evaluate(cand, &mut col),
+        )?;
+        if scanned.bytes == 0 {
+            notes.push("the input is empty".to_owned());
+        }
+        Ok(self.finish(source, col, notes, scanned))
+    }
+
+    /// Runs the per-line set and captures on one candidate line.
+    fn evaluate(&self, cand: Candidate, col: &mut Collector) {
+        let decoded = String::from_utf8_lossy(&cand.raw);
+        // Progress bars join many redraws with '\r': look at each segment, keep the first that
+        // a rule matches.
+        let segments: Vec<&str> = decoded.split('\r').collect();
+        let Some((cleaned, matched)) = segments
+            .iter()
+            .map(|seg| clean_line(seg.as_bytes()))
+            .map(|c| {
+                let m = self.matching(&c);
+                (c, m)
+            })
+            .find(|(_, m)| !m.is_empty())
+        else {
+            return;
+        };
+        let n_rules = self.rules.len();
+        let following: Vec<String> = cand.following.iter().map(|l| clean_line(l)).collect();
+        let rank = rank_prefix(&decoded);
+        for idx in matched {
+            if idx >= n_rules {
+                let ctx = &self.contexts[idx - n_rules];
+                if ctx.spec.async_hint {
+                    col.async_hint = true;
+                }
+                for a in &ctx.spec.advice {
+                    if !col.context_advice.contains(a) {
+                        col.context_advice.push(a.clone());
+                    }
+                }
+                if let Some(caps) = ctx.m.regex().captures(&cleaned) {
+                    for (name, value) in named(ctx.m.regex(), &caps) {
+                        col.facts.record(&name, &value);
+                    }
+                }
+                continue;
+            }
+            let count = col.per_rule.entry(idx).or_default();
+            *count += 1;
+            if *count > MAX_PER_RULE || col.hits.len() >= MAX_FINDINGS {
+                continue;
+            }
+            let rule = &self.rules[idx];
+            let captures = captures_with_wrap(rule, &cleaned, &following);
+            col.hits.push(Hit {
+                rule: idx,
+                line: cand.line,
+                text: truncate(&cleaned, MAX_TEXT),
+                captures,
+                rank_prefix: rank,
+            });
+        }
+    }
+
+    fn finish(
+        &self,
+        source: &str,
+        col: Collector,
+        notes: Vec<String>,
+        scanned: scan::Scanned,
+    ) -> Classification {
+        let Collector {
+            hits,
+            mut facts,
+            async_hint,
+            context_advice,
+            ..
+        } = col;
+        // One finding per line: the most specific rule that hit it.
+        let mut best: Vec<&Hit> = Vec::new();
+        for hit in &hits {
+            match best.last_mut() {
+                Some(prev) if prev.line == hit.line => {
+                    if self.spec_of(hit) > self.spec_of(prev) {
+                        *prev = hit;
+                    }
+                }
+                _ => best.push(hit),
+            }
+        }
+        // Root cause: the most specific hit; among equals, the earliest (first failure of a
+        // cascade).
+        let root = best.iter().copied().max_by(|a, b| {
+            self.spec_of(a)
+                .cmp(&self.spec_of(b))
+                .then(b.line.cmp(&a.line))
+        });
+        let mut findings = Vec::with_capacity(best.len());
+        if let Some(r) = root {
+            findings.push(self.finding(r, Role::RootCause));
+        }
+        for h in &best {
+            if root.is_some_and(|r| std::ptr::eq(*h, r)) {
+                continue;
+            }
+            findings.push(self.finding(h, Role::Symptom));
+        }
+        // Facts: the root cause's first, then the same category's other findings for what the
+        // root cause's message does not say, then every rank.
+        let mut ordered: Vec<&Hit> = root.into_iter().collect();
+        if let Some(r) = root {
+            let cat = self.rules[r.rule].spec.category;
+            ordered.extend(
+                best.iter()
+                    .copied()
+                    .filter(|h| !std::ptr::eq(*h, r) && self.rules[h.rule].spec.category == cat),
+            );
+        }
+        for (i, h) in ordered.iter().enumerate() {
+            let mut lists_done = [false; 3];
+            for (slot, name) in ["device", "dtype", "shape"].iter().enumerate() {
+                lists_done[slot] = i > 0 && facts.has_list(name);
+            }
+            for (name, value) in &h.captures {
+                let canon = super::facts::canonical_name(name);
+                let skip = match canon {
+                    "device" => lists_done[0],
+                    "dtype" => lists_done[1],
+                    "shape" => lists_done[2],
+                    _ => false,
+                };
+                if !skip {
+                    facts.record(name, value);
+                }
+            }
+        }
+        for h in &best {
+            if let Some(r) = h.rank_prefix {
+                facts.add_rank(r);
+            }
+            for (name, value) in &h.captures {
+                if super::facts::canonical_name(name) == "rank"
+                    && let Ok(r) = value.parse()
+                {
+                    facts.add_rank(r);
+                }
+            }
+        }
+        let (category, title, confidence, root_cause, fingerprint) = match root {
+            Some(r) => {
+                let rule = &self.rules[r.rule].spec;
+                let confidence = match rule.specificity {
+                    80.. => Confidence::High,
+                    40..=79 => Confidence::Medium,
+                    _ => Confidence::Low,
+                };
+                (
+                    rule.category,
+                    rule.title.clone(),
+                    confidence,
+                    Some(RootCause {
+                        line: r.line,
+                        text: r.text.clone(),
+                        rule: rule.id.clone(),
+                    }),
+                    fingerprint(rule.category, &rule.id, &r.text),
+                )
+            }
+            None => (
+                Category::Unknown,
+                "No known failure pattern found".to_owned(),
+                Confidence::Low,
+                None,
+                fingerprint(Category::Unknown, "", ""),
+            ),
+        };
+        let next_steps = self.next_steps(root, category, async_hint, context_advice);
+        Classification {
+            source: source.to_owned(),
+            category,
+            title,
+            confidence,
+            root_cause,
+            findings,
+            facts,
+            async_hint,
+            next_steps,
+            fingerprint,
+            notes,
+            stats: Stats {
+                bytes: scanned.bytes,
+                lines: scanned.lines,
+            },
+        }
+    }
+
+    /// Indices (rules, then contexts) of the patterns that match a cleaned line.
+    fn matching(&self, line: &str) -> Vec<usize> {
+        let rules = self.rules.iter().map(|r| &r.m);
+        let contexts = self.contexts.iter().map(|c| &c.m);
+        rules
+            .chain(contexts)
+            .enumerate()
+            .filter(|(_, m)| m.is_match(line))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    fn spec_of(&self, hit: &Hit) -> u8 {
+        self.rules[hit.rule].spec.specificity
+    }
+
+    fn finding(&self, hit: &Hit, role: Role) -> Finding {
+        let rule = &self.rules[hit.rule].spec;
+        Finding {
+            rule: rule.id.clone(),
+            category: rule.category,
+            role,
+            line: hit.line,
+            text: hit.text.clone(),
+        }
+    }
+
+    fn next_steps(
+        &self,
+        root: Option<&Hit>,
+        category: Category,
+        async_hint: bool,
+        context_advice: Vec<String>,
+    ) -> Vec<String> {
+        let mut steps: Vec<String> = Vec::new();
+        let mut push = |s: String| {
+            if !steps.contains(&s) {
+                steps.push(s);
+            }
+        };
+        if async_hint {
+            context_advice.into_iter().for_each(&mut push);
+        }
+        if let Some(r) = root {
+            // Exact names first, then canonical names (`total_2` also fills `{total}`).
+            let mut vars: HashMap<&str, &str> = HashMap::new();
+            for (k, v) in &r.captures {
+                vars.entry(k.as_str()).or_insert(v.as_str());
+            }
+            for (k, v) in &r.captures {
+                vars.entry(super::facts::canonical_name(k))
+                    .or_insert(v.as_str());
+            }
+            for template in &self.rules[r.rule].spec.advice {
+                if let Some(s) = fill(template, &vars) {
+                    push(s);
+                }
+            }
+        }
+        if let Some(general) = self.advice.get(&category) {
+            general.iter().cloned().for_each(&mut push);
+        }
+        steps.truncate(MAX_STEPS);
+        steps
+    }
+}
+
+/// Captures of a rule on a cleaned line; when a named group is missing and the message looks
+/// console-wrapped, retries on the line joined with what follows.
+fn captures_with_wrap(
+    rule: &CompiledRule,
+    line: &str,
+    following: &[String],
+) -> Vec<(String, String)> {
+    let re = rule.m.regex();
+    let Some(caps) = re.captures(line) else {
+        return Vec::new();
+    };
+    let mut got = named(re, &caps);
+    let wanted = re.capture_names().flatten().count();
+    if rule.m.has_names() && got.len() < wanted && !following.is_empty() {
+        let mut joined = line.to_owned();
+        for next in following {
+            if next.is_empty() {
+                break;
+            }
+            // A hard wrap cuts words ("capty" / "of"); a soft one ends a sentence.
+            if !joined.ends_with([' ', '.', ';', ',', ':']) && joined.len() >= 60 {
+                joined.push_str(next);
+            } else {
+                joined.push(' ');
+                joined.push_str(next);
+            }
+            if let Some(caps) = re.captures(&joined)
+                && caps.get(0).is_some_and(|m| m.start() < line.len())
+            {
+                let more = named(re, &caps);
+                if more.len() > got.len() {
+                    got = more;
+                }
+            }
+        }
+    }
+    got
+}
+
+/// Named captures that participated, ordered by position in the line.
+fn named(re: &regex::Regex, caps: &Captures<'_>) -> Vec<(String, String)> {
+    let mut out: Vec<(usize, String, String)> = re
+        .capture_names()
+        .flatten()
+        .filter_map(|name| {
+            caps.name(name)
+                .map(|m| (m.start(), name.to_owned(), m.as_str().to_owned()))
+        })
+        .collect();
+    // A `_N` suffix orders values of one kind ([expected, actual]); otherwise line order.
+    out.sort_by_key(|(start, name, _)| (suffix_number(name), *start));
+    out.into_iter().map(|(_, n, v)| (n, v)).collect()
+}
+
+fn suffix_number(name: &str) -> u32 {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    name[name.len() - digits..].parse().unwrap_or(0)
+}
+
+/// Replaces `{name}` with captures; `None` when a placeholder has no value (the step is then
+/// left out rather than printed with a hole).
+fn fill(template: &str, vars: &HashMap<&str, &str>) -> Option<String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let close = after.find('}')?;
+        let key = &after[..close];
+        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            out.push('{');
+            rest = after;
+            continue;
+        }
+        out.push_str(vars.get(key)?);
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The signature of a root cause with everything that varies between runs removed: numbers,
+/// addresses, paths (kept to their file name), so the same failure in the same place groups.
+pub fn normalize_signature(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for token in text.split_inclusive([' ', '\t']) {
+        let (word, sep) = match token.strip_suffix([' ', '\t']) {
+            Some(w) => (w, &token[w.len()..]),
+            None => (token, ""),
+        };
+        // Units of byte counts vary with the count (512.00 MiB vs 2.00 GiB).
+        let unit = word.trim_end_matches(['.', ',', ';', ')']);
+        if matches!(
+            unit,
+            "B" | "KiB" | "MiB" | "GiB" | "TiB" | "KB" | "MB" | "GB" | "TB" | "bytes"
+        ) {
+            out.push('B');
+            out.push_str(&word[unit.len()..]);
+            out.push_str(sep);
+            continue;
+        }
+        let word = if word.contains('/') || word.contains('\\') {
+            let trimmed = word.trim_start_matches(['(', '\'', '"', '`', '[']);
+            trimmed.rsplit(['/', '\\']).next().unwrap_or(trimmed)
+        } else {
+            word
+        };
+        let mut prev_digit = false;
+        let mut chars = word.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '0' && chars.peek() == Some(&'x') {
+                chars.next();
+                while chars.peek().is_some_and(char::is_ascii_hexdigit) {
+                    chars.next();
+                }
+                out.push_str("0x#");
+                prev_digit = false;
+                continue;
+            }
+            if c.is_ascii_digit() {
+                if !prev_digit {
+                    out.push('#');
+                }
+                prev_digit = true;
+                continue;
+            }
+            prev_digit = false;
+            out.push(c);
+        }
+        out.push_str(sep);
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn fingerprint(category: Category, rule: &str, text: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(category.as_str());
+    h.update([0]);
+    h.update(rule);
+    h.update([0]);
+    h.update(normalize_signature(text));
+    hex::encode(h.finalize())
+}
+
+fn unreachable_classification(source: &str) -> Classification {
+    Classification {
+        source: source.to_owned(),
+        category: Category::Unknown,
+        title: "No known failure pattern found".to_owned(),
+        confidence: Confidence::Low,
+        root_cause: None,
+        findings: Vec::new(),
+        facts: Facts::default(),
+        async_hint: false,
+        next_steps: Vec::new(),
+        fingerprint: fingerprint(Category::Unknown, "", ""),
+        notes: vec!["the input could not be read".to_owned()],
+        stats: Stats::default(),
+    }
+}

@@ -1,0 +1,287 @@
+//! Typed facts (DESIGN.md section 3): what the log itself states, parsed from rule captures.
+//!
+//! Capture names are the contract between rules and facts: `requested`, `total`, `free`,
+//! `allocated`, `reserved` (sizes such as `86.00 MiB`), `device`, `dtype`, `shape`, `rank`,
+//! `gpu`, `torch_version`, `cuda_version`, `driver_version`, `nccl_version`, `arch`. A name may
+//! carry a `_1`/`_2` suffix so one pattern can capture two of a kind; values are taken in the
+//! order they appear in the line.
+
+use serde::{Deserialize, Serialize};
+
+/// GPU memory figures, in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    /// Bytes the failed allocation asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_bytes: Option<u64>,
+    /// Total capacity of the GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_bytes: Option<u64>,
+    /// Free memory at the time of the failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub free_bytes: Option<u64>,
+    /// Memory allocated by PyTorch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_bytes: Option<u64>,
+    /// Memory reserved by PyTorch's caching allocator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
+}
+
+impl Memory {
+    fn is_empty(&self) -> bool {
+        *self == Memory::default()
+    }
+}
+
+/// Facts stated by the log. Keys are present only when the log states them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Facts {
+    /// GPU memory figures of an out-of-memory message.
+    #[serde(default, skip_serializing_if = "Memory::is_empty")]
+    pub memory: Memory,
+    /// Devices named by a mismatch, in message order (`cuda:0`, `cpu`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    /// Dtypes named by a mismatch, `[expected, actual]` where the message says which.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dtypes: Vec<String>,
+    /// Shapes named by a mismatch, dimensions joined by `x` (conv: weight, then input).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shapes: Vec<String>,
+    /// Distributed ranks involved, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<u32>,
+    /// GPU model name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<String>,
+    /// Compute capability (`sm_86`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// PyTorch version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch_version: Option<String>,
+    /// CUDA (toolkit or runtime) version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_version: Option<String>,
+    /// NVIDIA driver version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    /// NCCL version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_version: Option<String>,
+}
+
+/// The fact name a capture group stands for: `device_2` → `device`.
+pub fn canonical_name(name: &str) -> &str {
+    let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit());
+    if trimmed.len() < name.len() {
+        trimmed.strip_suffix('_').unwrap_or(trimmed)
+    } else {
+        name
+    }
+}
+
+impl Facts {
+    /// Whether a list fact (`device`, `dtype`, `shape`) is already filled, so a later finding
+    /// does not mix its values into the root cause's.
+    pub fn has_list(&self, name: &str) -> bool {
+        match name {
+            "device" => !self.devices.is_empty(),
+            "dtype" => !self.dtypes.is_empty(),
+            "shape" => !self.shapes.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Records one captured value under its canonical name. Scalars keep the first value seen
+    /// (the root cause's); lists append. Unknown names are ignored (they feed advice only).
+    pub fn record(&mut self, name: &str, value: &str) {
+        let value = value.trim();
+        if value.is_empty() {
+            return;
+        }
+        let first = |slot: &mut Option<String>, v: String| {
+            if slot.is_none() {
+                *slot = Some(v);
+            }
+        };
+        let first_bytes = |slot: &mut Option<u64>| {
+            if slot.is_none() {
+                *slot = parse_bytes(value);
+            }
+        };
+        match canonical_name(name) {
+            "requested" => first_bytes(&mut self.memory.requested_bytes),
+            "total" => first_bytes(&mut self.memory.total_bytes),
+            "free" => first_bytes(&mut self.memory.free_bytes),
+            "allocated" => first_bytes(&mut self.memory.allocated_bytes),
+            "reserved" => first_bytes(&mut self.memory.reserved_bytes),
+            "device" => self.devices.push(normalize_device(value)),
+            "dtype" => self.dtypes.push(normalize_dtype(value)),
+            "shape" => {
+                if let Some(s) = normalize_shape(value) {
+                    self.shapes.push(s);
+                }
+            }
+            "rank" => {
+                if let Ok(r) = value.parse() {
+                    self.add_rank(r);
+                }
+            }
+            "gpu" => first(&mut self.gpu, value.to_owned()),
+            "arch" => first(&mut self.arch, value.to_owned()),
+            "torch_version" => first(&mut self.torch_version, value.to_owned()),
+            "cuda_version" => first(&mut self.cuda_version, value.to_owned()),
+            "driver_version" => first(&mut self.driver_version, value.to_owned()),
+            "nccl_version" => first(&mut self.nccl_version, value.to_owned()),
+            _ => {}
+        }
+    }
+
+    /// Adds a rank, keeping the list sorted and unique.
+    pub fn add_rank(&mut self, rank: u32) {
+        if let Err(at) = self.ranks.binary_search(&rank) {
+            self.ranks.insert(at, rank);
+        }
+    }
+}
+
+/// `86.00 MiB` → 90177536. Binary units (KiB, MiB, GiB, TiB; `KB`/`MB`/`GB` as PyTorch prints
+/// them are binary too), or plain bytes.
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
+        .unwrap_or(text.len());
+    let number: f64 = text[..split].replace(',', "").parse().ok()?;
+    let unit = text[split..].trim().to_ascii_lowercase();
+    let scale: f64 = match unit.as_str() {
+        "" | "b" | "bytes" | "byte" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    let bytes = (number * scale).round();
+    (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
+}
+
+/// `torch.cuda.FloatTensor` → `cuda`, `torch.FloatTensor` → `cpu`, `cuda:0` stays.
+fn normalize_device(value: &str) -> String {
+    let v = value.trim_matches(|c: char| c == '\'' || c == '"' || c == '`');
+    if v.starts_with("torch.") && v.ends_with("Tensor") {
+        return if v.starts_with("torch.cuda.") {
+            "cuda"
+        } else {
+            "cpu"
+        }
+        .to_owned();
+    }
+    if v.ends_with("Type") {
+        for (prefix, device) in [("CUDA", "cuda"), ("CPU", "cpu"), ("MPS", "mps")] {
+            if v.starts_with(prefix) {
+                return device.to_owned();
+            }
+        }
+    }
+    v.to_owned()
+}
+
+/// `torch.cuda.HalfTensor` / `HalfTensor` / `torch.float16` / `c10::Half` → `Half`.
+pub fn normalize_dtype(value: &str) -> String {
+    let v = value.trim_matches(|c: char| c == '\'' || c == '"' || c == '`');
+    let v = v.rsplit(['.', ':']).next().unwrap_or(v);
+    let v = v.strip_suffix("Tensor").unwrap_or(v);
+    let v = match v.strip_suffix("Type") {
+        Some(t) => ["CUDA", "CPU", "MPS"]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+            .unwrap_or(t),
+        None => v,
+    };
+    match v {
+        "float16" | "half" => "Half",
+        "bfloat16" => "BFloat16",
+        "float32" | "float" => "Float",
+        "float64" | "double" => "Double",
+        "int64" | "long" => "Long",
+        "int32" | "int" => "Int",
+        "int16" | "short" => "Short",
+        "int8" => "Char",
+        "uint8" => "Byte",
+        "bool" => "Bool",
+        other => other,
+    }
+    .to_owned()
+}
+
+/// `[1152, 3, 14, 14]` / `128 4 2 2` / `77x768` / `torch.Size([4, 10])` → `1152x3x14x14`.
+pub fn normalize_shape(value: &str) -> Option<String> {
+    let dims: Vec<&str> = value
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|d| !d.is_empty())
+        .collect();
+    (!dims.is_empty()).then(|| dims.join("x"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_become_bytes() {
+        let cases = [
+            ("86.00 MiB", Some(90_177_536)),
+            ("14.75 GiB", Some(15_837_691_904)),
+            ("235.06 MiB", Some(246_478_275)),
+            ("512 bytes", Some(512)),
+            ("2.00 KiB", Some(2048)),
+            ("1.5 TiB", Some(1_649_267_441_664)),
+            ("1,024 B", Some(1024)),
+            ("lots", None),
+            ("12 parsecs", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_bytes(text), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn devices_dtypes_and_shapes_are_normalized() {
+        assert_eq!(normalize_device("torch.cuda.FloatTensor"), "cuda");
+        assert_eq!(normalize_device("torch.FloatTensor"), "cpu");
+        assert_eq!(normalize_device("cuda:1"), "cuda:1");
+        assert_eq!(normalize_dtype("torch.cuda.HalfTensor"), "Half");
+        assert_eq!(normalize_dtype("torch.bfloat16"), "BFloat16");
+        assert_eq!(normalize_dtype("Long"), "Long");
+        assert_eq!(normalize_dtype("c10::Half"), "Half");
+        assert_eq!(normalize_dtype("CUDAHalfType"), "Half");
+        assert_eq!(normalize_device("CUDAFloatType"), "cuda");
+        assert_eq!(
+            normalize_shape("[1152, 3, 14, 14]").as_deref(),
+            Some("1152x3x14x14")
+        );
+        assert_eq!(normalize_shape("128 4 2 2").as_deref(), Some("128x4x2x2"));
+        assert_eq!(normalize_shape("77x768").as_deref(), Some("77x768"));
+        assert_eq!(normalize_shape("[]"), None);
+    }
+
+    #[test]
+    fn names_are_canonical_and_scalars_keep_the_first_value() {
+        assert_eq!(canonical_name("device_2"), "device");
+        assert_eq!(canonical_name("total"), "total");
+        assert_eq!(canonical_name("torch_version"), "torch_version");
+        let mut f = Facts::default();
+        f.record("total", "12.00 GiB");
+        f.record("total_2", "80.00 GiB");
+        f.record("rank", "3");
+        f.record("rank", "0");
+        f.record("rank", "3");
+        f.record("gpu", "NVIDIA GeForce RTX 3060 Laptop GPU");
+        assert_eq!(f.memory.total_bytes, Some(12 * 1024 * 1024 * 1024));
+        assert_eq!(f.ranks, vec![0, 3]);
+        assert_eq!(f.gpu.as_deref(), Some("NVIDIA GeForce RTX 3060 Laptop GPU"));
+    }
+}

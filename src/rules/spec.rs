@@ -1,0 +1,86 @@
+//! The rule file format (DESIGN.md section 4): rules are data, written in TOML, shipped as
+//! `builtin.toml` and stored by teams in PostgreSQL with the same fields.
+
+use serde::{Deserialize, Serialize};
+
+use super::Category;
+
+/// A whole ruleset file: failure rules, context extractors and per-category advice.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleFile {
+    /// Failure rules: each hit is a finding with a category.
+    #[serde(default)]
+    pub rule: Vec<RuleSpec>,
+    /// Context extractors: lines that state facts (GPU name, versions) or the async hint, but are
+    /// not failures themselves.
+    #[serde(default)]
+    pub context: Vec<ContextSpec>,
+    /// Next steps that apply to every failure of a category, after the rule's own advice.
+    #[serde(default)]
+    pub advice: Vec<CategoryAdvice>,
+}
+
+/// One failure rule.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// Stable dotted id, e.g. `cuda.assert.index`.
+    pub id: String,
+    /// The taxonomy class a hit names.
+    pub category: Category,
+    /// One-line human title.
+    pub title: String,
+    /// Rust `regex` syntax, matched against one cleaned line; named captures become facts.
+    pub pattern: String,
+    /// How strongly a hit names a root cause (0-100). Generic re-raises rank low, precise
+    /// messages high; the root cause is the highest, earliest hit.
+    #[serde(default = "default_specificity")]
+    pub specificity: u8,
+    /// Next steps; `{name}` is replaced by the capture of that name.
+    #[serde(default)]
+    pub advice: Vec<String>,
+    /// Lines that must match.
+    #[serde(default)]
+    pub examples: Vec<String>,
+    /// Lines that must not match.
+    #[serde(default)]
+    pub counter_examples: Vec<String>,
+}
+
+fn default_specificity() -> u8 {
+    50
+}
+
+/// A context extractor: its named captures become facts, and `async_hint` marks the sentence
+/// that says the stack trace may be wrong.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ContextSpec {
+    /// Stable id, e.g. `context.gpu_name`.
+    pub id: String,
+    /// Rust `regex` syntax.
+    pub pattern: String,
+    /// A hit means the log says errors may be reported asynchronously.
+    #[serde(default)]
+    pub async_hint: bool,
+    /// Next steps that apply whenever this context is present (e.g. the async re-run advice).
+    #[serde(default)]
+    pub advice: Vec<String>,
+    /// Lines that must match.
+    #[serde(default)]
+    pub examples: Vec<String>,
+    /// Lines that must not match.
+    #[serde(default)]
+    pub counter_examples: Vec<String>,
+}
+
+/// Category-wide next steps.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CategoryAdvice {
+    /// The category these steps apply to.
+    pub category: Category,
+    /// The steps, most useful first.
+    pub steps: Vec<String>,
+}
