@@ -15,7 +15,8 @@
 //! Target (median MB/s, largest peak RSS): >= 1000 MB/s and <= 64 MiB on a ~100 MB log. Exits 1
 //! when missed, 2 on errors (e.g. `gpu-triage classify` failing or missing).
 //!
-//! Run: `cargo bench --bench classify` (or `BENCH_LOG_MB=20 BENCH_RUNS=3 cargo bench ...`).
+//! Run: `cargo bench --bench classify` (or `BENCH_LOG_MB=20 BENCH_RUNS=3 cargo bench ...`);
+//! `BENCH_LOG_PATH=FILE` writes the log there and keeps it, for profiling the same input.
 //! `BENCH_RG_ARGS` (default `--no-unicode`: ASCII `\w`, `\d`, `\s`) sets extra rg flags; with
 //! the rules' Unicode classes as-is (`BENCH_RG_ARGS=`) rg's one combined regex falls off its DFA
 //! and runs at well under 1 MB/s.
@@ -54,7 +55,10 @@ fn run() -> anyhow::Result<bool> {
     let mb = env_num("BENCH_LOG_MB", 100)?.max(1);
     let runs = env_num("BENCH_RUNS", 5)?.max(1) as usize;
     let dir = tempfile::tempdir().context("creating temp dir")?;
-    let log = dir.path().join("actions.log");
+    // BENCH_LOG_PATH keeps the generated log (for profiling the same input).
+    let log = std::env::var_os("BENCH_LOG_PATH")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("actions.log"));
     let t = Instant::now();
     let (bytes, lines) = generate(&log, mb * 1_000_000)?;
     let (size, secs, shown) = (bytes as f64 / 1e6, t.elapsed().as_secs_f64(), log.display());

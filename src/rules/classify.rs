@@ -272,14 +272,17 @@ impl Ruleset {
 
     /// Indices (rules, then contexts) of the patterns that match a cleaned line.
     fn matching(&self, line: &str) -> Vec<usize> {
-        let rules = self.rules.iter().map(|r| &r.m);
-        let contexts = self.contexts.iter().map(|c| &c.m);
-        rules
-            .chain(contexts)
-            .enumerate()
-            .filter(|(_, m)| m.is_match(line))
-            .map(|(i, _)| i)
-            .collect()
+        let n_rules = self.rules.len();
+        let mut found = self.candidates.patterns_for(line.as_bytes());
+        found.retain(|&i| {
+            let m = if i < n_rules {
+                &self.rules[i].m
+            } else {
+                &self.contexts[i - n_rules].m
+            };
+            m.regex().is_match(line)
+        });
+        found
     }
 
     fn spec_of(&self, hit: &Hit) -> u8 {

@@ -264,11 +264,18 @@ const PREFIX_LEN: usize = 10;
 fn candidate_regex(patterns: &[&str]) -> Result<super::scan::Candidates, Error> {
     let mut literals: Vec<String> = Vec::new();
     let mut full: Vec<String> = Vec::new();
-    for p in patterns {
-        match prefix_literals(p) {
-            Some(lits) => literals.extend(lits),
-            None => full.push(format!("(?:{})", strip_names(p))),
+    let mut per_pattern: Vec<Option<Vec<String>>> = Vec::with_capacity(patterns.len());
+    let mut ungated: Vec<usize> = Vec::new();
+    for (i, p) in patterns.iter().enumerate() {
+        let lits = prefix_literals(p);
+        match &lits {
+            Some(l) => literals.extend(l.iter().cloned()),
+            None => {
+                full.push(format!("(?:{})", strip_names(p)));
+                ungated.push(i);
+            }
         }
+        per_pattern.push(lits);
     }
     literals.sort();
     literals.dedup();
@@ -296,7 +303,27 @@ fn candidate_regex(patterns: &[&str]) -> Result<super::scan::Candidates, Error> 
     if !full.is_empty() {
         regexes.push(build(&full)?);
     }
-    Ok(super::scan::Candidates { regexes })
+    // Which patterns a found literal can start: those with a prefix that begins with it.
+    let owners = kept
+        .iter()
+        .map(|k| {
+            let idx: Vec<usize> = per_pattern
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| {
+                    l.as_ref()
+                        .is_some_and(|l| l.iter().any(|x| x.starts_with(k.as_str())))
+                })
+                .map(|(i, _)| i)
+                .collect();
+            (k.clone().into_bytes(), idx)
+        })
+        .collect();
+    Ok(super::scan::Candidates {
+        regexes,
+        owners,
+        ungated,
+    })
 }
 
 /// Most literals searched together (Teddy, the SIMD multi-literal searcher, takes up to 64).

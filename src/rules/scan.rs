@@ -19,9 +19,28 @@ const LOOKAHEAD: usize = 2;
 #[derive(Debug)]
 pub(super) struct Candidates {
     pub regexes: Vec<regex::bytes::Regex>,
+    /// For each literal: the patterns (rules, then contexts) that start with it.
+    pub owners: std::collections::HashMap<Vec<u8>, Vec<usize>>,
+    /// Patterns without a literal prefix: always tried.
+    pub ungated: Vec<usize>,
 }
 
 impl Candidates {
+    /// The patterns that may match `line`: owners of every literal found in it, ascending.
+    pub fn patterns_for(&self, line: &[u8]) -> Vec<usize> {
+        let mut out = self.ungated.clone();
+        for re in &self.regexes {
+            for m in re.find_iter(line) {
+                if let Some(idx) = self.owners.get(m.as_bytes()) {
+                    out.extend_from_slice(idx);
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Whether any candidate regex matches.
     pub fn is_match(&self, hay: &[u8]) -> bool {
         self.regexes.iter().any(|r| r.is_match(hay))
@@ -211,6 +230,8 @@ mod tests {
     fn run(pattern: &str, input: &[u8]) -> (Vec<(usize, String, usize)>, u64) {
         let re = Candidates {
             regexes: vec![regex::bytes::Regex::new(pattern).expect("test pattern")],
+            owners: Default::default(),
+            ungated: Vec::new(),
         };
         let mut got = Vec::new();
         let scanned = scan(
