@@ -31,6 +31,8 @@ pub enum Command {
     /// Validate rulesets.
     #[command(subcommand)]
     Rules(RulesCommand),
+    /// Upload crash logs from CI to a gpu-triage server.
+    Upload(crate::commands::upload::UploadArgs),
 }
 
 /// Output format of `classify`.

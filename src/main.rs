@@ -16,6 +16,7 @@ fn main() -> ExitCode {
         Command::Classify(args) => commands::classify::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Rules(cmd) => commands::rules::run(cmd),
+        Command::Upload(args) => commands::upload::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
