@@ -8,6 +8,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod ingest;
+pub mod report;
 pub mod rules;
 pub mod storage;
 pub mod web;

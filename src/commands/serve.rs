@@ -47,7 +47,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         })
     };
 
-    let app = web::router(AppState::new(db.clone(), &public_url));
+    let ruleset = std::sync::Arc::new(
+        crate::rules::Ruleset::builtin().context("the built-in ruleset does not compile")?,
+    );
+    let app = web::router(AppState::new(db.clone(), &public_url, ruleset));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await

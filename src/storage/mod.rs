@@ -3,7 +3,10 @@
 //! [`Db`] handle) and return domain types, so the schema can change in one place.
 
 pub mod embedded;
+pub mod groups;
+pub mod jobs;
 pub mod reports;
+pub mod search;
 pub mod tokens;
 
 use std::sync::Arc;

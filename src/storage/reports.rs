@@ -262,7 +262,7 @@ pub struct Report {
     pub script: Option<String>,
 }
 
-/// RFC 3339 UTC rendering of a timestamptz column, for SELECT lists.
+/// RFC 3339 UTC rendering of a timestamptz column, for SELECT lists (shared by storage modules).
 macro_rules! rfc3339 {
     ($col:literal) => {
         concat!(
@@ -272,6 +272,7 @@ macro_rules! rfc3339 {
         )
     };
 }
+pub(crate) use rfc3339;
 
 /// The report with this id.
 pub async fn get_report(db: &Db, id: i64) -> Result<Option<Report>, DbError> {

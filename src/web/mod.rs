@@ -2,10 +2,14 @@
 //! security headers every response carries. Handlers are thin: extract, call one domain
 //! function, map the result.
 
+mod api;
 pub mod auth;
 mod error;
 mod health;
 mod html;
+pub mod metrics;
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderValue, header};
@@ -15,6 +19,8 @@ use axum::routing::{get, post};
 
 pub use error::{AppError, PageError};
 
+use crate::report::Limits;
+use crate::rules::Ruleset;
 use crate::storage::Db;
 
 /// What every handler can reach.
@@ -26,16 +32,50 @@ pub struct AppState {
     pub public_url: String,
     /// Whether cookies get the `Secure` attribute (the portal is served over TLS).
     pub secure_cookies: bool,
+    /// The compiled ruleset every classification uses.
+    pub ruleset: Arc<Ruleset>,
+    /// Input caps.
+    pub limits: ApiLimits,
+    /// Counters for `/metrics`.
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
+#[derive(Clone, Copy, Debug)]
+pub struct ApiLimits {
+    /// Upload caps (log, script, meta).
+    pub upload: Limits,
+    /// Largest body `POST /api/v1/classify` accepts.
+    pub max_classify_bytes: usize,
+}
+
+impl std::ops::Deref for ApiLimits {
+    type Target = Limits;
+    fn deref(&self) -> &Limits {
+        &self.upload
+    }
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits {
+            upload: Limits::default(),
+            max_classify_bytes: 16 << 20,
+        }
+    }
 }
 
 impl AppState {
     /// State for a server reached at `public_url` (e.g. `https://triage.example.com`).
-    pub fn new(db: Db, public_url: &str) -> AppState {
+    pub fn new(db: Db, public_url: &str, ruleset: Arc<Ruleset>) -> AppState {
         let public_url = public_url.trim_end_matches('/').to_string();
         AppState {
             db,
             secure_cookies: public_url.starts_with("https://"),
             public_url,
+            ruleset,
+            limits: ApiLimits::default(),
+            metrics: Arc::default(),
         }
     }
 }
@@ -52,9 +92,25 @@ pub fn router(state: AppState) -> Router {
             get(html::login::show_login).post(html::login::create_session),
         )
         .route("/logout", post(html::login::delete_session))
-        .fallback(html::not_found)
+        .route("/metrics", get(metrics::show_metrics))
+        .merge(api::routes(&state))
+        .fallback(fallback)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            metrics::track,
+        ))
         .layer(middleware::from_fn(security_headers))
         .with_state(state)
+}
+
+/// Unknown paths: the JSON error under `/api/`, the HTML page elsewhere.
+async fn fallback(uri: axum::http::Uri) -> Response {
+    use axum::response::IntoResponse;
+    if uri.path().starts_with("/api/") {
+        AppError::NotFound("endpoint").into_response()
+    } else {
+        html::not_found().await.into_response()
+    }
 }
 
 /// SECURITY.md item 4: a strict CSP (no inline script, no framing) and nosniff on everything.

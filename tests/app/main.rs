@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
+mod api;
 mod classify_cli;
 mod health;
 mod serve_binary;

@@ -116,6 +116,21 @@ pub struct TestResponse {
     pub body: String,
 }
 
+impl TestResponse {
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    /// The `error.code` of a JSON error body.
+    pub fn error_code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
 impl TestApp {
     pub async fn spawn() -> TestApp {
         let (db, _) = fresh_db().await;
@@ -123,8 +138,91 @@ impl TestApp {
     }
 
     pub fn on(db: Db) -> TestApp {
-        let router = web::router(AppState::new(db.clone(), "http://gpu-triage.test"));
+        let ruleset =
+            std::sync::Arc::new(gpu_triage::rules::Ruleset::builtin().expect("builtin rules"));
+        let router = web::router(AppState::new(db.clone(), "http://gpu-triage.test", ruleset));
         TestApp { db, router }
+    }
+
+    /// A new token with these scopes, as the raw secret.
+    pub async fn token(&self, name: &str, scopes: &[gpu_triage::auth::Scope]) -> String {
+        let secret = gpu_triage::auth::generate().expect("random");
+        gpu_triage::storage::tokens::insert_token(
+            &self.db,
+            name,
+            scopes,
+            &secret.prefix,
+            &secret.hash,
+        )
+        .await
+        .expect("insert token");
+        secret.token
+    }
+
+    /// `GET` with a bearer token.
+    pub async fn get_as(&self, token: &str, path: &str) -> TestResponse {
+        let req = Request::get(path)
+            .header("authorization", format!("Bearer {token}"))
+            .body(Body::empty())
+            .expect("valid request");
+        self.send(req).await
+    }
+
+    /// `POST` a JSON body with a bearer token.
+    pub async fn post_json(
+        &self,
+        token: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> TestResponse {
+        let req = Request::post(path)
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("valid request");
+        self.send(req).await
+    }
+
+    /// `POST /api/v1/reports` with the given multipart parts (name, filename, bytes).
+    pub async fn upload(
+        &self,
+        token: &str,
+        parts: &[(&str, Option<&str>, &[u8])],
+        key: Option<&str>,
+    ) -> TestResponse {
+        let boundary = "gpu-triage-test-boundary-7f3a";
+        let mut body = Vec::new();
+        for (name, filename, bytes) in parts {
+            body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
+            match filename {
+                Some(f) => body.extend_from_slice(
+                    format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\nContent-Type: text/plain\r\n\r\n").as_bytes(),
+                ),
+                None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n\r\n").as_bytes()),
+            }
+            body.extend_from_slice(bytes);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+        let mut req = Request::post("/api/v1/reports")
+            .header("authorization", format!("Bearer {token}"))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={boundary}"),
+            );
+        if let Some(k) = key {
+            req = req.header("idempotency-key", k);
+        }
+        self.send(req.body(Body::from(body)).expect("valid request"))
+            .await
+    }
+
+    /// Rows in a table.
+    pub async fn count(&self, table: &str) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {table}")))
+            .fetch_one(self.db.pool())
+            .await
+            .expect("count")
     }
 
     pub async fn get(&self, path: &str) -> TestResponse {

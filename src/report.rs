@@ -1,0 +1,326 @@
+//! The report pipeline, between the web layer and storage: an uploaded log (already spooled to a
+//! temporary file under its cap) is checked, scrubbed of secrets, classified by the rule engine
+//! and compressed into a [`NewReport`]. Handlers stay thin; this is the one place that knows
+//! the order of those steps.
+
+use std::io::{BufRead, BufReader, Read, Write};
+
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::ingest::{self, Reject};
+use crate::rules::{Classification, Ruleset};
+use crate::storage::reports::NewReport;
+
+/// Size caps (SECURITY.md item 1). Checked while streaming, before anything is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest accepted log, in bytes.
+    pub max_log_bytes: u64,
+    /// Largest accepted reproduction script, in bytes.
+    pub max_script_bytes: usize,
+    /// Largest accepted `meta` JSON, in bytes.
+    pub max_meta_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_log_bytes: 128 << 20,
+            max_script_bytes: 64 << 10,
+            max_meta_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Uploader metadata (the `meta` part): where the log comes from.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// Project (repository, team); duplicates are detected per project.
+    #[serde(default)]
+    pub project: String,
+    /// Link to the CI job.
+    #[serde(default)]
+    pub job_url: String,
+    /// Commit under test.
+    #[serde(default)]
+    pub commit: String,
+    /// Branch under test.
+    #[serde(default)]
+    pub branch: String,
+    /// Free-form environment description (e.g. `python -m torch.utils.collect_env`).
+    #[serde(default)]
+    pub environment: String,
+}
+
+/// Why an upload is refused; each maps to a 4xx.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The log itself is unacceptable (empty, too large, binary).
+    #[error(transparent)]
+    Log(#[from] Reject),
+    /// The `meta` part is not a JSON object of the known string fields, or a field is too long.
+    #[error("meta: {0}")]
+    Meta(String),
+    /// The script is too large, not UTF-8, or carries a secret.
+    #[error("script: {0}")]
+    Script(String),
+    /// Reading the spooled upload failed.
+    #[error("reading the upload: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Meta {
+    /// Parses and validates the `meta` part.
+    pub fn parse(bytes: &[u8]) -> Result<Meta, UploadError> {
+        let meta: Meta = serde_json::from_slice(bytes).map_err(|e| {
+            UploadError::Meta(format!(
+                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment)"
+            ))
+        })?;
+        for (name, value, max) in [
+            ("project", &meta.project, 200),
+            ("job_url", &meta.job_url, 2000),
+            ("commit", &meta.commit, 200),
+            ("branch", &meta.branch, 300),
+            ("environment", &meta.environment, 32 << 10),
+        ] {
+            if value.len() > max {
+                return Err(UploadError::Meta(format!(
+                    "{name} is longer than {max} bytes"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(UploadError::Meta(format!("{name} contains a NUL byte")));
+            }
+        }
+        let url = &meta.job_url;
+        if !(url.is_empty() || url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(UploadError::Meta("job_url must be an http(s) URL".into()));
+        }
+        Ok(meta)
+    }
+}
+
+/// Checks a reproduction script: UTF-8 text under the cap, with no secret in it (a script is
+/// run on shared GPU hosts and shown to everyone, so it is rejected rather than scrubbed).
+pub fn check_script(bytes: &[u8], limits: &Limits) -> Result<String, UploadError> {
+    if bytes.len() > limits.max_script_bytes {
+        return Err(UploadError::Script(format!(
+            "larger than the {}-byte limit",
+            limits.max_script_bytes
+        )));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(UploadError::Script("is empty".into()));
+    }
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| UploadError::Script("is not UTF-8 text".into()))?;
+    if text.contains('\0') {
+        return Err(UploadError::Script("contains a NUL byte".into()));
+    }
+    if let Some(kind) = ingest::scrub::find_secret(text) {
+        return Err(UploadError::Script(format!(
+            "contains what looks like a secret ({kind}); remove it and upload again"
+        )));
+    }
+    Ok(text.to_owned())
+}
+
+/// A log ready to store, and its classification.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The row to insert.
+    pub report: NewReport,
+    /// The classification (also inside `report.classification`).
+    pub classification: Classification,
+}
+
+/// Scrubs, classifies and compresses a spooled log. Blocking (CPU and file I/O): call it from
+/// a blocking thread. The classification runs on the scrubbed text, so no finding quotes a
+/// secret.
+pub fn prepare(
+    ruleset: &Ruleset,
+    log: impl Read,
+    filename: &str,
+    meta: Meta,
+    script: Option<String>,
+) -> Result<Prepared, UploadError> {
+    let mut reader = BufReader::with_capacity(256 << 10, log);
+    let mut sha = Sha256::new();
+    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    let mut total: u64 = 0;
+    let mut first = true;
+    let mut in_key = false;
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if first {
+            first = false;
+            if ingest::looks_binary(&line[..line.len().min(8192)]) {
+                return Err(Reject::Binary.into());
+            }
+        }
+        total += n as u64;
+        sha.update(&line);
+        let text = String::from_utf8_lossy(&line);
+        // A private key spans lines: drop the whole block, whatever the line-wise scrubber sees.
+        if in_key || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")) {
+            if !in_key {
+                gz.write_all(b"[REDACTED:private_key]\n")?;
+            }
+            in_key = !(text.contains("-----END") && text.contains("PRIVATE KEY"));
+            continue;
+        }
+        let clean = ingest::scrub::scrub(&text);
+        gz.write_all(clean.text.as_bytes())?;
+    }
+    if total == 0 {
+        return Err(Reject::Empty.into());
+    }
+    let log_gz = gz.finish()?;
+    let classification =
+        ruleset.classify_reader(filename, flate2::read::GzDecoder::new(&log_gz[..]))?;
+    let search_text = search_text(&classification, &meta, filename);
+    let root = classification.root_cause.as_ref();
+    let report = NewReport {
+        token_id: None,
+        project: meta.project,
+        job_url: meta.job_url,
+        commit_sha: meta.commit,
+        branch: meta.branch,
+        environment: ingest::scrub::scrub(&meta.environment).text.into_owned(),
+        filename: filename.to_owned(),
+        category: classification.category.as_str().to_owned(),
+        title: classification.title.clone(),
+        confidence: serde_json::to_value(classification.confidence)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
+        root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
+        fingerprint: classification.fingerprint.clone(),
+        async_hint: classification.async_hint,
+        classification: serde_json::to_value(&classification).unwrap_or_default(),
+        log_sha256: sha.finalize().to_vec(),
+        log_bytes: i64::try_from(total).unwrap_or(i64::MAX),
+        log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
+        log_gz,
+        script,
+        search_text,
+    };
+    Ok(Prepared {
+        report,
+        classification,
+    })
+}
+
+/// What search covers for a report: title, category, root cause, every finding's text (op,
+/// kernel and file names live there), project, branch, file name.
+fn search_text(c: &Classification, meta: &Meta, filename: &str) -> String {
+    let mut parts: Vec<&str> = vec![
+        &c.title,
+        c.category.as_str(),
+        &meta.project,
+        &meta.branch,
+        filename,
+    ];
+    for f in &c.findings {
+        parts.push(&f.text);
+    }
+    let mut text = parts.join("\n");
+    text.truncate(text.floor_char_boundary(64 << 10));
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ruleset() -> Ruleset {
+        Ruleset::builtin().expect("builtin")
+    }
+
+    #[test]
+    fn a_log_is_scrubbed_classified_and_compressed() {
+        let log = b"step 1\nexport HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH\nRuntimeError: CUDA error: out of memory\n";
+        let p =
+            prepare(&ruleset(), &log[..], "train.log", Meta::default(), None).expect("accepted");
+        assert_eq!(p.report.category, "out_of_memory");
+        assert_eq!(p.report.root_cause_line, Some(3));
+        assert_eq!(p.report.log_bytes, log.len() as i64);
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&p.report.log_gz[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        assert!(!text.contains("hf_abcdefghijklmnopqrstuvwxyz"), "{text}");
+        assert!(text.contains("RuntimeError: CUDA error: out of memory"));
+        assert_eq!(p.report.log_sha256, Sha256::digest(log).to_vec());
+    }
+
+    #[test]
+    fn a_private_key_block_is_dropped_whole() {
+        let log = b"before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcdefSECRETBODY\n-----END RSA PRIVATE KEY-----\nafter\n";
+        let p = prepare(&ruleset(), &log[..], "k.log", Meta::default(), None).expect("accepted");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&p.report.log_gz[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        assert_eq!(text, "before\n[REDACTED:private_key]\nafter\n");
+    }
+
+    #[test]
+    fn empty_and_binary_logs_are_refused() {
+        let rs = ruleset();
+        assert!(matches!(
+            prepare(&rs, &b""[..], "x", Meta::default(), None),
+            Err(UploadError::Log(Reject::Empty))
+        ));
+        assert!(matches!(
+            prepare(&rs, &b"\x7fELF\x00\x00\x01"[..], "x", Meta::default(), None),
+            Err(UploadError::Log(Reject::Binary))
+        ));
+    }
+
+    #[test]
+    fn meta_is_validated() {
+        let ok = Meta::parse(br#"{"project":"p","branch":"main","job_url":"https://ci/1"}"#)
+            .expect("valid");
+        assert_eq!((ok.project.as_str(), ok.branch.as_str()), ("p", "main"));
+        for bad in [
+            &b"not json"[..],
+            br#"{"project":1}"#,
+            br#"{"owner":"x"}"#,
+            br#"{"job_url":"javascript:alert(1)"}"#,
+            br#"[1]"#,
+        ] {
+            assert!(
+                matches!(Meta::parse(bad), Err(UploadError::Meta(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn scripts_with_secrets_or_over_the_cap_are_refused() {
+        let limits = Limits::default();
+        assert!(check_script(b"import torch\nprint(torch.ones(1).cuda())\n", &limits).is_ok());
+        let secret = b"import os\nos.environ['AWS_ACCESS_KEY_ID']='AKIAIOSFODNN7EXAMPLE'\n";
+        let err = check_script(secret, &limits)
+            .expect_err("secret")
+            .to_string();
+        assert!(err.contains("secret"), "{err}");
+        let big = vec![b'#'; limits.max_script_bytes + 1];
+        assert!(check_script(&big, &limits).is_err());
+        assert!(check_script(b"\xff\xfe", &limits).is_err());
+        assert!(check_script(b"  \n", &limits).is_err());
+    }
+}

@@ -1,0 +1,130 @@
+//! Groups of recurring failures (one per fingerprint) and the fixes people record for them.
+
+use sqlx::Row;
+
+use super::reports::rfc3339;
+use super::{Db, DbError};
+
+/// A group of reports that share a root cause.
+#[derive(Clone, Debug)]
+pub struct Group {
+    pub id: i64,
+    pub fingerprint: String,
+    pub category: String,
+    pub title: String,
+    pub root_cause_text: String,
+    pub report_count: i64,
+    pub first_seen: String,
+    pub last_seen: String,
+}
+
+/// A recorded fix.
+#[derive(Clone, Debug)]
+pub struct Fix {
+    pub id: i64,
+    pub group_id: i64,
+    pub summary: String,
+    pub details: String,
+    pub link: String,
+    pub author: String,
+    pub created_at: String,
+}
+
+/// A fix to record.
+#[derive(Clone, Debug)]
+pub struct NewFix {
+    pub summary: String,
+    pub details: String,
+    pub link: String,
+    /// The name of the token that recorded it.
+    pub author: String,
+}
+
+const GROUP_COLUMNS: &str = concat!(
+    "id, fingerprint, category, title, root_cause_text, report_count, ",
+    rfc3339!("first_seen"),
+    " AS first, ",
+    rfc3339!("last_seen"),
+    " AS last"
+);
+
+fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
+    Ok(Group {
+        id: row.try_get("id")?,
+        fingerprint: row.try_get("fingerprint")?,
+        category: row.try_get("category")?,
+        title: row.try_get("title")?,
+        root_cause_text: row.try_get("root_cause_text")?,
+        report_count: row.try_get("report_count")?,
+        first_seen: row.try_get("first")?,
+        last_seen: row.try_get("last")?,
+    })
+}
+
+/// The group with this id.
+pub async fn get_group(db: &Db, id: i64) -> Result<Option<Group>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {GROUP_COLUMNS} FROM groups WHERE id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(db.pool())
+    .await?;
+    row.as_ref().map(group_from_row).transpose()
+}
+
+/// Groups seen most recently first.
+pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {GROUP_COLUMNS} FROM groups ORDER BY last_seen DESC, id DESC LIMIT $1"
+    )))
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(group_from_row).collect()
+}
+
+const FIX_COLUMNS: &str = concat!(
+    "id, group_id, summary, details, link, author, ",
+    rfc3339!("created_at"),
+    " AS created"
+);
+
+fn fix_from_row(row: &sqlx::postgres::PgRow) -> Result<Fix, DbError> {
+    Ok(Fix {
+        id: row.try_get("id")?,
+        group_id: row.try_get("group_id")?,
+        summary: row.try_get("summary")?,
+        details: row.try_get("details")?,
+        link: row.try_get("link")?,
+        author: row.try_get("author")?,
+        created_at: row.try_get("created")?,
+    })
+}
+
+/// The fixes recorded for a group, newest first.
+pub async fn group_fixes(db: &Db, group_id: i64) -> Result<Vec<Fix>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {FIX_COLUMNS} FROM fixes WHERE group_id = $1 ORDER BY created_at DESC, id DESC"
+    )))
+    .bind(group_id)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(fix_from_row).collect()
+}
+
+/// Records a fix; `None` when the group does not exist.
+pub async fn insert_fix(db: &Db, group_id: i64, fix: &NewFix) -> Result<Option<Fix>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO fixes (group_id, summary, details, link, author) \
+         SELECT id, $2, $3, $4, $5 FROM groups WHERE id = $1 \
+         RETURNING {FIX_COLUMNS}"
+    )))
+    .bind(group_id)
+    .bind(&fix.summary)
+    .bind(&fix.details)
+    .bind(&fix.link)
+    .bind(&fix.author)
+    .fetch_optional(db.pool())
+    .await?;
+    row.as_ref().map(fix_from_row).transpose()
+}

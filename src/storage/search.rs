@@ -1,0 +1,128 @@
+//! Full-text search over reports, groups and fixes: `websearch_to_tsquery` on the tsvector
+//! columns, plus a literal substring match (pg_trgm index) for paths, op and kernel names that
+//! the text parser splits. User input is only ever a bound parameter; LIKE wildcards in it are
+//! escaped so `%` and `_` match themselves.
+
+use sqlx::Row;
+
+use super::reports::rfc3339;
+use super::{Db, DbError};
+
+/// What to search for.
+#[derive(Clone, Debug, Default)]
+pub struct Query {
+    /// The user's words (web-search syntax: quotes, `-word`, `or`).
+    pub text: String,
+    /// Only this category.
+    pub category: Option<String>,
+    /// Only this project (reports only).
+    pub project: Option<String>,
+    /// Page size.
+    pub limit: i64,
+    /// Rows to skip.
+    pub offset: i64,
+}
+
+/// One hit.
+#[derive(Clone, Debug)]
+pub struct Hit {
+    /// `report`, `group` or `fix`.
+    pub kind: String,
+    /// The row's id.
+    pub id: i64,
+    /// For a fix, its group; otherwise the same as `id` for groups and the group of a report.
+    pub group_id: i64,
+    pub title: String,
+    pub category: String,
+    pub project: String,
+    /// The matching text (root cause, fix summary).
+    pub text: String,
+    pub created_at: String,
+    /// Text-search rank.
+    pub rank: f32,
+}
+
+/// Escapes `\`, `%` and `_` for a LIKE pattern.
+pub fn like_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    for c in s.chars() {
+        if matches!(c, '\\' | '%' | '_') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Searches reports, groups and fixes; best and newest first.
+pub async fn search(db: &Db, q: &Query) -> Result<Vec<Hit>, DbError> {
+    let like = format!("%{}%", like_escape(&q.text));
+    let sql = concat!(
+        "WITH q AS (SELECT websearch_to_tsquery('simple', $1) AS tsq) \
+         SELECT * FROM ( \
+           SELECT 'report' AS kind, r.id, r.group_id, r.title, r.category, r.project, \
+                  r.root_cause_text AS text, ",
+        rfc3339!("r.created_at"),
+        " AS created, \
+                  ts_rank(r.search, q.tsq) + CASE WHEN r.search_text ILIKE $2 THEN 0.5::real ELSE 0::real END AS rank, \
+                  r.created_at AS at \
+             FROM reports r, q \
+            WHERE (r.search @@ q.tsq OR r.search_text ILIKE $2) \
+              AND ($3::text IS NULL OR r.category = $3) \
+              AND ($4::text IS NULL OR r.project = $4) \
+           UNION ALL \
+           SELECT 'group', g.id, g.id, g.title, g.category, '', g.root_cause_text, ",
+        rfc3339!("g.last_seen"),
+        ", \
+                  ts_rank(g.search, q.tsq) + CASE WHEN g.root_cause_text ILIKE $2 THEN 0.5::real ELSE 0::real END, \
+                  g.last_seen \
+             FROM groups g, q \
+            WHERE (g.search @@ q.tsq OR g.root_cause_text ILIKE $2 OR g.title ILIKE $2) \
+              AND ($3::text IS NULL OR g.category = $3) \
+              AND $4::text IS NULL \
+           UNION ALL \
+           SELECT 'fix', f.id, f.group_id, f.summary, g.category, '', f.details, ",
+        rfc3339!("f.created_at"),
+        ", \
+                  ts_rank(f.search, q.tsq) + CASE WHEN f.summary ILIKE $2 THEN 0.5::real ELSE 0::real END, \
+                  f.created_at \
+             FROM fixes f JOIN groups g ON g.id = f.group_id, q \
+            WHERE (f.search @@ q.tsq OR f.summary ILIKE $2 OR f.details ILIKE $2) \
+              AND ($3::text IS NULL OR g.category = $3) \
+              AND $4::text IS NULL \
+         ) hits ORDER BY rank DESC, at DESC, id DESC LIMIT $5 OFFSET $6"
+    );
+    let rows = sqlx::query(sql)
+        .bind(&q.text)
+        .bind(&like)
+        .bind(&q.category)
+        .bind(&q.project)
+        .bind(q.limit)
+        .bind(q.offset)
+        .fetch_all(db.pool())
+        .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Hit {
+                kind: row.try_get("kind")?,
+                id: row.try_get("id")?,
+                group_id: row.try_get("group_id")?,
+                title: row.try_get("title")?,
+                category: row.try_get("category")?,
+                project: row.try_get("project")?,
+                text: row.try_get("text")?,
+                created_at: row.try_get("created")?,
+                rank: row.try_get("rank")?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn like_wildcards_are_escaped() {
+        assert_eq!(super::like_escape(r"50%_a\b"), r"50\%\_a\\b");
+        assert_eq!(super::like_escape("plain"), "plain");
+    }
+}

@@ -1,0 +1,40 @@
+//! The JSON API v1 (DESIGN.md section 5): paths, methods, status codes and the error shape are
+//! a contract. Every rejection, including malformed paths, queries and bodies, answers with the
+//! JSON error body, never axum's plain-text defaults.
+
+mod groups;
+mod reports;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+
+use super::{AppError, AppState};
+
+/// The `/api/v1` routes.
+pub fn routes(state: &AppState) -> Router<AppState> {
+    // Uploads are capped while streaming (413 before anything is stored), not by a buffer.
+    let upload_cap = DefaultBodyLimit::disable();
+    let classify_cap = DefaultBodyLimit::max(state.limits.max_classify_bytes);
+    Router::new()
+        .route(
+            "/api/v1/classify",
+            post(reports::classify_log).layer(classify_cap),
+        )
+        .route(
+            "/api/v1/reports",
+            post(reports::create_report).layer(upload_cap),
+        )
+        .route("/api/v1/reports/{id}", get(reports::show_report))
+        .route("/api/v1/search", get(groups::search))
+        .route("/api/v1/groups/{id}", get(groups::show_group))
+        .route("/api/v1/groups/{id}/fixes", post(groups::create_fix))
+}
+
+/// A positive id from a path segment; anything else is an unknown id (404).
+pub(crate) fn parse_id(raw: &str, what: &'static str) -> Result<i64, AppError> {
+    raw.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or(AppError::NotFound(what))
+}

@@ -1,0 +1,148 @@
+//! `GET /metrics` in Prometheus text format: reports ingested per category since start, and a
+//! request-latency histogram per route class, kept in atomics (no locks on the request path).
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::AppState;
+use crate::rules::Category;
+
+/// Upper bounds (seconds) of the latency buckets.
+const BUCKETS: [f64; 11] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+/// Route classes the histogram is split by (bounded label cardinality).
+const ROUTES: [&str; 4] = ["api", "portal", "health", "other"];
+
+/// Process-wide counters.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    ingested: [AtomicU64; 10],
+    duplicates: AtomicU64,
+    latency: [Histogram; 4],
+}
+
+#[derive(Debug, Default)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Metrics {
+    /// Counts a stored report (or a duplicate upload of one).
+    pub fn report_ingested(&self, category: Category, duplicate: bool) {
+        if duplicate {
+            self.duplicates.fetch_add(1, Ordering::Relaxed);
+        } else if let Some(i) = Category::ALL.iter().position(|c| *c == category) {
+            self.ingested[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn observe(&self, route: usize, secs: f64) {
+        let h = &self.latency[route];
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if secs <= *le {
+                h.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        h.count.fetch_add(1, Ordering::Relaxed);
+        h.sum_micros
+            .fetch_add((secs * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus exposition text.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP gpu_triage_reports_ingested_total Reports stored since start, by category."
+        );
+        let _ = writeln!(out, "# TYPE gpu_triage_reports_ingested_total counter");
+        for (i, c) in Category::ALL.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "gpu_triage_reports_ingested_total{{category=\"{c}\"}} {}",
+                self.ingested[i].load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gpu_triage_duplicate_uploads_total Uploads that matched a stored report."
+        );
+        let _ = writeln!(out, "# TYPE gpu_triage_duplicate_uploads_total counter");
+        let _ = writeln!(
+            out,
+            "gpu_triage_duplicate_uploads_total {}",
+            self.duplicates.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP gpu_triage_http_request_duration_seconds Request latency."
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE gpu_triage_http_request_duration_seconds histogram"
+        );
+        for (r, route) in ROUTES.iter().enumerate() {
+            let h = &self.latency[r];
+            for (i, le) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "gpu_triage_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{le}\"}} {}",
+                    h.buckets[i].load(Ordering::Relaxed)
+                );
+            }
+            let count = h.count.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "gpu_triage_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {count}"
+            );
+            let sum = h.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "gpu_triage_http_request_duration_seconds_sum{{route=\"{route}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "gpu_triage_http_request_duration_seconds_count{{route=\"{route}\"}} {count}"
+            );
+        }
+        out
+    }
+}
+
+/// Middleware: times every request.
+pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let path = req.uri().path();
+    let route = if path.starts_with("/api/") {
+        0
+    } else if path == "/healthz" || path == "/readyz" || path == "/metrics" {
+        2
+    } else if path.starts_with("/static/") {
+        3
+    } else {
+        1
+    };
+    let start = Instant::now();
+    let res = next.run(req).await;
+    state.metrics.observe(route, start.elapsed().as_secs_f64());
+    res
+}
+
+/// `GET /metrics`
+pub async fn show_metrics(State(state): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+}
