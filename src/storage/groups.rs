@@ -128,3 +128,26 @@ pub async fn insert_fix(db: &Db, group_id: i64, fix: &NewFix) -> Result<Option<F
     .await?;
     row.as_ref().map(fix_from_row).transpose()
 }
+
+/// Reports per UTC day over the last `days` days for each of `group_ids`:
+/// (group id, `YYYY-MM-DD`, count), plus today's date as the database sees it.
+pub async fn group_trends(
+    db: &Db,
+    group_ids: &[i64],
+    days: i32,
+) -> Result<(Vec<(i64, String, i64)>, String), DbError> {
+    let rows: Vec<(i64, String, i64)> = sqlx::query_as(
+        "SELECT group_id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*) \
+         FROM reports WHERE group_id = ANY($1) AND created_at > now() - make_interval(days => $2) \
+         GROUP BY 1, 2 ORDER BY 1, 2",
+    )
+    .bind(group_ids)
+    .bind(days)
+    .fetch_all(db.pool())
+    .await?;
+    let today: String =
+        sqlx::query_scalar("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')")
+            .fetch_one(db.pool())
+            .await?;
+    Ok((rows, today))
+}

@@ -12,6 +12,7 @@ pub mod metrics;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -85,7 +86,17 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/", get(html::home))
+        .route("/", get(html::reports::home))
+        .route(
+            "/reports",
+            post(html::reports::create_report).layer(DefaultBodyLimit::disable()),
+        )
+        .route("/reports/{id}", get(html::reports::show_report))
+        .route("/reports/{id}/raw", get(html::reports::raw_log))
+        .route("/groups", get(html::groups::list_groups))
+        .route("/groups/{id}", get(html::groups::show_group))
+        .route("/groups/{id}/fixes", post(html::groups::create_fix))
+        .route("/search", get(html::groups::search))
         .route("/static/app.css", get(html::stylesheet))
         .route(
             "/login",

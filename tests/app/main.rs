@@ -6,5 +6,6 @@
 mod api;
 mod classify_cli;
 mod health;
+mod portal;
 mod serve_binary;
 mod support;

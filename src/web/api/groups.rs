@@ -26,6 +26,19 @@ pub struct SearchParams {
     per_page: Option<u32>,
 }
 
+impl SearchParams {
+    /// Parameters for the first page (the portal's search form).
+    pub(crate) fn new(q: String, category: Option<String>, project: Option<String>) -> Self {
+        SearchParams {
+            q,
+            category,
+            project,
+            page: None,
+            per_page: None,
+        }
+    }
+}
+
 /// A validated search request, shared with the portal's search page.
 pub(crate) fn search_query(p: &SearchParams) -> Result<(find::Query, u32, u32), AppError> {
     let bad = |m: &str| AppError::BadRequest("bad_query", m.to_owned());
@@ -143,6 +156,17 @@ pub struct FixBody {
     details: String,
     #[serde(default)]
     link: String,
+}
+
+impl FixBody {
+    /// A fix from the portal's form.
+    pub(crate) fn new(summary: String, details: String, link: String) -> Self {
+        FixBody {
+            summary,
+            details,
+            link,
+        }
+    }
 }
 
 /// Validates a fix (shared with the portal's fix form).

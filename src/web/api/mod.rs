@@ -2,8 +2,8 @@
 //! a contract. Every rejection, including malformed paths, queries and bodies, answers with the
 //! JSON error body, never axum's plain-text defaults.
 
-mod groups;
-mod reports;
+pub(crate) mod groups;
+pub(crate) mod reports;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;

@@ -52,13 +52,19 @@ pub async fn classify_log(
     ))
 }
 
-/// The parts of an upload, read from the multipart stream.
-struct Upload {
-    log: tokio::fs::File,
-    filename: String,
-    script: Option<String>,
-    meta: Meta,
-    meta_raw: Vec<u8>,
+/// The parts of an upload, read from the multipart stream (API or portal form).
+pub(crate) struct Upload {
+    pub log: tokio::fs::File,
+    pub filename: String,
+    pub script: Option<String>,
+    pub meta: Meta,
+    pub meta_raw: Vec<u8>,
+}
+
+/// What storing an upload gave: the response body of `POST /api/v1/reports`.
+pub(crate) struct Created {
+    pub report_id: i64,
+    pub body: Value,
 }
 
 /// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`).
@@ -77,6 +83,18 @@ pub async fn create_report(
         ))
     })?;
     let upload = read_upload(&state, multipart).await?;
+    let created = store_upload(&state, &token, upload, key).await?;
+    Ok((StatusCode::CREATED, Json(created.body)))
+}
+
+/// Runs the report pipeline on a spooled upload and stores the result (shared by the API and
+/// the portal's form).
+pub(crate) async fn store_upload(
+    state: &AppState,
+    token: &ApiToken,
+    upload: Upload,
+    key: Option<String>,
+) -> Result<Created, AppError> {
     let log = upload.log.into_std().await;
     let ruleset = state.ruleset.clone();
     let filename = upload.filename.clone();
@@ -135,7 +153,10 @@ pub async fn create_report(
         "classification": classification,
         "repro": stored.job.map(|(id, st)| json!({"job_id": id, "state": st})),
     });
-    Ok((StatusCode::CREATED, Json(body)))
+    Ok(Created {
+        report_id: stored.report_id,
+        body,
+    })
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, AppError> {
@@ -212,7 +233,7 @@ async fn read_upload(state: &AppState, mut multipart: Multipart) -> Result<Uploa
 
 /// Streams a field into an anonymous temporary file (gone when dropped, even on a crash),
 /// refusing it with 413 as soon as it passes the cap.
-async fn spool(mut field: Field<'_>, cap: u64) -> Result<tokio::fs::File, AppError> {
+pub(crate) async fn spool(mut field: Field<'_>, cap: u64) -> Result<tokio::fs::File, AppError> {
     let file = tempfile::tempfile().map_err(|e| AppError::Internal(e.into()))?;
     let mut file = tokio::fs::File::from_std(file);
     let mut total: u64 = 0;
@@ -233,7 +254,11 @@ async fn spool(mut field: Field<'_>, cap: u64) -> Result<tokio::fs::File, AppErr
     Ok(file)
 }
 
-async fn read_small(mut field: Field<'_>, cap: usize, what: &str) -> Result<Vec<u8>, AppError> {
+pub(crate) async fn read_small(
+    mut field: Field<'_>,
+    cap: usize,
+    what: &str,
+) -> Result<Vec<u8>, AppError> {
     let mut out = Vec::new();
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
         if out.len() + chunk.len() > cap {
@@ -246,7 +271,7 @@ async fn read_small(mut field: Field<'_>, cap: usize, what: &str) -> Result<Vec<
     Ok(out)
 }
 
-fn multipart_error(e: axum::extract::multipart::MultipartError) -> AppError {
+pub(crate) fn multipart_error(e: axum::extract::multipart::MultipartError) -> AppError {
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         AppError::TooLarge(e.body_text())
     } else {

@@ -1,14 +1,18 @@
 //! The server-rendered portal (askama templates in `templates/`, view structs prepared here so
 //! templates hold no logic beyond loops and conditionals) and its stylesheet.
 
+pub mod groups;
 pub mod login;
+pub mod logview;
+pub mod reports;
+pub mod trend;
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 
-use super::auth::{OptionalUser, PortalUser};
+use super::auth::PortalUser;
 
 /// The stylesheet, embedded so the binary is self-contained.
 const APP_CSS: &str = include_str!("../../../static/app.css");
@@ -32,20 +36,6 @@ impl Layout {
             user: user.map(|u| u.0.token.name.clone()),
             csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
         }
-    }
-}
-
-/// `GET /`: what gpu-triage does and where to start.
-#[derive(Template, WebTemplate)]
-#[template(path = "home.html")]
-pub struct HomePage {
-    layout: Layout,
-}
-
-/// `GET /`.
-pub async fn home(OptionalUser(user): OptionalUser) -> HomePage {
-    HomePage {
-        layout: Layout::for_user(user.as_ref()),
     }
 }
 

@@ -1,0 +1,284 @@
+//! Portal pages for groups of recurring failures (list with counts and a per-day trend, one
+//! group with its reports and fixes, the fix form) and search.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Form;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::{Layout, trend};
+use crate::auth::Scope;
+use crate::storage::groups::{self, Fix, Group};
+use crate::storage::reports::{self as store, ReportSummary};
+use crate::storage::search::{self as find, Hit};
+use crate::web::api::groups::{FixBody, SearchParams, search_query, validate_fix};
+use crate::web::api::parse_id;
+use crate::web::auth::PortalUser;
+use crate::web::{AppError, AppState, PageError};
+
+/// Days shown in trends.
+const TREND_DAYS: usize = 30;
+
+/// A group in the list, with its trend.
+pub struct GroupRow {
+    pub group: Group,
+    /// Inline SVG built from numbers only (see `trend`), safe to embed.
+    pub trend: String,
+}
+
+/// `GET /groups`
+#[derive(Template, WebTemplate)]
+#[template(path = "groups.html")]
+pub struct GroupsPage {
+    layout: Layout,
+    rows: Vec<GroupRow>,
+}
+
+/// `GET /groups`
+pub async fn list_groups(
+    State(state): State<AppState>,
+    user: PortalUser,
+) -> Result<GroupsPage, PageError> {
+    user.require(&[Scope::Read])?;
+    let list = groups::recent_groups(&state.db, 100).await?;
+    let ids: Vec<i64> = list.iter().map(|g| g.id).collect();
+    let (per_day, today) = groups::group_trends(&state.db, &ids, TREND_DAYS as i32).await?;
+    let rows = list
+        .into_iter()
+        .map(|g| {
+            let days: Vec<(String, i64)> = per_day
+                .iter()
+                .filter(|(id, _, _)| *id == g.id)
+                .map(|(_, d, n)| (d.clone(), *n))
+                .collect();
+            GroupRow {
+                trend: trend::trend_svg(&days, TREND_DAYS, &today),
+                group: g,
+            }
+        })
+        .collect();
+    Ok(GroupsPage {
+        layout: Layout::for_user(Some(&user)),
+        rows,
+    })
+}
+
+/// `GET /groups/{id}`
+#[derive(Template, WebTemplate)]
+#[template(path = "group.html")]
+pub struct GroupPage {
+    layout: Layout,
+    group: Group,
+    trend: String,
+    reports: Vec<ReportSummary>,
+    fixes: Vec<Fix>,
+    can_record: bool,
+}
+
+/// `GET /groups/{id}`
+pub async fn show_group(
+    State(state): State<AppState>,
+    user: PortalUser,
+    Path(id): Path<String>,
+) -> Result<GroupPage, PageError> {
+    user.require(&[Scope::Read])?;
+    let id = parse_id(&id, "group")?;
+    let group = groups::get_group(&state.db, id)
+        .await?
+        .ok_or(AppError::NotFound("group"))?;
+    let (per_day, today) = groups::group_trends(&state.db, &[id], TREND_DAYS as i32).await?;
+    let days: Vec<(String, i64)> = per_day.into_iter().map(|(_, d, n)| (d, n)).collect();
+    Ok(GroupPage {
+        layout: Layout::for_user(Some(&user)),
+        trend: trend::trend_svg(&days, TREND_DAYS, &today),
+        reports: store::group_reports(&state.db, id, 50).await?,
+        fixes: groups::group_fixes(&state.db, id).await?,
+        can_record: user.require(&[Scope::Ingest, Scope::Admin]).is_ok(),
+        group,
+    })
+}
+
+/// The fix form.
+#[derive(Debug, Deserialize)]
+pub struct FixForm {
+    csrf: String,
+    summary: String,
+    #[serde(default)]
+    details: String,
+    #[serde(default)]
+    link: String,
+}
+
+/// `POST /groups/{id}/fixes`
+pub async fn create_fix(
+    State(state): State<AppState>,
+    user: PortalUser,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<FixForm>, axum::extract::rejection::FormRejection>,
+) -> Result<Response, PageError> {
+    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    user.check_form(&headers, &form.csrf)?;
+    user.require(&[Scope::Ingest, Scope::Admin])?;
+    let id = parse_id(&id, "group")?;
+    let body = FixBody::new(form.summary, form.details, form.link);
+    let fix = validate_fix(body, &user.0.token.name)?;
+    groups::insert_fix(&state.db, id, &fix)
+        .await?
+        .ok_or(AppError::NotFound("group"))?;
+    Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response())
+}
+
+/// A piece of a search hit's text; `hit` pieces are shown marked.
+pub struct Piece {
+    pub text: String,
+    pub hit: bool,
+}
+
+/// A search hit as the page shows it.
+pub struct HitView {
+    pub hit: Hit,
+    pub url: String,
+    pub title: Vec<Piece>,
+    pub text: Vec<Piece>,
+}
+
+/// `GET /search`
+#[derive(Template, WebTemplate)]
+#[template(path = "search.html")]
+pub struct SearchPage {
+    layout: Layout,
+    q: String,
+    category: String,
+    project: String,
+    categories: Vec<&'static str>,
+    hits: Vec<HitView>,
+    searched: bool,
+    error: Option<String>,
+}
+
+/// `GET /search?q=...&category=...&project=...`
+pub async fn search(
+    State(state): State<AppState>,
+    user: PortalUser,
+    params: Result<Query<PageSearch>, QueryRejection>,
+) -> Result<SearchPage, PageError> {
+    user.require(&[Scope::Read])?;
+    let Query(p) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
+    let mut page = SearchPage {
+        layout: Layout::for_user(Some(&user)),
+        q: p.q.clone().unwrap_or_default(),
+        category: p.category.clone().unwrap_or_default(),
+        project: p.project.clone().unwrap_or_default(),
+        categories: crate::rules::Category::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .collect(),
+        hits: Vec::new(),
+        searched: false,
+        error: None,
+    };
+    if page.q.trim().is_empty() {
+        return Ok(page);
+    }
+    let params = SearchParams::new(page.q.clone(), p.category, p.project);
+    let (query, _, per_page) = match search_query(&params) {
+        Ok(q) => q,
+        Err(e) => {
+            page.error = Some(e.to_string());
+            return Ok(page);
+        }
+    };
+    let mut hits = find::search(&state.db, &query).await?;
+    hits.truncate(per_page as usize);
+    let words: Vec<String> = query
+        .text
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| c == '"' || c == '-')
+                .to_lowercase()
+        })
+        .filter(|w| w.len() >= 2 && w != "or")
+        .collect();
+    page.hits = hits
+        .into_iter()
+        .map(|h| HitView {
+            url: if h.kind == "report" {
+                format!("/reports/{}", h.id)
+            } else {
+                format!("/groups/{}", h.group_id)
+            },
+            title: highlight(&h.title, &words),
+            text: highlight(&h.text, &words),
+            hit: h,
+        })
+        .collect();
+    page.searched = true;
+    Ok(page)
+}
+
+/// Query parameters of the search page (all optional: an empty form is just the page).
+#[derive(Debug, Deserialize)]
+pub struct PageSearch {
+    q: Option<String>,
+    category: Option<String>,
+    project: Option<String>,
+}
+
+/// Splits `text` into pieces, marking case-insensitive occurrences of any of `words`.
+pub fn highlight(text: &str, words: &[String]) -> Vec<Piece> {
+    let lower = text.to_lowercase();
+    // Lowercasing can change byte lengths outside ASCII; fall back to no marks then.
+    if lower.len() != text.len() || words.is_empty() {
+        return vec![Piece {
+            text: text.to_owned(),
+            hit: false,
+        }];
+    }
+    let mut marks = vec![false; text.len()];
+    for w in words {
+        let mut from = 0;
+        while let Some(pos) = lower[from..].find(w.as_str()) {
+            let at = from + pos;
+            marks[at..at + w.len()].iter_mut().for_each(|m| *m = true);
+            from = at + w.len();
+        }
+    }
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut start = 0;
+    for i in 1..=text.len() {
+        if i == text.len() || (marks[i] != marks[start] && text.is_char_boundary(i)) {
+            pieces.push(Piece {
+                text: text[start..i].to_owned(),
+                hit: marks[start],
+            });
+            start = i;
+        }
+    }
+    pieces
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_are_marked_case_insensitively() {
+        let p = highlight("CUDA out of memory; cuda again", &["cuda".to_owned()]);
+        let marked: Vec<(&str, bool)> = p.iter().map(|x| (x.text.as_str(), x.hit)).collect();
+        assert_eq!(
+            marked,
+            vec![
+                ("CUDA", true),
+                (" out of memory; ", false),
+                ("cuda", true),
+                (" again", false)
+            ]
+        );
+        assert_eq!(highlight("", &["x".to_owned()]).len(), 0);
+    }
+}

@@ -1,0 +1,298 @@
+//! The portal, in-process: pages parsed with CSS selectors, forms posted with and without their
+//! CSRF token, and what each page must (and must not) show.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use gpu_triage::auth::Scope;
+use scraper::{Html, Selector};
+
+use crate::support::{TestApp, TestResponse};
+
+const CASCADE: &[u8] = b"2026-07-30T03:36:29.1Z \x1b[32mINFO\x1b[0m epoch 3\n2026-07-30T03:36:29.2Z /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\nTraceback (most recent call last):\n  File \"train.py\", line 57, in <module>\n    loss.item()\nRuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n";
+
+/// A signed-in browser: the session cookie and the page's CSRF token.
+struct Browser {
+    cookie: String,
+    csrf: String,
+}
+
+async fn sign_in(app: &TestApp, token: &str) -> Browser {
+    let req = Request::post("/login")
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!("token={token}")))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let cookie = res.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let home = get(app, &cookie, "/").await;
+    let csrf = select_attr(&home.body, "input[name=csrf]", "value").expect("csrf field");
+    Browser { cookie, csrf }
+}
+
+async fn get(app: &TestApp, cookie: &str, path: &str) -> TestResponse {
+    let req = Request::get(path)
+        .header("cookie", cookie)
+        .body(Body::empty())
+        .unwrap();
+    app.send(req).await
+}
+
+fn select_text(html: &str, css: &str) -> Vec<String> {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse(css).unwrap();
+    doc.select(&sel)
+        .map(|e| e.text().collect::<String>())
+        .collect()
+}
+
+fn select_attr(html: &str, css: &str, attr: &str) -> Option<String> {
+    let doc = Html::parse_document(html);
+    let sel = Selector::parse(css).unwrap();
+    doc.select(&sel)
+        .next()
+        .and_then(|e| e.value().attr(attr))
+        .map(str::to_owned)
+}
+
+fn multipart(fields: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let boundary = "portal-test-boundary";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+async fn post_report(
+    app: &TestApp,
+    b: &Browser,
+    fields: &[(&str, &str)],
+    origin: Option<&str>,
+) -> TestResponse {
+    let (ct, body) = multipart(fields);
+    let mut req = Request::post("/reports")
+        .header("cookie", &b.cookie)
+        .header("content-type", ct);
+    if let Some(o) = origin {
+        req = req.header("origin", o);
+    }
+    app.send(req.body(Body::from(body)).unwrap()).await
+}
+
+#[tokio::test]
+async fn a_pasted_log_becomes_a_report_page_with_the_root_cause_highlighted() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let log = String::from_utf8_lossy(CASCADE).into_owned();
+    let res = post_report(
+        &app,
+        &b,
+        &[("csrf", &b.csrf), ("project", "vision"), ("log_text", &log)],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let location = res.headers["location"].to_str().unwrap().to_owned();
+    assert!(location.starts_with("/reports/"), "{location}");
+
+    let page = get(&app, &b.cookie, &location).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(
+        page.headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'self'")
+    );
+    assert_eq!(select_text(&page.body, "h1 .cat"), vec!["out_of_bounds"]);
+    let root = select_text(&page.body, "#root-cause");
+    assert_eq!(
+        root,
+        vec![
+            "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed."
+        ]
+    );
+    // The highlighted log line is line 2, and it is the root-cause line.
+    assert_eq!(
+        select_attr(&page.body, "pre.log .line.hl", "id").as_deref(),
+        Some("L2")
+    );
+    let hl = select_text(&page.body, "pre.log .line.hl");
+    assert!(
+        hl[0].contains("Assertion `srcIndex < srcSelectDimSize` failed."),
+        "{hl:?}"
+    );
+    // Findings: root cause first, then symptoms.
+    let roles = select_text(&page.body, ".findings .role");
+    assert_eq!(roles.first().map(String::as_str), Some("root cause"));
+    assert!(roles[1..].iter().all(|r| r == "symptom"));
+    assert_eq!(select_text(&page.body, "#async-warning").len(), 1);
+    assert!(!select_text(&page.body, ".steps li").is_empty());
+    assert!(select_text(&page.body, "script").is_empty());
+    assert_eq!(app.count("reports").await, 1);
+}
+
+#[tokio::test]
+async fn forms_without_csrf_or_from_another_origin_are_refused() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let res = post_report(
+        &app,
+        &b,
+        &[("log_text", "RuntimeError: CUDA error: out of memory")],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    let res = post_report(
+        &app,
+        &b,
+        &[
+            ("csrf", &b.csrf),
+            ("log_text", "RuntimeError: CUDA error: out of memory"),
+        ],
+        Some("https://evil.example"),
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    let res = post_report(&app, &b, &[("csrf", &b.csrf), ("log_text", "")], None).await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(app.count("reports").await, 0);
+    // Not signed in: pages send people to sign in.
+    let anon = app.get("/groups").await;
+    assert_eq!(anon.status, StatusCode::SEE_OTHER);
+    assert_eq!(anon.headers["location"], "/login");
+}
+
+#[tokio::test]
+async fn groups_fixes_search_and_raw_download_work_from_the_portal() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let up = app
+        .upload(
+            &token,
+            &[
+                ("log", Some("a.log"), CASCADE),
+                ("meta", None, br#"{"project":"vision"}"#),
+            ],
+            None,
+        )
+        .await
+        .json();
+    let (id, group) = (up["id"].as_i64().unwrap(), up["group_id"].as_i64().unwrap());
+
+    let groups = get(&app, &b.cookie, "/groups").await;
+    assert_eq!(groups.status, StatusCode::OK);
+    assert_eq!(select_text(&groups.body, "td.num a"), vec!["1"]);
+    assert_eq!(
+        select_attr(&groups.body, "svg.trend", "aria-label").as_deref(),
+        Some("1 reports in the last 30 days")
+    );
+
+    let form = format!(
+        "csrf={}&summary=labels+started+at+1&link=https%3A%2F%2Fwiki.example%2Ffix",
+        b.csrf
+    );
+    let req = Request::post(format!("/groups/{group}/fixes"))
+        .header("cookie", &b.cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(form))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let page = get(&app, &b.cookie, &format!("/groups/{group}")).await;
+    assert_eq!(
+        select_text(&page.body, ".fixes strong"),
+        vec!["labels started at 1"]
+    );
+    let report = get(&app, &b.cookie, &format!("/reports/{id}")).await;
+    assert_eq!(
+        select_text(&report.body, ".fixes strong"),
+        vec!["labels started at 1"]
+    );
+
+    let found = get(
+        &app,
+        &b.cookie,
+        "/search?q=indexSelectSmallIndex&category=out_of_bounds",
+    )
+    .await;
+    assert_eq!(found.status, StatusCode::OK);
+    let marks = select_text(&found.body, ".hit mark");
+    assert!(
+        marks
+            .iter()
+            .any(|m| m.eq_ignore_ascii_case("indexselectsmallindex")),
+        "{marks:?}"
+    );
+    let bad = get(&app, &b.cookie, "/search?q=x&category=bogus").await;
+    assert_eq!(select_text(&bad.body, "p.error").len(), 1);
+
+    let raw = get(&app, &b.cookie, &format!("/reports/{id}/raw")).await;
+    assert_eq!(raw.status, StatusCode::OK);
+    assert!(
+        raw.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    assert!(
+        raw.headers["content-disposition"]
+            .to_str()
+            .unwrap()
+            .starts_with("attachment")
+    );
+    assert!(raw.body.contains("indexSelectSmallIndex"));
+    assert_eq!(
+        get(&app, &b.cookie, "/reports/999").await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn hostile_log_content_is_shown_as_text_only() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let hostile = b"<script>alert(1)</script>\n<img src=x onerror=alert(2)>\n</pre><b>x</b>\n\x1b]8;;javascript:alert(3)\x07click me\x1b]8;;\x07\n\x1b[38;5;999;1mRuntimeError: CUDA error: misaligned address\x1b[0m\n";
+    let up = app
+        .upload(&token, &[("log", Some("h.log"), hostile)], None)
+        .await
+        .json();
+    let page = get(&app, &b.cookie, &format!("/reports/{}", up["id"])).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(select_text(&page.body, "script").is_empty());
+    assert!(select_text(&page.body, "img").is_empty());
+    assert!(!page.body.contains("javascript:"));
+    let doc = Html::parse_document(&page.body);
+    let all = Selector::parse("*").unwrap();
+    for el in doc.select(&all) {
+        for (name, _) in el.value().attrs() {
+            assert!(
+                !name.starts_with("on"),
+                "attribute {name} on <{}>",
+                el.value().name()
+            );
+        }
+    }
+    let log_text = select_text(&page.body, "pre.log").join("");
+    assert!(
+        log_text.contains("<script>alert(1)</script>"),
+        "shown as text"
+    );
+    assert!(log_text.contains("click me"));
+}
