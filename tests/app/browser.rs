@@ -1,0 +1,282 @@
+//! Once, in a real browser: headless Chromium driven over WebDriver (chromedriver) against the
+//! real `serve` binary. Sign in with a token, paste a real crash log, submit, and check that the
+//! report page shows the right category and highlights the root-cause line. A screenshot of the
+//! report page is written to `target/browser-report.png` for reviewers.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{binary, database_url, free_port, wait_for_status};
+
+/// A real cascade from a PyTorch run: kernel assertions, then the generic re-raise.
+const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
+/opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [29,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n\
+/opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [30,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n\
+Traceback (most recent call last):\n  File \"train.py\", line 57, in <module>\n    loss.item()\n\
+RuntimeError: CUDA error: device-side assert triggered\n\
+CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n\
+For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n";
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One HTTP/1.1 request with a JSON body over a plain socket (WebDriver speaks JSON/HTTP).
+fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", port)).expect("chromedriver listens");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let payload = body.map(Value::to_string).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{payload}",
+        payload.len()
+    )
+    .unwrap();
+    // Read the head, then exactly Content-Length bytes (chromedriver may keep the connection).
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed before the response head");
+        raw.extend_from_slice(&buf[..n]);
+        if let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("Content-Length");
+    while raw.len() < head_end + len {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed mid-body");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let body = String::from_utf8_lossy(&raw[head_end..head_end + len]);
+    serde_json::from_str(&body)
+        .unwrap_or_else(|e| panic!("WebDriver answered non-JSON ({e}): {body}"))
+}
+
+struct Driver {
+    port: u16,
+    session: String,
+}
+
+impl Driver {
+    fn cmd(&self, method: &str, what: &str, body: Option<Value>) -> Value {
+        let v = call(
+            self.port,
+            method,
+            &format!("/session/{}/{what}", self.session),
+            body.as_ref(),
+        );
+        assert!(v["value"]["error"].is_null(), "{what}: {v}");
+        v["value"].clone()
+    }
+
+    fn go(&self, url: &str) {
+        self.cmd("POST", "url", Some(json!({ "url": url })));
+    }
+
+    fn find(&self, css: &str) -> String {
+        let v = self.cmd(
+            "POST",
+            "element",
+            Some(json!({"using": "css selector", "value": css})),
+        );
+        v.as_object()
+            .and_then(|o| o.values().next())
+            .and_then(Value::as_str)
+            .expect("element id")
+            .to_owned()
+    }
+
+    fn type_into(&self, css: &str, text: &str) {
+        let el = self.find(css);
+        self.cmd(
+            "POST",
+            &format!("element/{el}/value"),
+            Some(json!({ "text": text })),
+        );
+    }
+
+    fn click(&self, css: &str) {
+        let el = self.find(css);
+        self.cmd("POST", &format!("element/{el}/click"), Some(json!({})));
+    }
+
+    fn text(&self, css: &str) -> String {
+        let el = self.find(css);
+        self.cmd("GET", &format!("element/{el}/text"), None)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn current_url(&self) -> String {
+        self.cmd("GET", "url", None)
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+#[test]
+fn a_pasted_crash_log_is_classified_in_a_real_browser() {
+    let tools = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
+    if tools.iter().any(|t| !std::path::Path::new(t).exists()) {
+        assert!(
+            std::env::var_os("GPU_TRIAGE_REQUIRE_BROWSER").is_none(),
+            "chromium and chromedriver are required here (apt-get install chromium chromium-driver)"
+        );
+        eprintln!(
+            "SKIPPED a_pasted_crash_log_is_classified_in_a_real_browser: chromium/chromedriver not installed (.ci/run installs them)"
+        );
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (db, options) = rt.block_on(crate::support::fresh_db());
+    rt.block_on(db.close());
+    let url = database_url(options.get_database().unwrap());
+
+    let created = binary()
+        .args([
+            "token",
+            "create",
+            "--scope",
+            "ingest,read",
+            "--name",
+            "browser",
+        ])
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&created.stdout);
+    let token = stdout
+        .split_whitespace()
+        .find(|w| w.starts_with("gtr_") && w.len() > 60)
+        .expect("token printed")
+        .to_owned();
+
+    let port = free_port();
+    let _server = Killed(
+        binary()
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .env("DATABASE_URL", &url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(wait_for_status(port, "/readyz", 200, 60), "server ready");
+
+    let driver_port = free_port();
+    let _driver = Killed(
+        Command::new("/usr/bin/chromedriver")
+            .arg(format!("--port={driver_port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", driver_port)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+        "binary": "/usr/bin/chromium",
+        "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"]
+    }}}});
+    let session = call(driver_port, "POST", "/session", Some(&caps));
+    let id = session["value"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session: {session}"))
+        .to_owned();
+    let d = Driver {
+        port: driver_port,
+        session: id,
+    };
+
+    let base = format!("http://127.0.0.1:{port}");
+    d.go(&format!("{base}/login"));
+    d.type_into("input[name=token]", &token);
+    d.click("form button[type=submit]");
+    d.go(&format!("{base}/"));
+    d.type_into("#log_text", LOG);
+    d.click("#new-report button[type=submit]");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d.current_url().contains("/reports/") {
+        assert!(
+            Instant::now() < deadline,
+            "no report page after submit: {}",
+            d.current_url()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(d.text("h1 .cat"), "out_of_bounds");
+    let highlighted = d.text("pre.log .line.hl");
+    assert!(
+        highlighted.starts_with('2'),
+        "line 2 is highlighted: {highlighted}"
+    );
+    assert!(
+        highlighted.contains("Assertion `srcIndex < srcSelectDimSize` failed."),
+        "{highlighted}"
+    );
+    assert!(d.text("#async-warning").contains("CUDA_LAUNCH_BLOCKING=1"));
+
+    let shot = d.cmd("GET", "screenshot", None);
+    if let Some(b64) = shot.as_str() {
+        let png = base64_decode(b64);
+        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../browser-report.png");
+        std::fs::write(&out, png).unwrap();
+    }
+    call(
+        driver_port,
+        "DELETE",
+        &format!("/session/{}", d.session),
+        None,
+    );
+}
+
+fn base64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'+' => Some(62),
+        b'/' => Some(63),
+        _ => None,
+    };
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for v in s.bytes().filter_map(val) {
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
