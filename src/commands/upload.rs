@@ -37,7 +37,8 @@ pub struct UploadArgs {
     /// A minimal Python script that reproduces the failure (queued for a GPU worker).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
-    /// Metadata as key=value (job_url, commit, branch, environment); repeatable.
+    /// Metadata as key=value (job_url, commit, branch, environment); repeatable. Empty values
+    /// are skipped.
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     pub meta: Vec<String>,
     /// Log files to upload.
@@ -54,55 +55,41 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         return Err(BadInput("no API token: pass --token or set GPU_TRIAGE_TOKEN".into()).into());
     }
     if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(
-            BadInput("the API token contains characters a header cannot carry".into()).into(),
-        );
+        return Err(BadInput("the API token has characters a header cannot carry".into()).into());
     }
     let server = server_base(&args.server)?;
     let meta = build_meta(args.project.as_deref(), &args.meta)?;
     for path in args.script.iter().chain(&args.logs) {
         check_readable(path)?;
     }
-    let agent: Agent = Agent::config_builder()
+    let agent = Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)
         .timeout_connect(Some(Duration::from_secs(10)))
         .timeout_global(Some(Duration::from_secs(600)))
         .user_agent(concat!("gpu-triage/", env!("CARGO_PKG_VERSION")))
         .build()
-        .into();
+        .new_agent();
     let endpoint = format!("{server}/api/v1/reports");
+    let client = Client {
+        agent,
+        endpoint,
+        token,
+    };
     let mut failed = 0;
     for log in &args.logs {
+        // Small parts first, so a streaming server knows the metadata before the log arrives.
         let mut parts = Vec::new();
         if !meta.is_empty() {
-            let value = serde_json::Value::Object(meta.clone()).to_string();
-            parts.push(Part::Text {
-                name: "meta",
-                value,
-            });
+            parts.push(Part::Text(
+                "meta",
+                serde_json::Value::Object(meta.clone()).to_string(),
+            ));
         }
-        if let Some(script) = &args.script {
-            parts.push(Part::File {
-                name: "script",
-                path: script.clone(),
-            });
-        }
-        parts.push(Part::File {
-            name: "log",
-            path: log.clone(),
-        });
-        let body = Multipart {
-            boundary: format!("gpu-triage-{}", random_hex()?),
-            parts,
-        };
-        let request = Request {
-            agent: &agent,
-            endpoint: &endpoint,
-            token,
-            key: random_hex()?,
-        };
-        match request.send_with_retries(&body, log) {
+        parts.extend(args.script.iter().map(|s| Part::File("script", s.clone())));
+        parts.push(Part::File("log", log.clone()));
+        let (body, key) = (Multipart::new(parts)?, random_hex()?);
+        match client.upload(&body, &key, log) {
             Ok(created) => print!("{}", render_created(log, &created, &server)),
             Err(message) => {
                 eprintln!("{}: {message}", log.display());
@@ -169,21 +156,16 @@ fn build_meta(
 /// Fails early on a file that would only fail mid-upload. Regular files only: the body's
 /// Content-Length is computed from the file sizes.
 fn check_readable(path: &Path) -> Result<(), BadInput> {
-    let cannot = |e: io::Error| BadInput(format!("{}: cannot read: {e}", path.display()));
-    let metadata = fs::metadata(path).map_err(cannot)?;
+    let bad = |what: String| BadInput(format!("{}: {what}", path.display()));
+    let metadata = fs::metadata(path).map_err(|e| bad(format!("cannot read: {e}")))?;
     if metadata.is_dir() {
-        return Err(BadInput(format!(
-            "{}: is a directory, not a log file",
-            path.display()
-        )));
+        return Err(bad("is a directory, not a log file".into()));
+    } else if !metadata.is_file() {
+        return Err(bad("is not a regular file".into()));
     }
-    if !metadata.is_file() {
-        return Err(BadInput(format!(
-            "{}: is not a regular file",
-            path.display()
-        )));
-    }
-    File::open(path).map(drop).map_err(cannot)
+    File::open(path)
+        .map(drop)
+        .map_err(|e| bad(format!("cannot read: {e}")))
 }
 
 /// 32 hex characters from the OS generator (idempotency keys and multipart boundaries).
@@ -195,8 +177,10 @@ fn random_hex() -> anyhow::Result<String> {
 
 /// One field of a `multipart/form-data` body.
 enum Part {
-    Text { name: &'static str, value: String },
-    File { name: &'static str, path: PathBuf },
+    /// Field name and value.
+    Text(&'static str, String),
+    /// Field name and the file streamed as its content.
+    File(&'static str, PathBuf),
 }
 
 /// A `multipart/form-data` body whose files are read lazily, each time it is sent.
@@ -206,6 +190,12 @@ struct Multipart {
 }
 
 impl Multipart {
+    /// A body with a random boundary (a collision with file content is out of reach).
+    fn new(parts: Vec<Part>) -> anyhow::Result<Self> {
+        let boundary = format!("gpu-triage-{}", random_hex()?);
+        Ok(Self { boundary, parts })
+    }
+
     fn content_type(&self) -> String {
         format!("multipart/form-data; boundary={}", self.boundary)
     }
@@ -219,16 +209,15 @@ impl Multipart {
         for part in &self.parts {
             pending += &format!("--{}\r\nContent-Disposition: form-data; ", self.boundary);
             match part {
-                Part::Text { name, value } => {
-                    pending += &format!("name=\"{name}\"\r\n\r\n{value}\r\n");
+                Part::Text(name, value) => {
+                    pending += &format!("name=\"{name}\"\r\n\r\n{value}\r\n")
                 }
-                Part::File { name, path } => {
+                Part::File(name, path) => {
                     let file = File::open(path)?;
                     let size = file.metadata()?.len();
                     let filename = quoted_filename(path);
-                    pending += &format!(
-                        "name=\"{name}\"; filename=\"{filename}\"\r\nContent-Type: text/plain\r\n\r\n"
-                    );
+                    pending += &format!("name=\"{name}\"; filename=\"{filename}\"\r\n");
+                    pending += "Content-Type: text/plain\r\n\r\n";
                     let head = std::mem::replace(&mut pending, "\r\n".to_owned());
                     len += head.len() as u64 + size;
                     // `take` keeps the body at the announced length if the file grows meanwhile.
@@ -244,72 +233,61 @@ impl Multipart {
 
 /// The file's base name, escaped the way browsers do for a quoted `filename=`.
 fn quoted_filename(path: &Path) -> String {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
     name.replace('"', "%22")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
-}
-
-/// One log's upload: the same key on every attempt.
-struct Request<'a> {
-    agent: &'a Agent,
-    endpoint: &'a str,
-    token: &'a str,
-    key: String,
 }
 
 /// What one attempt came to.
 #[derive(Debug)]
 enum Outcome {
     Created(Created),
-    Retry {
-        reason: String,
-        retry_after: Option<Duration>,
-    },
+    /// Worth another attempt: why, and the server's `Retry-After`.
+    Retry(String, Option<Duration>),
+    /// Final: the line to print.
     Failed(String),
 }
 
-impl Request<'_> {
-    fn send_with_retries(&self, body: &Multipart, log: &Path) -> Result<Created, String> {
+/// Where and as whom reports are posted.
+struct Client<'a> {
+    agent: Agent,
+    endpoint: String,
+    token: &'a str,
+}
+
+impl Client<'_> {
+    /// Posts one log, retrying transient failures with the same `Idempotency-Key`.
+    fn upload(&self, body: &Multipart, key: &str, log: &Path) -> Result<Created, String> {
         let mut attempt = 1;
         loop {
-            match self.send(body) {
+            match self.send(body, key) {
                 Outcome::Created(created) => return Ok(created),
                 Outcome::Failed(message) => return Err(message),
-                Outcome::Retry { reason, .. } if attempt == ATTEMPTS => {
+                Outcome::Retry(reason, _) if attempt == ATTEMPTS => {
                     return Err(format!("upload failed after {ATTEMPTS} attempts: {reason}"));
                 }
-                Outcome::Retry {
-                    reason,
-                    retry_after,
-                } => {
-                    let jitter = Duration::from_millis(getrandom::u32().unwrap_or(0) as u64 % 250);
+                Outcome::Retry(reason, retry_after) => {
+                    let jitter = Duration::from_millis(getrandom::u64().unwrap_or(0) % 250);
                     let delay = retry_delay(attempt, retry_after) + jitter;
                     attempt += 1;
-                    eprintln!(
-                        "{}: {reason}; retrying in {:.1} s (attempt {attempt} of {ATTEMPTS})",
-                        log.display(),
-                        delay.as_secs_f64()
-                    );
+                    let (log, secs) = (log.display(), delay.as_secs_f64());
+                    eprintln!("{log}: {reason}; attempt {attempt} of {ATTEMPTS} in {secs:.1} s");
                     thread::sleep(delay);
                 }
             }
         }
     }
 
-    fn send(&self, body: &Multipart) -> Outcome {
+    fn send(&self, body: &Multipart, key: &str) -> Outcome {
         let (len, reader) = match body.open() {
             Ok(opened) => opened,
             Err(e) => return Outcome::Failed(format!("cannot read: {e}")),
         };
-        let result = self
-            .agent
-            .post(self.endpoint)
+        let request = self.agent.post(&self.endpoint);
+        let result = request
             .header("Authorization", format!("Bearer {}", self.token))
-            .header("Idempotency-Key", &self.key)
+            .header("Idempotency-Key", key)
             .header("Content-Type", body.content_type())
             .header("Content-Length", len)
             // Lets the server refuse (bad token, too large) before the body is sent.
@@ -317,124 +295,92 @@ impl Request<'_> {
             .send(SendBody::from_owned_reader(reader));
         let mut response = match result {
             Ok(response) => response,
-            Err(e) => return error_outcome(e),
+            Err(e) if is_transient(&e) => {
+                return Outcome::Retry(format!("cannot reach the server: {e}"), None);
+            }
+            Err(e) => return Outcome::Failed(format!("request failed: {e}")),
         };
+        let status = response.status().as_u16();
         let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
-        let reply = Reply {
-            status: response.status().as_u16(),
-            retry_after: header("retry-after").and_then(|v| v.trim().parse().ok()),
-            location: header("location").map(str::to_owned),
-            body: None,
-        };
+        let retry_after = header("retry-after").and_then(|v| v.trim().parse().ok());
+        let location = header("location").map(str::to_owned);
         let body = response
             .body_mut()
             .with_config()
             .limit(1 << 20)
             .read_to_string();
-        Reply {
-            body: body.ok(),
-            ..reply
-        }
-        .outcome()
+        outcome(status, retry_after, location, body.ok())
     }
 }
 
-/// Connection-level failures are worth retrying; TLS, URL and protocol-misuse errors are not.
-fn error_outcome(e: ureq::Error) -> Outcome {
+/// Connection-level failures are worth retrying; TLS, URL and protocol-use errors are not.
+fn is_transient(e: &ureq::Error) -> bool {
     use ureq::Error as E;
-    match e {
-        E::Io(_) | E::Timeout(_) | E::HostNotFound | E::ConnectionFailed | E::Protocol(_) => {
-            Outcome::Retry {
-                reason: e.to_string(),
-                retry_after: None,
-            }
-        }
-        e => Outcome::Failed(format!("request failed: {e}")),
-    }
+    matches!(
+        e,
+        E::Io(_) | E::Timeout(_) | E::HostNotFound | E::ConnectionFailed | E::Protocol(_)
+    )
 }
 
-/// The parts of a response that decide the outcome (`body` is `None` if it could not be read).
-struct Reply {
+/// Sorts a response into created, retry or failed. `body` is `None` when it could not be read.
+fn outcome(
     status: u16,
     retry_after: Option<u64>,
     location: Option<String>,
     body: Option<String>,
-}
-
-impl Reply {
-    fn outcome(self) -> Outcome {
-        let status = self.status;
-        let body = self.body.unwrap_or_default();
-        let (code, message) = match serde_json::from_str::<ErrorBody>(&body) {
-            Ok(ErrorBody { error }) => (error.code, error.message),
-            Err(_) => (
-                reason_code(status),
-                body.lines().next().unwrap_or("").to_owned(),
-            ),
-        };
-        match status {
-            200..=299 => match serde_json::from_str(&body) {
-                Ok(created) => Outcome::Created(created),
-                Err(_) if body.is_empty() => {
-                    let reason = format!("the {status} response was empty or cut off");
-                    Outcome::Retry {
-                        reason,
-                        retry_after: None,
-                    }
-                }
-                Err(e) => Outcome::Failed(format!(
-                    "unexpected {status} response ({e}); is --server a gpu-triage server?"
-                )),
-            },
-            408 | 429 | 500..=599 => Outcome::Retry {
-                reason: format!("server answered {status} {code}: {message}"),
-                retry_after: self.retry_after.map(Duration::from_secs),
-            },
-            _ => {
-                let message = match (status, self.location) {
-                    (401, _) => "the token is missing, unknown or revoked".to_owned(),
-                    (403, _) => "the token lacks the ingest scope".to_owned(),
-                    (300..=399, Some(to)) => format!("redirected to {to}; pass that as --server"),
-                    _ => message,
-                };
-                Outcome::Failed(format!("rejected ({status} {code}): {message}"))
-            }
+) -> Outcome {
+    let body = body.unwrap_or_default();
+    // `{"error": {"code", "message"}}` (DESIGN.md section 5), else the status and first line.
+    let error = serde_json::from_str::<serde_json::Value>(&body).ok();
+    let field = |name| {
+        error
+            .as_ref()?
+            .get("error")?
+            .get(name)?
+            .as_str()
+            .map(str::to_owned)
+    };
+    let code = field("code").unwrap_or_else(|| reason_code(status));
+    let message = field("message").unwrap_or_else(|| body.lines().next().unwrap_or("").into());
+    match status {
+        200..=299 => match serde_json::from_str(&body) {
+            Ok(created) => Outcome::Created(created),
+            // A response lost mid-way: the retry gets the stored one back (same key).
+            Err(_) if body.is_empty() => Outcome::Retry(format!("empty {status} response"), None),
+            Err(e) => Outcome::Failed(format!(
+                "unexpected {status} response ({e}); is --server a gpu-triage server?"
+            )),
+        },
+        408 | 429 | 500..=599 => {
+            let reason = format!("server answered {status} {code}: {message}");
+            Outcome::Retry(reason, retry_after.map(Duration::from_secs))
+        }
+        _ => {
+            let message = match (status, location) {
+                (401, _) => "the token is missing, unknown or revoked".to_owned(),
+                (403, _) => "the token lacks the ingest scope".to_owned(),
+                (300..=399, Some(to)) => format!("redirected to {to}; pass that as --server"),
+                _ => message,
+            };
+            Outcome::Failed(format!("rejected ({status} {code}): {message}"))
         }
     }
 }
 
 /// A status's reason phrase as a snake_case code, for error bodies that are not ours.
 fn reason_code(status: u16) -> String {
-    let reason = ureq::http::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason());
-    reason
-        .unwrap_or("http_error")
-        .to_ascii_lowercase()
-        .replace([' ', '-'], "_")
+    let status = ureq::http::StatusCode::from_u16(status).ok();
+    let reason = status
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("http_error");
+    reason.to_ascii_lowercase().replace([' ', '-'], "_")
 }
 
 /// Delay before retrying after `attempt` (1-based) failed: the server's `Retry-After` capped
 /// at 30 s, else 0.5 s doubling up to 8 s. Jitter is added by the caller.
 fn retry_delay(attempt: u32, retry_after: Option<Duration>) -> Duration {
-    match retry_after {
-        Some(wait) => wait.min(MAX_RETRY_AFTER),
-        None => FIRST_DELAY
-            .saturating_mul(1 << attempt.saturating_sub(1).min(16))
-            .min(MAX_DELAY),
-    }
-}
-
-/// `{"error": {"code", "message"}}` (DESIGN.md section 5).
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ApiError,
-}
-
-#[derive(Deserialize)]
-struct ApiError {
-    code: String,
-    message: String,
+    let backoff = FIRST_DELAY.saturating_mul(1 << attempt.saturating_sub(1).min(16));
+    retry_after.map_or(backoff.min(MAX_DELAY), |wait| wait.min(MAX_RETRY_AFTER))
 }
 
 /// The fields of the 201 response that are printed.
@@ -464,7 +410,7 @@ struct Repro {
     job_id: i64,
 }
 
-/// A report URL as printed: a path is joined to the server URL, an absolute URL kept.
+/// A report URL as printed: a path is appended to the server URL, an absolute URL kept.
 fn report_url(server: &str, url: &str) -> String {
     if url.starts_with('/') {
         format!("{server}{url}")
@@ -474,15 +420,12 @@ fn report_url(server: &str, url: &str) -> String {
 }
 
 fn render_created(log: &Path, created: &Created, server: &str) -> String {
-    let Summary {
-        category,
-        root_cause,
-    } = &created.classification;
-    let cause = match root_cause {
-        Some(RootCause { line, text }) => format!("line {line}: {}", text.trim_end()),
+    let summary = &created.classification;
+    let cause = match &summary.root_cause {
+        Some(cause) => format!("line {}: {}", cause.line, cause.text.trim_end()),
         None => "no root-cause line".to_owned(),
     };
-    let mut out = format!("{}: {category} ({cause})\n", log.display());
+    let mut out = format!("{}: {} ({cause})\n", log.display(), summary.category);
     out += &format!("  {}", report_url(server, &created.url));
     if created.duplicate {
         out += " (duplicate of an existing report)";
@@ -498,73 +441,79 @@ fn render_created(log: &Path, created: &Created, server: &str) -> String {
 mod tests {
     use super::*;
 
+    fn meta(project: Option<&str>, pairs: &[&str]) -> Result<String, String> {
+        let pairs: Vec<String> = pairs.iter().map(|s| s.to_string()).collect();
+        let meta = build_meta(project, &pairs).map_err(|BadInput(message)| message)?;
+        Ok(serde_json::Value::from(meta).to_string())
+    }
+
     #[test]
-    fn metadata_is_built_from_flags_or_rejected_with_the_allowed_keys() {
-        let cases: &[(Option<&str>, &[&str], Result<&str, &str>)] = &[
-            (None, &[], Ok("{}")),
-            (Some("vision"), &[], Ok(r#"{"project":"vision"}"#)),
+    fn metadata_is_built_from_the_project_flag_and_key_value_pairs() {
+        let all = r#"{"branch":"main","commit":"abc","job_url":"http://ci/1?a=b","project":"p"}"#;
+        let cases: &[(Option<&str>, &[&str], &str)] = &[
+            (None, &[], "{}"),
             (
                 Some("p"),
-                &["commit=abc", "branch=main", "job_url=https://ci/1?a=b"],
-                Ok(
-                    r#"{"branch":"main","commit":"abc","job_url":"https://ci/1?a=b","project":"p"}"#,
-                ),
+                &["commit=abc", "branch=main", "job_url=http://ci/1?a=b"],
+                all,
             ),
             (
                 None,
-                &["environment=torch 2.5\nCUDA 12.4"],
-                Ok(r#"{"environment":"torch 2.5\nCUDA 12.4"}"#),
+                &["environment=torch\nCUDA 12"],
+                r#"{"environment":"torch\nCUDA 12"}"#,
             ),
-            (None, &["project=p"], Ok(r#"{"project":"p"}"#)),
-            (Some(""), &["commit=", "branch= "], Ok("{}")),
-            (None, &["commit=", "commit=abc"], Ok(r#"{"commit":"abc"}"#)),
+            (None, &["project=p"], r#"{"project":"p"}"#),
+            (Some(""), &["commit=", "branch= "], "{}"),
+            (None, &["commit=", "commit=abc"], r#"{"commit":"abc"}"#),
+        ];
+        for (project, pairs, want) in cases {
+            assert_eq!(meta(*project, pairs).as_deref(), Ok(*want), "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn bad_metadata_is_a_one_line_usage_error_naming_the_allowed_keys() {
+        let cases: &[(Option<&str>, &[&str], &str)] = &[
             (
                 None,
                 &["owner=me"],
-                Err(r#"unknown key "owner"; allowed keys: project, job_url"#),
+                r#"unknown key "owner"; allowed keys: project, job_url, "#,
             ),
             (
                 None,
                 &["commit"],
-                Err(r#"--meta "commit" is not key=value; allowed keys: project"#),
+                r#"--meta "commit" is not key=value; allowed keys: project"#,
             ),
-            (None, &["=abc"], Err(r#"unknown key """#)),
-            (None, &["Commit=abc"], Err("unknown key")),
+            (None, &["=abc"], r#"unknown key """#),
+            (None, &["Commit=abc"], r#"unknown key "Commit""#),
             (
                 Some("a"),
                 &["project=b"],
-                Err(r#""project" is given more than once"#),
+                r#""project" is given more than once"#,
             ),
         ];
         for (project, pairs, want) in cases {
-            let pairs: Vec<String> = pairs.iter().map(|s| s.to_string()).collect();
-            let got =
-                build_meta(*project, &pairs).map(|m| serde_json::Value::Object(m).to_string());
-            match (got, want) {
-                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{pairs:?}"),
-                (Err(BadInput(got)), Err(want)) => {
-                    assert!(got.contains(want), "{pairs:?}: {got}");
-                    assert!(!got.contains('\n'), "one line: {got}");
-                }
-                (got, want) => panic!("{pairs:?}: got {got:?}, want {want:?}"),
-            }
+            let got = meta(*project, pairs).err().unwrap_or_default();
+            assert!(
+                got.contains(want) && !got.contains('\n'),
+                "{pairs:?}: {got}"
+            );
         }
     }
 
     #[test]
     fn retries_back_off_exponentially_and_honour_a_capped_retry_after() {
-        let ms = Duration::from_millis;
+        let s = Duration::from_millis;
         let cases = [
-            (1, None, ms(500)),
-            (2, None, ms(1000)),
-            (3, None, ms(2000)),
-            (4, None, ms(4000)),
-            (5, None, ms(8000)),
-            (6, None, ms(8000)),
-            (40, None, ms(8000)),
-            (1, Some(ms(3000)), ms(3000)),
-            (5, Some(ms(0)), ms(0)),
-            (2, Some(ms(120_000)), ms(30_000)),
+            (1, None, s(500)),
+            (2, None, s(1000)),
+            (3, None, s(2000)),
+            (4, None, s(4000)),
+            (5, None, s(8000)),
+            (40, None, s(8000)),
+            (1, Some(s(3000)), s(3000)),
+            (5, Some(s(0)), s(0)),
+            (2, Some(s(120_000)), s(30_000)),
         ];
         for (attempt, retry_after, want) in cases {
             assert_eq!(
@@ -576,28 +525,22 @@ mod tests {
     }
 
     #[test]
-    fn the_multipart_body_has_the_exact_layout_and_announced_length() -> io::Result<()> {
+    fn the_multipart_body_has_the_exact_layout_and_announced_length() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let log = dir.path().join("train \"rank0\".log");
+        let (log, script) = (
+            dir.path().join("train \"0\".log"),
+            dir.path().join("repro.py"),
+        );
         fs::write(&log, "line 1\nCUDA error: out of memory\n")?;
-        let script = dir.path().join("repro.py");
         fs::write(&script, "import torch\n")?;
+        let parts = vec![
+            Part::Text("meta", r#"{"project":"p"}"#.into()),
+            Part::File("script", script),
+            Part::File("log", log),
+        ];
         let body = Multipart {
             boundary: "XYZ".into(),
-            parts: vec![
-                Part::Text {
-                    name: "meta",
-                    value: r#"{"project":"p"}"#.into(),
-                },
-                Part::File {
-                    name: "script",
-                    path: script,
-                },
-                Part::File {
-                    name: "log",
-                    path: log,
-                },
-            ],
+            ..Multipart::new(parts)?
         };
         let (len, mut reader) = body.open()?;
         let mut bytes = String::new();
@@ -606,17 +549,15 @@ mod tests {
             {\"project\":\"p\"}\r\n\
             --XYZ\r\nContent-Disposition: form-data; name=\"script\"; filename=\"repro.py\"\r\n\
             Content-Type: text/plain\r\n\r\nimport torch\n\r\n\
-            --XYZ\r\nContent-Disposition: form-data; name=\"log\"; \
-            filename=\"train %22rank0%22.log\"\r\nContent-Type: text/plain\r\n\r\n\
-            line 1\nCUDA error: out of memory\n\r\n--XYZ--\r\n";
-        assert_eq!(bytes, want);
-        assert_eq!(len, want.len() as u64);
+            --XYZ\r\nContent-Disposition: form-data; name=\"log\"; filename=\"train %220%22.log\"\
+            \r\nContent-Type: text/plain\r\n\r\nline 1\nCUDA error: out of memory\n\r\n--XYZ--\r\n";
+        assert_eq!((bytes.as_str(), len), (want, want.len() as u64));
         assert_eq!(body.content_type(), "multipart/form-data; boundary=XYZ");
         Ok(())
     }
 
     #[test]
-    fn server_urls_are_validated_and_report_paths_joined_to_them() {
+    fn server_urls_are_validated_and_report_paths_appended_to_them() {
         let cases = [
             ("http://triage:8080/", Some("http://triage:8080")),
             (
@@ -641,122 +582,135 @@ mod tests {
         );
     }
 
-    fn reply(status: u16, retry_after: Option<u64>, body: &str) -> Reply {
-        Reply {
-            status,
-            retry_after,
-            location: None,
-            body: Some(body.to_owned()),
+    /// The outcome of a response, as one comparable line.
+    fn sorted(status: u16, retry_after: Option<u64>, location: Option<&str>, body: &str) -> String {
+        let location = location.map(str::to_owned);
+        match outcome(status, retry_after, location, Some(body.to_owned())) {
+            Outcome::Failed(message) => message,
+            Outcome::Retry(reason, after) => format!("retry {after:?}: {reason}"),
+            Outcome::Created(created) => format!("created {}", created.url),
         }
     }
 
     #[test]
     fn responses_are_sorted_into_created_retry_and_rejected() {
-        let api =
-            |code: &str, msg: &str| format!(r#"{{"error":{{"code":"{code}","message":"{msg}"}}}}"#);
+        let api = |code, msg| format!(r#"{{"error":{{"code":"{code}","message":"{msg}"}}}}"#);
+        let created = r#"{"url":"/r/1","classification":{"category":"x","root_cause":null}}"#;
         let cases = [
+            (201, None, None, created.to_owned(), "created /r/1"),
             (
-                reply(401, None, &api("unauthorized", "bad token")),
-                "rejected (401 unauthorized): the token is missing, unknown or revoked",
+                401,
+                None,
+                None,
+                api("unauthorized", "x"),
+                "rejected (401 unauthorized): the token",
             ),
             (
-                reply(403, None, &api("forbidden", "scope")),
-                "rejected (403 forbidden): the token lacks the ingest scope",
+                403,
+                None,
+                None,
+                api("forbidden", "x"),
+                "rejected (403 forbidden): the token lacks",
             ),
             (
-                reply(422, None, &api("invalid_meta", "unknown key \\\"x\\\"")),
-                "rejected (422 invalid_meta): unknown key \"x\"",
+                422,
+                None,
+                None,
+                api("bad_meta", "no"),
+                "rejected (422 bad_meta): no",
             ),
             (
-                reply(413, None, "<html>too big</html>\nmore"),
-                "rejected (413 payload_too_large): <html>too big</html>",
-            ),
-            (reply(404, None, ""), "rejected (404 not_found): "),
-            (reply(201, None, "<html>"), "unexpected 201 response"),
-            (
-                reply(503, Some(7), &api("unavailable", "database down")),
-                "retry 7: server answered 503 unavailable: database down",
+                413,
+                None,
+                None,
+                "<p>big</p>\n<p>".into(),
+                "rejected (413 payload_too_large): <p>big",
             ),
             (
-                reply(429, None, ""),
-                "retry -: server answered 429 too_many_requests: ",
+                308,
+                None,
+                Some("https://t/"),
+                "".into(),
+                "rejected (308 permanent_redirect): redir",
             ),
             (
-                reply(502, None, "Bad Gateway"),
-                "retry -: server answered 502 bad_gateway: Bad Gateway",
+                201,
+                None,
+                None,
+                "<html>".into(),
+                "unexpected 201 response (expected value",
+            ),
+            (201, None, None, "".into(), "retry None: empty 201 response"),
+            (
+                503,
+                Some(7),
+                None,
+                api("db_down", "later"),
+                "retry Some(7s): server answered 503",
             ),
             (
-                reply(201, None, ""),
-                "retry -: the 201 response was empty or cut off",
+                429,
+                None,
+                None,
+                "".into(),
+                "retry None: server answered 429 too_many_requests: ",
             ),
             (
-                Reply {
-                    location: Some("https://t/".into()),
-                    ..reply(308, None, "")
-                },
-                "rejected (308 permanent_redirect): redirected to https://t/; pass that as --server",
+                502,
+                None,
+                None,
+                "Bad Gateway".into(),
+                "retry None: server answered 502 bad_gateway",
             ),
         ];
-        for (reply, want) in cases {
-            let got = match reply.outcome() {
-                Outcome::Failed(m) => m,
-                Outcome::Retry {
-                    reason,
-                    retry_after,
-                } => {
-                    let after = retry_after.map_or("-".into(), |d| d.as_secs().to_string());
-                    format!("retry {after}: {reason}")
-                }
-                Outcome::Created(c) => format!("created {c:?}"),
-            };
+        for (status, retry_after, location, body, want) in cases {
+            let got = sorted(status, retry_after, location, &body);
             assert!(got.starts_with(want), "got {got:?}, want {want:?}");
         }
     }
 
     #[test]
-    fn created_reports_print_category_root_cause_url_and_repro() {
-        let with_cause = r#"{"id":1,"url":"/reports/1","group_id":3,"duplicate":false,
+    fn created_reports_print_category_root_cause_url_and_repro() -> anyhow::Result<()> {
+        let cause = r#"{"id":1,"url":"/reports/1","group_id":3,"duplicate":false,
             "classification":{"category":"cuda_oom","title":"t",
-              "root_cause":{"line":42,"text":"CUDA out of memory. \n","rule":"oom"}},"repro":null}"#;
-        let duplicate = r#"{"id":2,"url":"http://x/reports/2","group_id":3,"duplicate":true,
+            "root_cause":{"line":42,"text":"CUDA out of memory. \n","rule":"oom"}},"repro":null}"#;
+        let dup = r#"{"id":2,"url":"http://x/reports/2","group_id":3,"duplicate":true,
             "classification":{"category":"nccl_timeout","root_cause":null},
             "repro":{"job_id":9,"state":"queued"}}"#;
         let cases = [
             (
-                with_cause,
-                "run.log: cuda_oom (line 42: CUDA out of memory.)\n  http://s/reports/1\n",
+                cause,
+                "a.log: cuda_oom (line 42: CUDA out of memory.)\n  http://s/reports/1\n",
             ),
             (
-                duplicate,
-                "run.log: nccl_timeout (no root-cause line)\n  http://x/reports/2 \
-                 (duplicate of an existing report)\n  reproduction queued (job 9)\n",
+                dup,
+                "a.log: nccl_timeout (no root-cause line)\n  http://x/reports/2 (duplicate of \
+                 an existing report)\n  reproduction queued (job 9)\n",
             ),
         ];
         for (body, want) in cases {
-            let Outcome::Created(created) = reply(201, None, body).outcome() else {
-                panic!("not created: {body}");
-            };
+            let created: Created = serde_json::from_str(body)?;
             assert_eq!(
-                render_created(Path::new("run.log"), &created, "http://s"),
+                render_created(Path::new("a.log"), &created, "http://s"),
                 want
             );
         }
+        Ok(())
     }
 
     #[test]
-    fn directories_and_missing_files_are_usage_errors() -> io::Result<()> {
+    fn directories_and_missing_files_are_usage_errors() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
-        let BadInput(msg) = check_readable(dir.path())
-            .err()
-            .ok_or(io::ErrorKind::Other)?;
-        assert!(msg.ends_with("is a directory, not a log file"), "{msg}");
-        let BadInput(msg) = check_readable(&dir.path().join("nope.log"))
-            .err()
-            .ok_or(io::ErrorKind::Other)?;
-        assert!(msg.contains("nope.log: cannot read:"), "{msg}");
-        let file = dir.path().join("ok.log");
-        fs::write(&file, "x")?;
-        assert!(check_readable(&file).is_ok());
+        let message = |path: &Path| check_readable(path).err().map(|BadInput(m)| m);
+        let is_dir = message(dir.path()).unwrap_or_default();
+        assert!(
+            is_dir.ends_with(": is a directory, not a log file"),
+            "{is_dir}"
+        );
+        let missing = message(&dir.path().join("nope.log")).unwrap_or_default();
+        assert!(missing.contains("nope.log: cannot read: "), "{missing}");
+        fs::write(dir.path().join("ok.log"), "x")?;
+        assert_eq!(message(&dir.path().join("ok.log")), None);
         Ok(())
     }
 }

@@ -10,3 +10,4 @@ mod health;
 mod portal;
 mod serve_binary;
 mod support;
+mod upload_cli;
