@@ -1,57 +1,118 @@
-//! Placeholder while the log view is being written (see helper task); replaced wholesale.
+//! The log pane of the report page: one page of a (possibly huge, already secret-scrubbed) log,
+//! with ANSI colours turned into CSS classes from a fixed set.
+//!
+//! Logs can be hundreds of megabytes, so only newlines are counted over the whole log (memchr)
+//! and only the page's lines are decoded. Escape sequences are parsed by a small state machine;
+//! only SGR colour/attribute codes have an effect, and they can only select class names from the
+//! tables below, so nothing from the input ever reaches an attribute. Everything else (cursor
+//! moves, OSC titles and hyperlinks, charset designations, DCS/APC/PM strings) is dropped. Span
+//! text stays raw: the template escapes it.
 
 /// A run of text with one set of CSS classes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Span {
+    /// Raw text (the template escapes it).
     pub text: String,
+    /// Space-separated class names from a fixed set (`fg-red bold`); empty when plain.
     pub class: String,
 }
 
-/// One log line.
+/// One log line as shown.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LogLine {
+    /// 1-based line number in the whole log.
     pub number: usize,
+    /// The visible text, split where the style changes.
     pub spans: Vec<Span>,
+    /// Root-cause line or one of its repeats.
     pub highlight: bool,
+    /// Fragment id of the line (`L123`).
     pub anchor: String,
 }
 
 /// A page of the log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogWindow {
+    /// The page's lines, in order.
     pub lines: Vec<LogLine>,
+    /// Number of the first line shown (0 for an empty log).
     pub first: usize,
+    /// Number of the last line shown (0 for an empty log).
     pub last: usize,
+    /// Lines in the whole log; a final line without newline counts.
     pub total_lines: usize,
+    /// Start line of the previous page, if any.
     pub prev_start: Option<usize>,
+    /// Start line of the next page, if any.
     pub next_start: Option<usize>,
+    /// Lines of this page whose display was cut at [`MAX_LINE_CHARS`].
     pub truncated_lines: usize,
 }
 
 /// Lines per page.
 pub const PAGE_LINES: usize = 400;
 
-/// The window of `log` to show.
+/// Characters shown per line; longer lines end with `…` (the raw download has them whole).
+pub const MAX_LINE_CHARS: usize = 2000;
+
+/// Longer SGR parameter lists are ignored rather than applied in part.
+const MAX_PARAM_BYTES: usize = 128;
+
+/// Colour names in SGR order; classes are `fg-` / `bg-`, plus `bright-` for indices 8..16.
+const COLOURS: [&str; 8] = [
+    "black", "red", "green", "yellow", "blue", "magenta", "cyan", "white",
+];
+/// xterm's default RGB for the 16 basic colours, to map 256-colour and truecolour onto them.
+const PALETTE: [u32; 16] = [
+    0x000000, 0xcd0000, 0x00cd00, 0xcdcd00, 0x0000ee, 0xcd00cd, 0x00cdcd, 0xe5e5e5, 0x7f7f7f,
+    0xff0000, 0x00ff00, 0xffff00, 0x5c5cff, 0xff00ff, 0x00ffff, 0xffffff,
+];
+/// Attributes: the SGR code that sets one, the code that clears it, its class.
+const ATTRS: [(u32, u32, &str); 5] = [
+    (1, 22, "bold"),
+    (2, 22, "dim"),
+    (3, 23, "italic"),
+    (4, 24, "underline"),
+    (7, 27, "inverse"),
+];
+
+/// The page of `log` to show: from `start` if given, else with `focus` (the root-cause line)
+/// about a quarter page down, else from line 1. Lines in `highlight` (1-based) are marked.
+/// Colours carry across lines but each page starts from a clean state.
 pub fn window(
     log: &[u8],
     start: Option<usize>,
     focus: Option<usize>,
     highlight: &[usize],
 ) -> LogWindow {
-    let text = String::from_utf8_lossy(log);
-    let all: Vec<&str> = text.lines().collect();
-    let total = all.len();
-    let first = start
-        .or(focus.map(|f| f.saturating_sub(PAGE_LINES / 4)))
-        .unwrap_or(1)
-        .max(1);
+    let total = memchr::memchr_iter(b'\n', log).count()
+        + usize::from(log.last().is_some_and(|&b| b != b'\n'));
+    if total == 0 {
+        return LogWindow::default();
+    }
+    // The last full page, where a start past the end or a focus near it lands.
+    let last_page = total.saturating_sub(PAGE_LINES - 1).max(1);
+    let first = match (start, focus) {
+        (Some(s), _) if s > total => last_page,
+        (Some(s), _) => s.max(1),
+        (None, Some(f)) => f.saturating_sub(PAGE_LINES / 4).clamp(1, last_page),
+        (None, None) => 1,
+    };
     let last = (first + PAGE_LINES - 1).min(total);
-    let lines = (first..=last)
-        .map(|n| LogLine {
-            number: n,
-            spans: vec![Span {
-                text: crate::ingest::normalize::strip_ansi(all[n - 1]).into_owned(),
-                class: String::new(),
-            }],
-            highlight: highlight.contains(&n),
-            anchor: format!("L{n}"),
+    let mut style = Style::default();
+    let mut truncated_lines = 0;
+    let lines = page_lines(log, first, last)
+        .into_iter()
+        .zip(first..)
+        .map(|(raw, number)| {
+            let (spans, cut) = render_line(raw, &mut style);
+            truncated_lines += usize::from(cut);
+            LogLine {
+                number,
+                spans,
+                highlight: highlight.contains(&number),
+                anchor: format!("L{number}"),
+            }
         })
         .collect();
     LogWindow {
@@ -61,6 +122,506 @@ pub fn window(
         total_lines: total,
         prev_start: (first > 1).then(|| first.saturating_sub(PAGE_LINES).max(1)),
         next_start: (last < total).then_some(last + 1),
-        truncated_lines: 0,
+        truncated_lines,
+    }
+}
+
+/// Byte slices of lines `first..=last` (1-based, without their `\n`), found by scanning newlines.
+fn page_lines(log: &[u8], first: usize, last: usize) -> Vec<&[u8]> {
+    let mut out = Vec::with_capacity(last + 1 - first);
+    let (mut begin, mut number) = (0, 1);
+    for nl in memchr::memchr_iter(b'\n', log) {
+        if number >= first {
+            out.push(&log[begin..nl]);
+        }
+        if number == last {
+            return out;
+        }
+        begin = nl + 1;
+        number += 1;
+    }
+    if begin < log.len() && number >= first {
+        out.push(&log[begin..]);
+    }
+    out
+}
+
+/// SGR state: colours are 0..16 (8..16 bright), `attrs` has bit `i` for `ATTRS[i]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Style {
+    fg: Option<u8>,
+    bg: Option<u8>,
+    attrs: u8,
+}
+
+impl Style {
+    /// The class string: only fixed names, in a fixed order.
+    fn class(&self) -> String {
+        let colours = [("fg-", self.fg), ("bg-", self.bg)]
+            .into_iter()
+            .filter_map(|(side, c)| {
+                let c = usize::from(c?);
+                let bright = if c >= 8 { "bright-" } else { "" };
+                Some(format!("{side}{bright}{}", COLOURS[c % 8]))
+            });
+        let attrs = (ATTRS.iter().enumerate())
+            .filter(|(i, _)| self.attrs & (1 << i) != 0)
+            .map(|(_, a)| a.2.to_owned());
+        colours.chain(attrs).collect::<Vec<_>>().join(" ")
+    }
+
+    /// Applies the parameters of one `ESC [ ... m` (digits and `;` only; colon sub-parameters
+    /// and private markers make the whole sequence ignored).
+    fn apply_sgr(&mut self, params: &[u8]) {
+        let plain = params.iter().all(|&b| b == b';' || b.is_ascii_digit());
+        if !plain || params.len() > MAX_PARAM_BYTES {
+            return;
+        }
+        let mut codes = params.split(|&b| b == b';').map(|p| {
+            // Empty means 0; overlong values saturate and match no code.
+            (p.iter()).fold(0u32, |n, &d| {
+                n.saturating_mul(10).saturating_add(u32::from(d - b'0'))
+            })
+        });
+        while let Some(code) = codes.next() {
+            if code != 38 && code != 48 {
+                self.apply_code(code);
+                continue;
+            }
+            let colour = match codes.next() {
+                Some(5) => codes.next().and_then(indexed),
+                Some(2) => match (codes.next(), codes.next(), codes.next()) {
+                    (Some(r), Some(g), Some(b)) => Some(nearest(r, g, b)),
+                    _ => None,
+                },
+                // Unknown colour mode: the rest cannot be parsed reliably.
+                _ => return,
+            };
+            // An unmappable colour changes nothing.
+            if code == 38 {
+                self.fg = colour.or(self.fg);
+            } else {
+                self.bg = colour.or(self.bg);
+            }
+        }
+    }
+
+    /// Applies one SGR code other than 38/48; unknown codes change nothing.
+    fn apply_code(&mut self, code: u32) {
+        match code {
+            0 => *self = Style::default(),
+            30..=37 => self.fg = Some((code - 30) as u8),
+            39 => self.fg = None,
+            40..=47 => self.bg = Some((code - 40) as u8),
+            49 => self.bg = None,
+            90..=97 => self.fg = Some((code - 90 + 8) as u8),
+            100..=107 => self.bg = Some((code - 100 + 8) as u8),
+            _ => {
+                for (i, &(on, off, _)) in ATTRS.iter().enumerate() {
+                    if code == on {
+                        self.attrs |= 1 << i;
+                    } else if code == off {
+                        self.attrs &= !(1 << i);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One of the 256 indexed colours as the nearest basic colour.
+fn indexed(n: u32) -> Option<u8> {
+    const LEVELS: [u32; 6] = [0, 95, 135, 175, 215, 255];
+    match n {
+        0..=15 => Some(n as u8),
+        16..=231 => {
+            let i = (n - 16) as usize;
+            Some(nearest(LEVELS[i / 36], LEVELS[i / 6 % 6], LEVELS[i % 6]))
+        }
+        232..=255 => {
+            let grey = 8 + 10 * (n - 232);
+            Some(nearest(grey, grey, grey))
+        }
+        _ => None,
+    }
+}
+
+/// The basic colour closest to an RGB value (components above 255 count as 255).
+fn nearest(r: u32, g: u32, b: u32) -> u8 {
+    let dist = |rgb: u32| {
+        let d =
+            |shift: u32, v: u32| (i64::from((rgb >> shift) & 0xff) - i64::from(v.min(255))).pow(2);
+        d(16, r) + d(8, g) + d(0, b)
+    };
+    (0..16u8)
+        .min_by_key(|&i| dist(PALETTE[usize::from(i)]))
+        .unwrap_or(0)
+}
+
+/// One `\r`-separated segment being built.
+#[derive(Default)]
+struct Segment {
+    spans: Vec<Span>,
+    text: String,
+    style: Style,
+    chars: usize,
+    /// Holds a non-whitespace character (even past the cut).
+    visible: bool,
+    cut: bool,
+}
+
+impl Segment {
+    /// Appends `c`, neutralizing control characters other than tab.
+    fn push(&mut self, c: char, style: Style) {
+        let c = match c {
+            '\t' => c,
+            c if c.is_control() => char::REPLACEMENT_CHARACTER,
+            c => c,
+        };
+        self.visible |= !c.is_whitespace();
+        if self.chars >= MAX_LINE_CHARS {
+            self.cut = true;
+            return;
+        }
+        if style != self.style {
+            self.flush();
+            self.style = style;
+        }
+        self.text.push(c);
+        self.chars += 1;
+    }
+
+    fn flush(&mut self) {
+        if !self.text.is_empty() {
+            let text = std::mem::take(&mut self.text);
+            self.spans.push(Span {
+                text,
+                class: self.style.class(),
+            });
+        }
+    }
+
+    fn finish(mut self) -> (Vec<Span>, bool) {
+        self.flush();
+        if self.cut {
+            self.spans.push(Span {
+                text: "…".into(),
+                class: String::new(),
+            });
+        }
+        (self.spans, self.cut)
+    }
+}
+
+/// The spans of one raw line (without `\n`) and whether it was cut. `style` carries in and out.
+fn render_line(raw: &[u8], style: &mut Style) -> (Vec<Span>, bool) {
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    let (mut seg, mut shown) = (Segment::default(), None);
+    let mut i = 0;
+    while i < raw.len() {
+        let stop = memchr::memchr2(0x1b, b'\r', &raw[i..]).map_or(raw.len(), |n| i + n);
+        for c in String::from_utf8_lossy(&raw[i..stop]).chars() {
+            seg.push(c, *style);
+        }
+        i = stop;
+        if raw.get(i) == Some(&b'\r') {
+            // Progress bars redraw with `\r`: keep the last segment that shows something.
+            let done = std::mem::take(&mut seg);
+            if shown.is_none() || done.visible {
+                shown = Some(done);
+            }
+            i += 1;
+        } else if i < raw.len() {
+            let (end, sgr) = escape(raw, i);
+            if let Some(params) = sgr {
+                style.apply_sgr(params);
+            }
+            i = end;
+        }
+    }
+    if shown.is_none() || seg.visible {
+        shown = Some(seg);
+    }
+    shown.map(Segment::finish).unwrap_or_default()
+}
+
+/// Given `raw[at] == ESC`, the end of the escape sequence and, for an SGR, its parameters.
+/// Escape bytes are ASCII, so this never splits a UTF-8 character; a malformed sequence ends
+/// before the byte that broke it, which is then read as text (an ESC starts a new sequence).
+fn escape(raw: &[u8], at: usize) -> (usize, Option<&[u8]>) {
+    let skip = |from: usize, range: std::ops::RangeInclusive<u8>| {
+        from + raw[from.min(raw.len())..]
+            .iter()
+            .take_while(|b| range.contains(b))
+            .count()
+    };
+    let byte = |i: usize| raw.get(i).copied();
+    match byte(at + 1) {
+        Some(b'[') => {
+            let params_end = skip(at + 2, 0x30..=0x3f);
+            let end = skip(params_end, 0x20..=0x2f);
+            match byte(end) {
+                Some(b'm') if end == params_end => (end + 1, Some(&raw[at + 2..params_end])),
+                Some(0x40..=0x7e) => (end + 1, None),
+                _ => (end, None),
+            }
+        }
+        // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (`ESC \`), or the line's end.
+        Some(b']' | b'P' | b'X' | b'^' | b'_') => {
+            match memchr::memchr2(0x07, 0x1b, &raw[at + 2..]).map(|n| at + 2 + n) {
+                None => (raw.len(), None),
+                Some(n) if raw[n] == 0x07 => (n + 1, None),
+                Some(n) => (n + if byte(n + 1) == Some(b'\\') { 2 } else { 0 }, None),
+            }
+        }
+        // `ESC ( B` and other designations: intermediates, then one final byte.
+        Some(0x20..=0x2f) => {
+            let end = skip(at + 2, 0x20..=0x2f);
+            let has_final = matches!(byte(end), Some(0x30..=0x7e));
+            (end + usize::from(has_final), None)
+        }
+        Some(0x30..=0x7e) => (at + 2, None),
+        _ => (at + 1, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first page as text, `␛` standing for ESC in `log`: one line per log line, spans as
+    /// `[class]text` (plain spans bare).
+    fn show(log: &str) -> String {
+        let log = log.replace('␛', "\x1b");
+        let page = window(log.as_bytes(), None, None, &[]).lines;
+        let span = |s: &Span| match s.class.as_str() {
+            "" => s.text.clone(),
+            class => format!("[{class}]{}", s.text),
+        };
+        let line = |l: &LogLine| l.spans.iter().map(span).collect::<String>();
+        page.iter().map(line).collect::<Vec<_>>().join("\n")
+    }
+
+    fn check(cases: &[(&str, &str)]) {
+        for (input, want) in cases {
+            assert_eq!(show(input), *want, "{input:?}");
+        }
+    }
+
+    fn numbered(n: usize, final_newline: bool) -> Vec<u8> {
+        let log: String = (1..=n).map(|i| format!("line {i}\n")).collect();
+        log.as_bytes()[..log.len() - usize::from(!final_newline)].to_vec()
+    }
+
+    #[test]
+    fn sgr_codes_map_to_fixed_classes() {
+        check(&[
+            ("␛[31mred␛[0m plain", "[fg-red]red plain"),
+            ("␛[1;32mok␛[22m still", "[fg-green bold]ok[fg-green] still"),
+            ("␛[1m␛[34mA␛[mB", "[fg-blue bold]AB"),
+            ("␛[91mb␛[39mx", "[fg-bright-red]bx"),
+            ("␛[44mbg␛[49m", "[bg-blue]bg"),
+            ("␛[30;103mY", "[fg-black bg-bright-yellow]Y"),
+            (
+                "␛[2;3;4;7mz␛[23;24;27mw",
+                "[dim italic underline inverse]z[dim]w",
+            ),
+            ("␛[1;2mz␛[22mw", "[bold dim]zw"),
+            ("␛[4:3mu␛[0mv", "uv"),
+            ("a␛[0mb␛[5mc", "abc"),
+            (
+                "␛[31mone\ntwo␛[0m\nthree",
+                "[fg-red]one\n[fg-red]two\nthree",
+            ),
+        ]);
+    }
+
+    #[test]
+    fn extended_colours_map_to_the_nearest_basic_colour_or_are_dropped() {
+        check(&[
+            ("␛[38;5;1mx", "[fg-red]x"),
+            ("␛[38;5;196mx", "[fg-bright-red]x"),
+            ("␛[38;5;160mx", "[fg-red]x"),
+            ("␛[48;5;21mx", "[bg-blue]x"),
+            ("␛[38;5;232mx", "[fg-black]x"),
+            ("␛[38;5;255mx", "[fg-white]x"),
+            ("␛[38;5;196;1mx", "[fg-bright-red bold]x"),
+            ("␛[38;2;250;250;250mx", "[fg-bright-white]x"),
+            ("␛[48;2;0;200;0mx", "[bg-green]x"),
+            ("␛[38;2;255;0;255mx", "[fg-bright-magenta]x"),
+            ("␛[38;5;46mx", "[fg-bright-green]x"),
+            ("␛[38:5:46mx", "x"),
+            ("␛[38;5;300mx", "x"),
+            ("␛[38;5mx", "x"),
+            ("␛[38;2;1mx", "x"),
+            ("␛[38;9;1;31mx", "x"),
+            ("␛[31m␛[38;5;999mx", "[fg-red]x"),
+        ]);
+    }
+
+    #[test]
+    fn hostile_and_malformed_escapes_are_dropped_and_text_kept_raw() {
+        check(&[
+            ("<script>alert(1)</script>", "<script>alert(1)</script>"),
+            ("␛]8;;javascript:alert(1)\x07click␛]8;;\x07 me", "click me"),
+            ("␛]8;;https://x/␛\\link␛]8;;␛\\", "link"),
+            ("␛]0;title\x07t␛(Bx␛)0y␛7␛=z", "txyz"),
+            ("␛P1$r␛\\d␛_apc␛\\a␛^pm\x07p", "dap"),
+            ("␛[2J␛[1;1H␛[K␛[?25lx␛[>4;1my", "xy"),
+            ("␛[999;999mx", "x"),
+            ("x␛[", "x"),
+            ("x␛[31", "x"),
+            ("x␛", "x"),
+            ("x␛]8;;http://unterminated", "x"),
+            ("a␛␛[31mb", "a[fg-red]b"),
+            ("a␛]0;t␛[32mb", "a[fg-green]b"),
+            (&format!("␛[{}31mx", "1;".repeat(200)), "x"),
+            (
+                "a\0b\x07c\x7fd\u{9b}e\tf",
+                "a\u{fffd}b\u{fffd}c\u{fffd}d\u{fffd}e\tf",
+            ),
+        ]);
+    }
+
+    #[test]
+    fn no_input_leaks_escapes_control_bytes_or_unknown_classes() {
+        let alphabet = b"\x1b[];:?(P\\\x07\r\0\xffm0123458aB< ";
+        let known = regex::Regex::new(
+            "^((fg|bg)-(bright-)?(black|red|green|yellow|blue|magenta|cyan|white)\
+             |bold|dim|italic|underline|inverse)$",
+        )
+        .unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..3000 {
+            let input: Vec<u8> = (0..40)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            for span in window(&input, None, None, &[])
+                .lines
+                .iter()
+                .flat_map(|l| &l.spans)
+            {
+                let bad_char = span.text.chars().any(|c| c.is_control() && c != '\t');
+                let bad_class = span.class.split(' ').any(|c| !known.is_match(c));
+                assert!(
+                    !bad_char && (span.class.is_empty() || !bad_class),
+                    "{input:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn line_endings_progress_bars_and_tabs() {
+        check(&[
+            ("10%\r50%\r100%", "100%"),
+            ("done\r   \r\n", "done"),
+            ("abc\r␛[K", "abc"),
+            ("␛[32m10%\rok", "[fg-green]ok"),
+            ("   ", "   "),
+            ("a\r\nb\r\n", "a\nb"),
+            ("a\tb", "a\tb"),
+        ]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_replaced() {
+        let lines = |log: &[u8]| window(log, None, None, &[]).lines;
+        assert_eq!(
+            lines(b"caf\xc3\xa9 \xff ok")[0].spans[0].text,
+            "café \u{fffd} ok"
+        );
+        assert_eq!(lines(b"\x1b[3\xff1mx")[0].spans[0].text, "\u{fffd}1mx");
+    }
+
+    #[test]
+    fn total_lines_counts_a_final_line_without_newline() {
+        for (input, want) in [("", 0), ("\n", 1), ("a", 1), ("a\nb", 2), ("a\nb\n", 2)] {
+            let w = window(input.as_bytes(), None, None, &[]);
+            assert_eq!(
+                [w.total_lines, w.lines.len(), w.last],
+                [want; 3],
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn pages_start_explicitly_around_the_focus_or_at_the_top() {
+        let log = numbered(1000, true);
+        // (start, focus) -> (first, last, prev_start, next_start)
+        let cases = [
+            ((None, None), (1, 400, None, Some(401))),
+            ((Some(401), Some(10)), (401, 800, Some(1), Some(801))),
+            ((Some(801), None), (801, 1000, Some(401), None)),
+            ((Some(0), None), (1, 400, None, Some(401))),
+            ((Some(5000), None), (601, 1000, Some(201), None)),
+            ((None, Some(500)), (400, 799, Some(1), Some(800))),
+            ((None, Some(10)), (1, 400, None, Some(401))),
+            ((None, Some(990)), (601, 1000, Some(201), None)),
+        ];
+        for ((start, focus), want) in cases {
+            let w = window(&log, start, focus, &[]);
+            let got = (w.first, w.last, w.prev_start, w.next_start);
+            assert_eq!(got, want, "{start:?} {focus:?}");
+            assert_eq!(w.lines.len(), w.last - w.first + 1);
+            assert_eq!(w.lines[0].spans[0].text, format!("line {}", w.first));
+        }
+        let w = window(&log, None, Some(500), &[500, 2000]);
+        let marked: Vec<_> = w.lines.iter().filter(|l| l.highlight).collect();
+        assert_eq!((marked.len(), marked[0].number), (1, 500));
+        assert_eq!(
+            (marked[0].anchor.as_str(), w.lines[0].anchor.as_str()),
+            ("L500", "L400")
+        );
+    }
+
+    #[test]
+    fn each_page_starts_from_a_clean_style() {
+        let mut log = b"\x1b[31mred\n".to_vec();
+        log.extend(numbered(500, true));
+        let class = |start| {
+            window(&log, start, None, &[]).lines[1].spans[0]
+                .class
+                .clone()
+        };
+        assert_eq!(
+            (class(None), class(Some(401))),
+            ("fg-red".into(), String::new())
+        );
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_counted() {
+        for (len, cut) in [
+            (MAX_LINE_CHARS, false),
+            (MAX_LINE_CHARS + 1, true),
+            (50_000, true),
+        ] {
+            let log = format!("\x1b[31m{}\nshort", "é".repeat(len));
+            let w = window(log.as_bytes(), None, None, &[]);
+            let text: String = w.lines[0].spans.iter().map(|s| s.text.as_str()).collect();
+            let shown = MAX_LINE_CHARS.min(len) + usize::from(cut);
+            assert_eq!((text.chars().count(), text.ends_with('…')), (shown, cut));
+            assert_eq!(w.truncated_lines, usize::from(cut));
+            assert_eq!(w.lines[1].spans[0].class, "fg-red");
+        }
+    }
+
+    #[test]
+    fn a_million_line_log_is_windowed() {
+        for final_newline in [true, false] {
+            let log = numbered(1_000_000, final_newline);
+            let w = window(&log, None, Some(999_999), &[999_999]);
+            let got = (w.total_lines, w.first, w.last, w.next_start);
+            assert_eq!(got, (1_000_000, 999_601, 1_000_000, None));
+            assert_eq!((w.lines.len(), w.lines[398].highlight), (PAGE_LINES, true));
+            assert_eq!(w.lines[398].spans[0].text, "line 999999");
+        }
     }
 }

@@ -1,0 +1,414 @@
+//! The API benchmark (issue targets, DESIGN.md section 9), run against the real `serve` binary
+//! on its embedded PostgreSQL (or `DATABASE_URL` when set):
+//! 1. sustained `POST /api/v1/reports` of ~50 KB real-looking logs (each unique) from
+//!    `BENCH_CLIENTS` keep-alive connections for `BENCH_SECS` seconds: req/s, p50/p99, status
+//!    classes (target >= 500 req/s, p99 < 100 ms, zero 5xx);
+//! 2. search latency over HTTP with `BENCH_SEED` reports seeded through the storage layer
+//!    (default 100,000; target p95 < 50 ms);
+//! 3. one 100 MB upload, streamed, with the server's peak RSS growth (target <= 128 MiB).
+//!
+//! Run: `cargo bench --bench api` (e.g. `BENCH_SECS=5 BENCH_SEED=20000 cargo bench --bench api`).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpu-triage");
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct Server(Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.0.id().to_string()).status();
+        let _ = self.0.wait();
+    }
+}
+
+/// A keep-alive HTTP/1.1 connection: one request at a time.
+struct Conn(TcpStream);
+
+impl Conn {
+    fn open(port: u16) -> anyhow::Result<Conn> {
+        let s = TcpStream::connect(("127.0.0.1", port))?;
+        s.set_nodelay(true)?;
+        s.set_read_timeout(Some(Duration::from_secs(120)))?;
+        Ok(Conn(s))
+    }
+
+    /// Sends head + body (body streamed from `body`), returns (status, response body).
+    fn request(&mut self, head: &str, body: &mut dyn Read) -> anyhow::Result<(u16, Vec<u8>)> {
+        self.0.write_all(head.as_bytes())?;
+        std::io::copy(body, &mut self.0)?;
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 16384];
+        let head_end = loop {
+            let n = self.0.read(&mut buf)?;
+            if n == 0 {
+                bail!("connection closed");
+            }
+            raw.extend_from_slice(&buf[..n]);
+            if let Some(p) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .context("status")?;
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        while raw.len() < head_end + len {
+            let n = self.0.read(&mut buf)?;
+            if n == 0 {
+                bail!("connection closed mid-body");
+            }
+            raw.extend_from_slice(&buf[..n]);
+        }
+        Ok((status, raw[head_end..head_end + len].to_vec()))
+    }
+}
+
+/// A ~50 KB training log ending in a real failure; `n` makes its bytes unique.
+fn log_50k(n: u64) -> Vec<u8> {
+    let mut s = String::with_capacity(52 * 1024);
+    let mut i = 0;
+    while s.len() < 49 * 1024 {
+        s.push_str(&format!(
+            "2026-07-30T03:36:{:02}.{:07}Z \x1b[32mINFO\x1b[0m step {i} loss={:.4} lr=3.0e-4 grad_norm=1.{i:03}\n",
+            i % 60,
+            n,
+            1.0 / (i + 1) as f64
+        ));
+        i += 1;
+    }
+    let tails = [
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n",
+        "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\nRuntimeError: CUDA error: device-side assert triggered\n",
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x768 and 1152x1152)\n",
+    ];
+    s.push_str(tails[(n % 4) as usize]);
+    s.push_str(&format!("run id {n}\n"));
+    s.into_bytes()
+}
+
+fn multipart_head(token: &str, len: usize, boundary: &str) -> String {
+    format!(
+        "POST /api/v1/reports HTTP/1.1\r\nHost: bench\r\nAuthorization: Bearer {token}\r\nContent-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: {len}\r\n\r\n"
+    )
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn main() -> anyhow::Result<()> {
+    let secs = env_num("BENCH_SECS", 10);
+    let clients = env_num("BENCH_CLIENTS", 16);
+    let seed = env_num("BENCH_SEED", 100_000);
+    let dir = tempfile::tempdir()?;
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    let data = dir.path().join("data");
+    let env_db = std::env::var("DATABASE_URL").ok();
+    let cmd = |args: &[&str]| {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .env("GPU_TRIAGE_DATA", &data)
+            .env("GPU_TRIAGE_LOG", "warn");
+        c
+    };
+    let out = cmd(&["token", "create", "--scope", "admin", "--name", "bench"]).output()?;
+    if !out.status.success() {
+        bail!(
+            "token create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let token = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("gtr_"))
+        .context("token printed")?
+        .to_owned();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let server = Server(
+        cmd(&["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .spawn()?,
+    );
+    let pid = server.0.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(mut c) = Conn::open(port)
+            && let Ok((200, _)) = c.request(
+                "GET /readyz HTTP/1.1\r\nHost: b\r\n\r\n",
+                &mut std::io::empty(),
+            )
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("server not ready");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "server pid {pid} on port {port}, database: {}",
+        if env_db.is_some() {
+            "DATABASE_URL"
+        } else {
+            "embedded"
+        }
+    );
+
+    // 1. Sustained uploads.
+    println!("\n== POST /api/v1/reports, ~50 KB logs, {clients} keep-alive clients, {secs} s");
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let threads: Vec<_> = (0..clients)
+        .map(|c| {
+            let token = token.clone();
+            std::thread::spawn(move || -> (Vec<f64>, [u64; 6]) {
+                let mut lat = Vec::new();
+                let mut classes = [0u64; 6];
+                let Ok(mut conn) = Conn::open(port) else { return (lat, classes) };
+                let mut n = c * 1_000_000;
+                let boundary = "bench-boundary-1234567890";
+                while Instant::now() < stop {
+                    n += 1;
+                    let log = log_50k(n);
+                    let mut body = format!("--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"train.log\"\r\nContent-Type: text/plain\r\n\r\n").into_bytes();
+                    body.extend_from_slice(&log);
+                    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+                    let head = multipart_head(&token, body.len(), boundary);
+                    let t = Instant::now();
+                    match conn.request(&head, &mut &body[..]) {
+                        Ok((status, _)) => {
+                            lat.push(t.elapsed().as_secs_f64() * 1e3);
+                            classes[(status / 100) as usize % 6] += 1;
+                        }
+                        Err(_) => {
+                            classes[0] += 1;
+                            match Conn::open(port) {
+                                Ok(c2) => conn = c2,
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                }
+                (lat, classes)
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    let mut classes = [0u64; 6];
+    for t in threads {
+        let (l, c) = t
+            .join()
+            .map_err(|_| anyhow::anyhow!("client thread panicked"))?;
+        lat.extend(l);
+        for i in 0..6 {
+            classes[i] += c[i];
+        }
+    }
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let rps = lat.len() as f64 / secs as f64;
+    let (p50, p99) = (percentile(&lat, 0.50), percentile(&lat, 0.99));
+    println!(
+        "requests {}  req/s {rps:.0}  p50 {p50:.1} ms  p99 {p99:.1} ms  2xx {}  4xx {}  5xx {}  errors {}",
+        lat.len(),
+        classes[2],
+        classes[4],
+        classes[5],
+        classes[0]
+    );
+    let upload_ok = rps >= 500.0 && p99 < 100.0 && classes[5] == 0;
+    println!(
+        "target >= 500 req/s, p99 < 100 ms, zero 5xx: {}",
+        if upload_ok { "PASS" } else { "FAIL" }
+    );
+
+    // 2. Search with many stored reports, seeded through the storage layer.
+    println!("\n== search with {seed} stored reports (seeded through the storage layer)");
+    let rt = tokio::runtime::Runtime::new()?;
+    let t = Instant::now();
+    rt.block_on(seed_reports(&data, env_db.as_deref(), seed))?;
+    println!("seeded in {:.1} s", t.elapsed().as_secs_f64());
+    let queries = [
+        "illegal memory access",
+        "indexSelectSmallIndex",
+        "out of memory",
+        "mat1 and mat2",
+        "Indexing.cu",
+        "device-side assert",
+        "cuda error",
+        "step 42",
+        "srcSelectDimSize",
+        "nonexistentterm",
+    ];
+    let mut conn = Conn::open(port)?;
+    let mut slat = Vec::new();
+    for round in 0..20 {
+        for q in queries {
+            let path = format!(
+                "/api/v1/search?q={}&page={}",
+                q.replace(' ', "%20"),
+                round % 3 + 1
+            );
+            let head =
+                format!("GET {path} HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer {token}\r\n\r\n");
+            let t = Instant::now();
+            let (status, _) = conn.request(&head, &mut std::io::empty())?;
+            slat.push(t.elapsed().as_secs_f64() * 1e3);
+            if status != 200 {
+                bail!("search {path} answered {status}");
+            }
+        }
+    }
+    slat.sort_by(|a, b| a.total_cmp(b));
+    let p95 = percentile(&slat, 0.95);
+    println!(
+        "queries {}  p50 {:.1} ms  p95 {p95:.1} ms  max {:.1} ms",
+        slat.len(),
+        percentile(&slat, 0.5),
+        slat.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "target p95 < 50 ms: {}",
+        if p95 < 50.0 { "PASS" } else { "FAIL" }
+    );
+
+    // 3. One 100 MB upload, streamed.
+    println!("\n== one 100 MB upload");
+    let big = dir.path().join("big.log");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&big)?);
+        let mut n = 0u64;
+        while f.get_ref().metadata()?.len() < 100_000_000 {
+            for _ in 0..1000 {
+                n += 1;
+                writeln!(
+                    f,
+                    "2026-07-30T03:36:29.{n:07}Z step {n} loss=0.{n} epoch 3 |##########| tokens/s 12345"
+                )?;
+            }
+            f.flush()?;
+        }
+        writeln!(
+            f,
+            "RuntimeError: CUDA error: an illegal memory access was encountered"
+        )?;
+    }
+    let size = big.metadata()?.len();
+    let boundary = "bench-big-boundary";
+    let pre = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"big.log\"\r\nContent-Type: text/plain\r\n\r\n"
+    );
+    let post = format!("\r\n--{boundary}--\r\n");
+    let len = pre.len() + size as usize + post.len();
+    let before = rss_kib(pid, "VmRSS:");
+    let hwm_before = rss_kib(pid, "VmHWM:");
+    let mut body = pre
+        .as_bytes()
+        .chain(std::fs::File::open(&big)?)
+        .chain(post.as_bytes());
+    let t = Instant::now();
+    let (status, resp) =
+        Conn::open(port)?.request(&multipart_head(&token, len, boundary), &mut body)?;
+    let hwm_after = rss_kib(pid, "VmHWM:");
+    let growth = hwm_after.saturating_sub(before.max(hwm_before.min(before)));
+    println!(
+        "status {status} in {:.1} s; server RSS before {} MiB, peak {} MiB (growth {} MiB); {}",
+        t.elapsed().as_secs_f64(),
+        before / 1024,
+        hwm_after / 1024,
+        growth / 1024,
+        String::from_utf8_lossy(&resp)
+            .chars()
+            .take(120)
+            .collect::<String>()
+    );
+    println!(
+        "target <= 128 MiB RSS growth: {}",
+        if status == 201 && growth <= 128 * 1024 {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    );
+    drop(server);
+    Ok(())
+}
+
+/// Inserts `n` reports through the storage layer (the same code path as uploads, minus HTTP).
+async fn seed_reports(data: &Path, url: Option<&str>, n: u64) -> anyhow::Result<()> {
+    use gpu_triage::storage::{self, Location};
+    let location = match url {
+        Some(u) => Location::Url(u.to_owned()),
+        None => Location::Embedded(data.to_path_buf()),
+    };
+    let opened = storage::open(&location, 8).await?;
+    let db = opened.db.clone();
+    let rules = std::sync::Arc::new(gpu_triage::rules::Ruleset::builtin()?);
+    let workers: Vec<_> = (0..8u64)
+        .map(|w| {
+            let db = db.clone();
+            let rules = rules.clone();
+            tokio::spawn(async move {
+                let mut i = w;
+                while i < n {
+                    let log = format!(
+                        "step {i}\nFile \"/srv/proj{}/train.py\", line {}, in forward\n{}\n",
+                        i % 50,
+                        i % 400,
+                        match i % 5 {
+                            0 => format!("RuntimeError: CUDA error: an illegal memory access was encountered (op kernel_{})", i % 97),
+                            1 => format!("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}.00 MiB.", i % 900),
+                            2 => "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.".to_owned(),
+                            3 => format!("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x{} and 1152x1152)", i % 2000),
+                            _ => format!("ValueError: bad batch {i}"),
+                        }
+                    );
+                    let meta = gpu_triage::report::Meta { project: format!("proj{}", i % 50), ..Default::default() };
+                    let prepared = gpu_triage::report::prepare(&rules, log.as_bytes(), "seed.log", meta, None)?;
+                    gpu_triage::storage::reports::insert_report(&db, &prepared.report, None).await?;
+                    i += 8;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await??;
+    }
+    Ok(())
+}
