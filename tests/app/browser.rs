@@ -4,12 +4,12 @@
 //! report page is written to `target/browser-report.png` for reviewers.
 
 use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{binary, database_url, free_port, wait_for_status};
+use crate::support::{KillOnDrop, create_token, database_url, free_port, spawn_server};
 
 /// A real cascade from a PyTorch run: kernel assertions, then the generic re-raise.
 const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
@@ -19,15 +19,6 @@ Traceback (most recent call last):\n  File \"train.py\", line 57, in <module>\n 
 RuntimeError: CUDA error: device-side assert triggered\n\
 CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n\
 For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n";
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// One HTTP/1.1 request with a JSON body over a plain socket (WebDriver speaks JSON/HTTP).
 fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
@@ -152,44 +143,11 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
     rt.block_on(db.close());
     let url = database_url(options.get_database().unwrap());
 
-    let created = binary()
-        .args([
-            "token",
-            "create",
-            "--scope",
-            "ingest,read",
-            "--name",
-            "browser",
-        ])
-        .env("DATABASE_URL", &url)
-        .output()
-        .unwrap();
-    assert!(
-        created.status.success(),
-        "{}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&created.stdout);
-    let token = stdout
-        .split_whitespace()
-        .find(|w| w.starts_with("gtr_") && w.len() > 60)
-        .expect("token printed")
-        .to_owned();
-
-    let port = free_port();
-    let _server = Killed(
-        binary()
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .env("DATABASE_URL", &url)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(wait_for_status(port, "/readyz", 200, 60), "server ready");
+    let token = create_token(&url, "ingest,read", "browser");
+    let (_server, port) = spawn_server(&url);
 
     let driver_port = free_port();
-    let _driver = Killed(
+    let _driver = KillOnDrop(
         Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={driver_port}"))
             .stdout(Stdio::null())

@@ -349,3 +349,47 @@ pub fn wait_for_status(port: u16, path: &str, want: u16, secs: u64) -> bool {
     }
     false
 }
+
+/// A child process killed (and reaped) when dropped, so a failing test leaves nothing behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `token create` with the real binary against `url`; the printed secret.
+pub fn create_token(url: &str, scopes: &str, name: &str) -> String {
+    let out = binary()
+        .args(["token", "create", "--scope", scopes, "--name", name])
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("run token create");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("gtr_") && w.len() > 60)
+        .expect("token printed")
+        .to_owned()
+}
+
+/// The real `serve` binary on `DATABASE_URL=url`, ready on the returned port.
+pub fn spawn_server(url: &str) -> (KillOnDrop, u16) {
+    let port = free_port();
+    let child = binary()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let guard = KillOnDrop(child);
+    assert!(wait_for_status(port, "/readyz", 200, 60), "server ready");
+    (guard, port)
+}

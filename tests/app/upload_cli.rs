@@ -2,62 +2,16 @@
 //! detects duplicates, and exits non-zero with a clear message on bad tokens, rejected input,
 //! an unreachable server and usage errors.
 
-use std::process::Stdio;
-
-use crate::support::{binary, database_url, free_port, wait_for_status};
-
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn token(url: &str, scope: &str) -> String {
-    let out = binary()
-        .args([
-            "token",
-            "create",
-            "--scope",
-            scope,
-            "--name",
-            &format!("up-{scope}"),
-        ])
-        .env("DATABASE_URL", url)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find(|w| w.starts_with("gtr_") && w.len() > 60)
-        .unwrap()
-        .to_owned()
-}
+use crate::support::{binary, create_token, database_url, free_port, spawn_server};
 
 #[test]
 fn upload_prints_results_and_fails_clearly() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (db, options) = rt.block_on(crate::support::fresh_db());
     let url = database_url(options.get_database().unwrap());
-    let ingest = token(&url, "ingest");
-    let read = token(&url, "read");
-    let port = free_port();
-    let _server = Server(
-        binary()
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .env("DATABASE_URL", &url)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    assert!(wait_for_status(port, "/readyz", 200, 60));
+    let ingest = create_token(&url, "ingest", "up-ingest");
+    let read = create_token(&url, "read", "up-read");
+    let (_server, port) = spawn_server(&url);
     let server = format!("http://127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("train.log");
