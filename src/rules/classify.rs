@@ -42,6 +42,8 @@ struct Collector {
     facts: Facts,
     async_hint: bool,
     context_advice: Vec<String>,
+    /// Contexts (by index) that another match could no longer change (see `context_settled`).
+    settled: Vec<bool>,
 }
 
 impl Ruleset {
@@ -85,6 +87,17 @@ impl Ruleset {
 
     /// Runs the per-line set and captures on one candidate line.
     fn evaluate(&self, cand: Candidate, col: &mut Collector) {
+        let n_rules = self.rules.len();
+        // The cleaned line is a part of the raw one, so only these patterns can match it. A
+        // line that only settled contexts could match (a `torch==` requirement on every pip
+        // line) changes nothing: skip it before decoding and cleaning.
+        let possible = self.candidates.patterns_for(&cand.raw);
+        if possible
+            .iter()
+            .all(|&i| i >= n_rules && col.settled.get(i - n_rules) == Some(&true))
+        {
+            return;
+        }
         let decoded = String::from_utf8_lossy(&cand.raw);
         // Progress bars join many redraws with '\r': look at each segment, keep the first that
         // a rule matches.
@@ -100,7 +113,6 @@ impl Ruleset {
         else {
             return;
         };
-        let n_rules = self.rules.len();
         let following: Vec<String> = cand.following.iter().map(|l| clean_line(l)).collect();
         let rank = rank_prefix(&decoded);
         for idx in matched {
@@ -119,6 +131,11 @@ impl Ruleset {
                         col.facts.record(&name, &value);
                     }
                 }
+                let ci = idx - n_rules;
+                if col.settled.len() <= ci {
+                    col.settled.resize(ci + 1, false);
+                }
+                col.settled[ci] = context_settled(ctx.m.regex(), &col.facts);
                 continue;
             }
             let count = col.per_rule.entry(idx).or_default();
@@ -377,6 +394,29 @@ fn captures_with_wrap(
         }
     }
     got
+}
+
+/// Whether a context whose hint and advice were applied once can change nothing more: every
+/// capture names a single-valued fact that is already set (`Facts::record` keeps the first
+/// value). Lists, ranks and names `Facts` does not know are never settled.
+fn context_settled(re: &regex::Regex, facts: &Facts) -> bool {
+    let m = &facts.memory;
+    re.capture_names()
+        .flatten()
+        .all(|name| match super::facts::canonical_name(name) {
+            "requested" => m.requested_bytes.is_some(),
+            "total" => m.total_bytes.is_some(),
+            "free" => m.free_bytes.is_some(),
+            "allocated" => m.allocated_bytes.is_some(),
+            "reserved" => m.reserved_bytes.is_some(),
+            "gpu" => facts.gpu.is_some(),
+            "arch" => facts.arch.is_some(),
+            "torch_version" => facts.torch_version.is_some(),
+            "cuda_version" => facts.cuda_version.is_some(),
+            "driver_version" => facts.driver_version.is_some(),
+            "nccl_version" => facts.nccl_version.is_some(),
+            _ => false,
+        })
 }
 
 /// Named captures that participated, ordered by position in the line.

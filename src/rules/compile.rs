@@ -17,8 +17,6 @@ pub const MAX_PATTERN_LEN: usize = 1024;
 pub const MAX_RULES: usize = 2000;
 /// Compiled size limit of one rule's regex.
 const RULE_SIZE_LIMIT: usize = 1 << 20;
-/// Compiled size limit of the combined candidate regex and the per-line set.
-const COMBINED_SIZE_LIMIT: usize = 256 << 20;
 
 /// One pattern ready to match a cleaned line: cheap literal gates first, then the regex,
 /// compiled on first use for the (already validated) built-in ruleset so start-up stays fast.
@@ -252,82 +250,14 @@ fn whole(reason: String) -> Error {
     }
 }
 
-/// Longest literal prefix kept per pattern for the candidate pass: short enough that the
-/// literal set stays small (a SIMD prefilter handles a few dozen literals), long enough that
-/// noise rarely matches.
+/// Longest literal prefix kept per pattern for its gates: long enough that a line without the
+/// message rarely passes, short enough to stay cheap.
 const PREFIX_LEN: usize = 10;
 
-/// The candidate regex: the literal prefixes of every pattern in one alternation, which the
-/// regex engine turns into a SIMD literal search. A pattern without a usable literal prefix
-/// (it starts with a class or a repetition) joins with its full text, which costs the whole
-/// pass its speed: `rules check` and the docs ask for literal-led patterns.
+/// The candidate pass over every pattern (rules, then contexts): see `scan`.
 fn candidate_regex(patterns: &[&str]) -> Result<super::scan::Candidates, Error> {
-    let mut literals: Vec<String> = Vec::new();
-    let mut full: Vec<String> = Vec::new();
-    let mut per_pattern: Vec<Option<Vec<String>>> = Vec::with_capacity(patterns.len());
-    let mut ungated: Vec<usize> = Vec::new();
-    for (i, p) in patterns.iter().enumerate() {
-        let lits = prefix_literals(p);
-        match &lits {
-            Some(l) => literals.extend(l.iter().cloned()),
-            None => {
-                full.push(format!("(?:{})", strip_names(p)));
-                ungated.push(i);
-            }
-        }
-        per_pattern.push(lits);
-    }
-    literals.sort();
-    literals.dedup();
-    // Drop literals that another (shorter) literal already covers.
-    let mut kept: Vec<String> = Vec::with_capacity(literals.len());
-    for lit in literals {
-        if !kept.iter().any(|k| lit.starts_with(k.as_str())) {
-            kept.push(lit);
-        }
-    }
-    // Literal buckets small enough for the SIMD searcher; sorted literals keep shared
-    // prefixes together. Patterns without a literal prefix get one slow regex of their own.
-    let build = |alternatives: &[String]| {
-        regex::bytes::RegexBuilder::new(&alternatives.join("|"))
-            .size_limit(COMBINED_SIZE_LIMIT)
-            .dfa_size_limit(COMBINED_SIZE_LIMIT)
-            .build()
-            .map_err(|e| whole(e.to_string()))
-    };
-    let mut regexes = Vec::new();
-    let escaped: Vec<String> = kept.iter().map(|l| regex::escape(l)).collect();
-    for bucket in escaped.chunks(LITERALS_PER_BUCKET) {
-        regexes.push(build(bucket)?);
-    }
-    if !full.is_empty() {
-        regexes.push(build(&full)?);
-    }
-    // Which patterns a found literal can start: those with a prefix that begins with it.
-    let owners = kept
-        .iter()
-        .map(|k| {
-            let idx: Vec<usize> = per_pattern
-                .iter()
-                .enumerate()
-                .filter(|(_, l)| {
-                    l.as_ref()
-                        .is_some_and(|l| l.iter().any(|x| x.starts_with(k.as_str())))
-                })
-                .map(|(i, _)| i)
-                .collect();
-            (k.clone().into_bytes(), idx)
-        })
-        .collect();
-    Ok(super::scan::Candidates {
-        regexes,
-        owners,
-        ungated,
-    })
+    super::scan::Candidates::new(patterns, strip_names).map_err(whole)
 }
-
-/// Most literals searched together (Teddy, the SIMD multi-literal searcher, takes up to 64).
-const LITERALS_PER_BUCKET: usize = 60;
 
 /// The literal prefixes every match of `pattern` starts with (truncated to `PREFIX_LEN`), or
 /// `None` when there is no finite set of them of at least 3 bytes.

@@ -1,39 +1,148 @@
-//! The streaming pass: reads a log in bounded chunks, finds candidate lines with one combined
-//! regex (its literal prefilter skips noise at memory speed), and hands each candidate line with
-//! its original 1-based line number and two lines of lookahead (for console-wrapped messages) to
-//! the classifier. Memory stays bounded whatever the input size.
+//! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few SIMD
+//! literal searches over each whole chunk (see `literals` for what they search), and hands each
+//! candidate line with its original 1-based line number and two lines of lookahead (for
+//! console-wrapped messages) to the classifier. Memory stays bounded whatever the input size.
+//!
+//! An input longer than one chunk is processed on two threads: the caller's thread reads every
+//! chunk and queues it for a helper thread, processing it itself when the helper is behind; the
+//! results are handed on in input order. Reading and the candidate callback stay on the caller's
+//! thread, so neither the reader nor the callback need be `Send`.
 
+mod chunks;
+mod literals;
+mod teddy;
+
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read};
+use std::sync::mpsc;
+
+use chunks::{Chunk, Chunks};
 
 use crate::ingest::MAX_MATCH_LINE;
+use crate::ingest::normalize::strip_ansi_into;
 
-/// Bytes read per step.
-const CHUNK: usize = 1 << 20;
+/// New bytes read per chunk: small enough that a chunk stays in the core's cache across the
+/// passes over it (strip, search, count), large enough that handing chunks between threads
+/// costs little.
+const CHUNK: usize = 512 << 10;
 /// A line longer than this without a newline is processed in pieces.
-const MAX_CARRY: usize = 4 * CHUNK;
+const MAX_CARRY: usize = 4 << 20;
+/// Chunks queued for the helper thread before this thread processes one itself.
+const HELPER_QUEUE: usize = 2;
+/// Most chunks processed but not yet handed on (bounds memory if the helper stalls).
+const MAX_PENDING: usize = 16;
 /// Lines of lookahead kept after a candidate.
 const LOOKAHEAD: usize = 2;
+/// Compiled size limit of one search regex.
+const SEARCH_SIZE_LIMIT: usize = 256 << 20;
+const ESC: u8 = 0x1b;
 
-/// The candidate pass: literal-prefix regexes, each small enough for the SIMD (Teddy)
-/// literal searcher; every chunk is searched with each, and the hits merged in line order.
+/// The candidate pass: searches for keys, each standing for the required literals (see
+/// `literals`) that contain it, and the owners of those literals.
 #[derive(Debug)]
 pub(super) struct Candidates {
-    pub regexes: Vec<regex::bytes::Regex>,
-    /// For each literal: the patterns (rules, then contexts) that start with it.
-    pub owners: std::collections::HashMap<Vec<u8>, Vec<usize>>,
-    /// Patterns without a literal prefix: always tried.
-    pub ungated: Vec<usize>,
+    searches: Vec<Search>,
+    required: Vec<Required>,
+    /// Patterns without required literals: always tried.
+    ungated: Vec<usize>,
+}
+
+/// One regex over whole chunks.
+#[derive(Debug)]
+struct Search {
+    regex: regex::bytes::Regex,
+    /// For each key: the required literals it stands for, with where in them it sits. `None`
+    /// for the search made of whole patterns (those without required literals): its matches
+    /// need no confirmation.
+    keys: Option<StandsFor>,
+}
+
+/// For each key, the required literals that contain it: (index in `required`, offset of the key).
+type StandsFor = HashMap<Box<[u8]>, Vec<(usize, usize)>>;
+
+/// A required literal and the patterns (rules, then contexts) that require it.
+#[derive(Debug)]
+struct Required {
+    text: Box<[u8]>,
+    owners: Vec<usize>,
 }
 
 impl Candidates {
-    /// The patterns that may match `line`: owners of every literal found in it, ascending.
+    /// The candidate pass for `patterns` (rules, then contexts). A pattern without required
+    /// literals joins a slow search of whole patterns (without capture names in `full`); `rules
+    /// check` asks for literal-led patterns.
+    pub fn new(patterns: &[&str], full: impl Fn(&str) -> String) -> Result<Candidates, String> {
+        let mut texts: Vec<String> = Vec::new();
+        let mut owners: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut ungated = Vec::new();
+        for (i, p) in patterns.iter().enumerate() {
+            match literals::required_literals(p) {
+                Some(lits) => {
+                    for lit in lits {
+                        owners.entry(lit.clone()).or_default().push(i);
+                        texts.push(lit);
+                    }
+                }
+                None => ungated.push(i),
+            }
+        }
+        texts.sort();
+        texts.dedup();
+        let required: Vec<Required> = texts
+            .iter()
+            .map(|t| Required {
+                text: t.as_bytes().into(),
+                owners: owners.remove(t).unwrap_or_default(),
+            })
+            .collect();
+        let mut searches = Vec::new();
+        for keys in teddy::arrange(literals::keys(&texts)) {
+            let mut stands_for = StandsFor::new();
+            for key in &keys {
+                let finder = memchr::memmem::Finder::new(key.as_bytes());
+                let entry = stands_for.entry(key.as_bytes().into()).or_default();
+                for (ri, r) in required.iter().enumerate() {
+                    entry.extend(finder.find_iter(&r.text).map(|at| (ri, at)));
+                }
+            }
+            let alternatives: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
+            searches.push(Search {
+                regex: build(&alternatives)?,
+                keys: Some(stands_for),
+            });
+        }
+        if !ungated.is_empty() {
+            let alternatives: Vec<String> = ungated
+                .iter()
+                .map(|&i| format!("(?:{})", full(patterns[i])))
+                .collect();
+            searches.push(Search {
+                regex: build(&alternatives)?,
+                keys: None,
+            });
+        }
+        Ok(Candidates {
+            searches,
+            required,
+            ungated,
+        })
+    }
+
+    /// The patterns that may match `line`: owners of every required literal in it, ascending.
     pub fn patterns_for(&self, line: &[u8]) -> Vec<usize> {
         let mut out = self.ungated.clone();
-        for re in &self.regexes {
-            for m in re.find_iter(line) {
-                if let Some(idx) = self.owners.get(m.as_bytes()) {
-                    out.extend_from_slice(idx);
+        for search in &self.searches {
+            let Some(keys) = &search.keys else { continue };
+            // Every key occurrence, overlapping ones included.
+            let mut pos = 0;
+            while let Some(m) = search.regex.find_at(line, pos) {
+                for &(ri, off) in keys.get(m.as_bytes()).into_iter().flatten() {
+                    let r = &self.required[ri];
+                    if m.start() >= off && line[m.start() - off..].starts_with(&r.text) {
+                        out.extend_from_slice(&r.owners);
+                    }
                 }
+                pos = m.start() + 1;
             }
         }
         out.sort_unstable();
@@ -41,27 +150,52 @@ impl Candidates {
         out
     }
 
-    /// Whether any candidate regex matches.
+    /// Whether any pattern may match somewhere in `hay`.
     pub fn is_match(&self, hay: &[u8]) -> bool {
-        self.regexes.iter().any(|r| r.is_match(hay))
+        let mut hits = Vec::new();
+        self.hits(hay, hay.len(), &mut hits);
+        !hits.is_empty()
     }
 
-    /// Start offsets of candidate hits in `hay[..end]`, at most one per line, ascending.
+    /// Offsets of confirmed hits in `hay[..end]`, ascending, at most one per line and search.
     fn hits(&self, hay: &[u8], end: usize, out: &mut Vec<usize>) {
         out.clear();
         let hay = &hay[..end];
-        for re in &self.regexes {
+        for search in &self.searches {
             let mut pos = 0;
-            while pos < end {
-                let Some(m) = re.find_at(hay, pos) else { break };
-                out.push(m.start());
-                pos = memchr::memchr(b'\n', &hay[m.start()..]).map_or(end, |p| m.start() + p + 1);
+            while let Some(m) = search.regex.find_at(hay, pos) {
+                if self.confirmed(search, hay, m.start(), m.as_bytes()) {
+                    out.push(m.start());
+                    pos =
+                        memchr::memchr(b'\n', &hay[m.start()..]).map_or(end, |p| m.start() + p + 1);
+                } else {
+                    pos = m.start() + 1;
+                }
             }
         }
-        if self.regexes.len() > 1 {
+        if self.searches.len() > 1 {
             out.sort_unstable();
         }
     }
+
+    /// Whether the key found at `at` lies inside one of the required literals it stands for.
+    fn confirmed(&self, search: &Search, hay: &[u8], at: usize, key: &[u8]) -> bool {
+        let Some(keys) = &search.keys else {
+            return true;
+        };
+        keys.get(key)
+            .into_iter()
+            .flatten()
+            .any(|&(ri, off)| at >= off && hay[at - off..].starts_with(&self.required[ri].text))
+    }
+}
+
+fn build(alternatives: &[String]) -> Result<regex::bytes::Regex, String> {
+    regex::bytes::RegexBuilder::new(&alternatives.join("|"))
+        .size_limit(SEARCH_SIZE_LIMIT)
+        .dfa_size_limit(SEARCH_SIZE_LIMIT)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// One line a pattern may match, as raw bytes (ANSI already removed).
@@ -86,110 +220,155 @@ pub(super) struct Scanned {
 /// is called once with the first bytes read (for binary detection); returning `false` stops.
 pub(super) fn scan<R: Read>(
     candidates: &Candidates,
-    mut reader: R,
+    reader: R,
     mut first_chunk: impl FnMut(&[u8]) -> bool,
     mut on_candidate: impl FnMut(Candidate),
 ) -> io::Result<Scanned> {
-    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK + CHUNK / 4);
-    let mut scratch: Vec<u8> = Vec::new();
-    let mut hits: Vec<usize> = Vec::new();
-    let mut line_base = 1usize; // line number of buf[0]
-    let mut total = 0u64;
-    let mut eof = false;
-    let mut first = true;
-    let mut last_byte = b'\n';
-    while !eof {
-        // Fill up to CHUNK new bytes.
-        let target = buf.len() + CHUNK;
-        while buf.len() < target {
-            let start = buf.len();
-            buf.resize(target, 0);
-            match reader.read(&mut buf[start..]) {
-                Ok(0) => {
-                    buf.truncate(start);
-                    eof = true;
+    let mut chunks = Chunks::new(reader);
+    let mut local = Worker::default();
+    let mut chunk = Chunk::default();
+    if !chunks.fill(&mut chunk)? {
+        return Ok(chunks.scanned(0));
+    }
+    if !first_chunk(&chunk.data[..chunk.len]) {
+        return Ok(Scanned {
+            bytes: chunks.total,
+            lines: 0,
+        });
+    }
+    let mut lines = 0;
+    let mut emit = |done: Processed, lines: &mut usize| {
+        for mut c in done.candidates {
+            c.line += *lines;
+            on_candidate(c);
+        }
+        *lines += done.newlines;
+    };
+    if chunks.eof {
+        let done = local.process(candidates, &chunk);
+        emit(done, &mut lines);
+        return Ok(chunks.scanned(lines));
+    }
+    std::thread::scope(|scope| {
+        // Chunks go to the helper while it keeps up; when its queue is full this thread
+        // processes the chunk itself. Results are handed on in input order.
+        let (to_helper, helper_in) = mpsc::sync_channel::<Chunk>(HELPER_QUEUE);
+        let (helper_out, from_helper) = mpsc::channel::<(Chunk, Processed)>();
+        scope.spawn(move || {
+            let mut helper = Worker::default();
+            for chunk in helper_in {
+                let done = helper.process(candidates, &chunk);
+                if helper_out.send((chunk, done)).is_err() {
                     break;
                 }
-                Ok(n) => {
-                    buf.truncate(start + n);
-                    total += n as u64;
+            }
+        });
+        // In input order: `None` while the helper has the chunk.
+        let mut pending: VecDeque<Option<Processed>> = VecDeque::new();
+        let mut free: Vec<Chunk> = Vec::new();
+        let mut next = Some(chunk);
+        loop {
+            if let Some(chunk) = next.take() {
+                match to_helper.try_send(chunk) {
+                    Ok(()) => pending.push_back(None),
+                    Err(mpsc::TrySendError::Full(chunk)) => {
+                        pending.push_back(Some(local.process(candidates, &chunk)));
+                        free.push(chunk);
+                    }
+                    Err(mpsc::TrySendError::Disconnected(_)) => return Err(helper_gone()),
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(start),
-                Err(e) => return Err(e),
+            }
+            let finished = chunks.eof;
+            while let Some(front) = pending.front() {
+                if front.is_none() {
+                    let wait = finished || pending.len() > MAX_PENDING;
+                    let back = if wait {
+                        from_helper.recv().map_err(|_| helper_gone())?
+                    } else {
+                        match from_helper.try_recv() {
+                            Ok(back) => back,
+                            Err(mpsc::TryRecvError::Empty) => break,
+                            Err(mpsc::TryRecvError::Disconnected) => return Err(helper_gone()),
+                        }
+                    };
+                    free.push(back.0);
+                    pending[0] = Some(back.1);
+                }
+                if let Some(done) = pending.pop_front().flatten() {
+                    emit(done, &mut lines);
+                }
+            }
+            if finished {
+                return Ok(chunks.scanned(lines));
+            }
+            let mut chunk = free.pop().unwrap_or_default();
+            if chunks.fill(&mut chunk)? {
+                next = Some(chunk);
             }
         }
-        if let Some(&b) = buf.last() {
-            last_byte = b;
-        }
-        if first {
-            first = false;
-            if !first_chunk(&buf) {
-                return Ok(Scanned {
-                    bytes: total,
-                    lines: 0,
-                });
-            }
-        }
-        let hay: &[u8] = if memchr::memchr(0x1b, &buf).is_some() {
-            scratch.clear();
-            crate::ingest::normalize::strip_ansi_into(&buf, &mut scratch);
-            &scratch
-        } else {
-            &buf
-        };
-        let end = if eof { hay.len() } else { cut_point(hay) };
-        if end == 0 {
-            continue; // no complete line yet: read more
-        }
-        candidates.hits(hay, end, &mut hits);
-        find_candidates(&hits, hay, end, line_base, &mut on_candidate);
-        let newlines = memchr::memchr_iter(b'\n', &hay[..end]).count();
-        let raw_cut = if end == hay.len() {
-            buf.len()
-        } else {
-            // The same number of newlines in the raw buffer: stripping never removes one.
-            memchr::memchr_iter(b'\n', &buf)
-                .nth(newlines - 1)
-                .map_or(buf.len(), |p| p + 1)
-        };
-        line_base += newlines;
-        buf.drain(..raw_cut);
-    }
-    Ok(Scanned {
-        bytes: total,
-        lines: (line_base - 1 + usize::from(last_byte != b'\n')) as u64,
     })
 }
 
-/// Where to stop processing a non-final buffer: after the newline that leaves `LOOKAHEAD` full
-/// lines behind it, so every candidate sees its lookahead. With fewer lines, after the last
-/// newline; with none, everything once the line is too long to carry, else nothing.
-fn cut_point(hay: &[u8]) -> usize {
-    let mut it = memchr::memrchr_iter(b'\n', hay);
-    let positions: Vec<usize> = it.by_ref().take(LOOKAHEAD + 1).collect();
-    match positions.len() {
-        0 if hay.len() >= MAX_CARRY => hay.len(),
-        0 => 0,
-        n if n <= LOOKAHEAD => positions[n - 1] + 1,
-        _ => positions[LOOKAHEAD] + 1,
+fn helper_gone() -> io::Error {
+    io::Error::other("the scan helper thread stopped")
+}
+
+/// What processing one chunk found.
+struct Processed {
+    /// Line numbers counted from the chunk's first line (1).
+    candidates: Vec<Candidate>,
+    /// Newlines in the processed part.
+    newlines: usize,
+}
+
+/// Buffers reused from chunk to chunk by one thread.
+#[derive(Default)]
+struct Worker {
+    stripped: Vec<u8>,
+    hits: Vec<usize>,
+}
+
+impl Worker {
+    fn process(&mut self, candidates: &Candidates, chunk: &Chunk) -> Processed {
+        let raw = &chunk.data[..chunk.len];
+        // ANSI sequences never span a newline, so the processed part and the lookahead are
+        // stripped apart and `end` is where the processed part ends after stripping.
+        let (hay, end) = if memchr::memchr(ESC, raw).is_some() {
+            self.stripped.clear();
+            strip_ansi_into(&raw[..chunk.cut], &mut self.stripped);
+            let end = self.stripped.len();
+            strip_ansi_into(&raw[chunk.cut..], &mut self.stripped);
+            (&self.stripped[..], end)
+        } else {
+            (raw, chunk.cut)
+        };
+        candidates.hits(hay, end, &mut self.hits);
+        let mut out = Vec::new();
+        let newlines = find_candidates(&self.hits, hay, end, &mut |c| out.push(c));
+        Processed {
+            candidates: out,
+            newlines,
+        }
     }
 }
 
+/// Calls `on_candidate` for each line holding a hit (line numbers from 1 at `hay[0]`) and
+/// returns the newlines in `hay[..end]`, counting each byte once.
 fn find_candidates(
     hits: &[usize],
     hay: &[u8],
     end: usize,
-    line_base: usize,
     on_candidate: &mut impl FnMut(Candidate),
-) {
+) -> usize {
     let mut pos = 0;
     let mut counted_to = 0;
-    let mut line = line_base;
+    let mut line = 1;
     for &at in hits {
         if at < pos {
             continue; // another hit on a line already handled
         }
-        let start = memchr::memrchr(b'\n', &hay[..at]).map_or(0, |p| p + 1);
+        let start =
+            memchr::memrchr(b'\n', &hay[counted_to..at]).map_or(counted_to, |p| counted_to + p + 1);
         let stop = memchr::memchr(b'\n', &hay[at..end]).map_or(end, |p| at + p);
         line += memchr::memchr_iter(b'\n', &hay[counted_to..start]).count();
         counted_to = start;
@@ -211,6 +390,7 @@ fn find_candidates(
         });
         pos = stop + 1;
     }
+    line - 1 + memchr::memchr_iter(b'\n', &hay[counted_to..end]).count()
 }
 
 /// The line, or for giant lines a window of `MAX_MATCH_LINE` bytes around the hit.
@@ -227,15 +407,15 @@ fn window(line: &[u8], hit: usize) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn candidates(patterns: &[&str]) -> Candidates {
+        Candidates::new(patterns, str::to_owned).expect("test patterns")
+    }
+
     fn run(pattern: &str, input: &[u8]) -> (Vec<(usize, String, usize)>, u64) {
-        let re = Candidates {
-            regexes: vec![regex::bytes::Regex::new(pattern).expect("test pattern")],
-            owners: Default::default(),
-            ungated: Vec::new(),
-        };
+        let cands = candidates(&[pattern]);
         let mut got = Vec::new();
         let scanned = scan(
-            &re,
+            &cands,
             input,
             |_| true,
             |c| {
@@ -268,18 +448,20 @@ mod tests {
     #[test]
     fn line_numbers_survive_chunk_boundaries() {
         let mut input = Vec::new();
-        let n = 300_000; // ~3.5 MB: several chunks
+        let n = 300_000; // ~3.5 MB: several chunks, on both threads
         for i in 1..=n {
-            if i % 100_000 == 0 {
+            if i % 100_000 == 0 || i == 44_444 {
                 input.extend_from_slice(format!("RuntimeError: hit {i}\n").as_bytes());
+            } else if i % 7 == 0 {
+                input.extend_from_slice(format!("\x1b[32mnoise\x1b[0m line {i}\n").as_bytes());
             } else {
                 input.extend_from_slice(format!("noise line {i}\n").as_bytes());
             }
         }
         let (got, lines) = run("RuntimeError", &input);
         let at: Vec<usize> = got.iter().map(|g| g.0).collect();
-        assert_eq!(at, vec![100_000, 200_000, 300_000]);
-        assert_eq!(got[0].1, "RuntimeError: hit 100000");
+        assert_eq!(at, vec![44_444, 100_000, 200_000, 300_000]);
+        assert_eq!(got[1].1, "RuntimeError: hit 100000");
         assert_eq!(lines, n as u64);
     }
 
@@ -293,5 +475,35 @@ mod tests {
         assert!(got[0].1.len() <= MAX_MATCH_LINE);
         assert!(got[0].1.ends_with("boom"));
         assert_eq!(lines, 2);
+    }
+
+    #[test]
+    fn a_key_hit_becomes_a_candidate_only_inside_a_required_literal() {
+        // The two patterns share the key `cudaError`; noise with the key alone is no candidate.
+        let c = candidates(&["cudaErrorAssert", "cudaErrorUnknown"]);
+        let cases: &[(&[u8], Vec<usize>)] = &[
+            (b"x cudaErrorAssert y", vec![0]),
+            (b"cudaErrorUnknown", vec![1]),
+            (b"cudaErrorNoDevice and cudaErrorAssert", vec![0]),
+            (b"cudaError cudaErrorUnknown", vec![1]),
+            (b"plain cudaError", vec![]),
+        ];
+        for (line, want) in cases {
+            assert_eq!(
+                &c.patterns_for(line),
+                want,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert_eq!(c.is_match(line), !want.is_empty());
+        }
+    }
+
+    #[test]
+    fn patterns_without_literals_are_always_tried() {
+        let c = candidates(&[r"\d+ms", "boom"]);
+        assert_eq!(c.patterns_for(b"took 12ms"), vec![0]);
+        assert_eq!(c.patterns_for(b"boom"), vec![0, 1]);
+        assert!(c.is_match(b"took 12ms"));
     }
 }

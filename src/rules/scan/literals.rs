@@ -1,0 +1,307 @@
+//! Which literals the candidate pass searches for.
+//!
+//! Every pattern gets *required literals*: a set of which every line the pattern matches contains
+//! at least one. They come from the parsed pattern: its prefixes, or a fixed piece inside it
+//! (`Target \d+ is out of bounds` requires ` is out of bounds`), or for an alternation one piece
+//! per branch, so a pattern need not start with fixed text to be found fast. The pass searches
+//! whole chunks for *keys*, pieces of the required literals, with SIMD literal searches (see
+//! `teddy`): required literals that share a long, distinctive piece share one key
+//! (`cudaErrorAssert` and `cudaErrorUnknown` become `cudaError`), and each key starts at its
+//! rarest bytes. A key hit is confirmed against the full required literals it stands for before a
+//! line becomes a candidate, so a shorter key costs a few compares, not extra candidate lines.
+
+use std::collections::HashMap;
+
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Hir, HirKind};
+
+use super::teddy::{fingerprint_cost, frequency};
+
+/// Shortest required literal: anything shorter hits noise on most lines.
+const MIN_REQUIRED: usize = 3;
+/// Required literals at least this long are preferred when a pattern offers a choice.
+const GOOD_REQUIRED: usize = 6;
+/// A key is not shortened below this many bytes to start at rarer ones.
+const MIN_KEY: usize = 8;
+/// Required literals share a key when they share a piece at least this long...
+const SHARED_LEN: usize = 8;
+/// ...and at least this rare (see `rarity`): `cudaError`, `CUDA_ERROR_`, `_STATUS_`,
+/// ` out of memory` qualify, common phrases such as ` of the ` or `xpected ` do not.
+const SHARED_RARITY: u32 = 16;
+
+/// The required literals of `pattern`, or `None` when no finite set of them exists (the pattern
+/// can match without any fixed text, e.g. it starts and ends with classes or repetitions).
+pub(super) fn required_literals(pattern: &str) -> Option<Vec<String>> {
+    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
+    let mut options = covers(&hir);
+    options.extend(prefixes(&hir));
+    best(options)
+}
+
+/// Sets of literals such that every match of `hir` contains one literal of each set.
+fn covers(hir: &Hir) -> Vec<Vec<String>> {
+    match hir.kind() {
+        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
+            Ok(text) => vec![vec![text.to_owned()]],
+            Err(_) => Vec::new(),
+        },
+        HirKind::Capture(cap) => covers(&cap.sub),
+        HirKind::Repetition(rep) if rep.min >= 1 => covers(&rep.sub),
+        HirKind::Concat(parts) => {
+            // Any part's literals, or the prefixes of the pattern from any part on (which join
+            // adjacent literals and small classes: `[Ee]xpected scalar`).
+            let mut out: Vec<Vec<String>> = parts.iter().flat_map(covers).collect();
+            for from in 0..parts.len() {
+                // After a literal, the prefixes from that literal on are longer and as many.
+                if from > 0 && matches!(parts[from - 1].kind(), HirKind::Literal(_)) {
+                    continue;
+                }
+                out.extend(prefixes(&Hir::concat(parts[from..].to_vec())));
+            }
+            out
+        }
+        HirKind::Alternation(branches) => {
+            // Every branch must contribute; the union of each branch's best set covers them all.
+            let mut union = Vec::new();
+            for branch in branches {
+                match best(covers(branch)) {
+                    Some(set) => union.extend(set),
+                    None => return Vec::new(),
+                }
+            }
+            union.sort();
+            union.dedup();
+            vec![union]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The literal prefixes every match of `hir` starts with, when there is a finite set of them.
+fn prefixes(hir: &Hir) -> Option<Vec<String>> {
+    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
+    let mut out = Vec::new();
+    for lit in seq.literals()? {
+        out.push(std::str::from_utf8(lit.as_bytes()).ok()?.to_owned());
+    }
+    out.sort();
+    out.dedup();
+    (!out.is_empty()).then_some(out)
+}
+
+/// The set to search for: no literal too short, preferably none short, then as few literals as
+/// possible, then the longest shortest one.
+fn best(options: Vec<Vec<String>>) -> Option<Vec<String>> {
+    options
+        .into_iter()
+        .filter(|set| set.iter().all(|l| l.len() >= MIN_REQUIRED))
+        .min_by_key(|set| {
+            let shortest = set.iter().map(String::len).min().unwrap_or(0);
+            (
+                shortest < GOOD_REQUIRED,
+                set.len(),
+                std::cmp::Reverse(shortest),
+            )
+        })
+}
+
+/// The keys to search for: every required literal contains one.
+pub(super) fn keys(required: &[String]) -> Vec<String> {
+    let mut keys = required.to_vec();
+    minimal(&mut keys);
+    share(&mut keys);
+    let mut keys: Vec<String> = keys.iter().map(|k| start_at_rarest(k)).collect();
+    minimal(&mut keys);
+    keys
+}
+
+/// Replaces keys that share a long and rare piece by that piece, the most widely shared first.
+fn share(keys: &mut Vec<String>) {
+    // Every window of SHARED_LEN bytes held by several keys, widened to all they share.
+    let mut holders: HashMap<&[u8], Vec<usize>> = HashMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        for window in key.as_bytes().windows(SHARED_LEN) {
+            let who = holders.entry(window).or_default();
+            if who.last() != Some(&i) {
+                who.push(i);
+            }
+        }
+    }
+    let mut pieces: Vec<(String, Vec<usize>)> = holders
+        .into_iter()
+        .filter(|(_, who)| who.len() > 1)
+        .filter_map(|(seed, who)| Some((grow(keys, seed, &who)?, who)))
+        .filter(|(piece, _)| rarity(piece.as_bytes()) >= SHARED_RARITY)
+        .collect();
+    pieces.sort();
+    pieces.dedup();
+    // Greedily, each key taking part in one piece at most.
+    let mut taken = vec![false; keys.len()];
+    let mut shared = Vec::new();
+    loop {
+        let free = |who: &[usize]| who.iter().filter(|&&i| !taken[i]).count();
+        let Some((piece, who)) =
+            pieces
+                .iter()
+                .filter(|(_, who)| free(who) > 1)
+                .max_by_key(|(piece, who)| {
+                    (
+                        free(who),
+                        rarity(piece.as_bytes()),
+                        std::cmp::Reverse(piece),
+                    )
+                })
+        else {
+            break;
+        };
+        for &i in who {
+            taken[i] = true;
+        }
+        shared.push(piece.clone());
+    }
+    let mut i = 0;
+    keys.retain(|_| {
+        i += 1;
+        !taken[i - 1]
+    });
+    keys.extend(shared);
+    minimal(keys);
+}
+
+/// `seed` widened to the longest piece that all keys in `who` contain.
+fn grow(keys: &[String], seed: &[u8], who: &[usize]) -> Option<String> {
+    let first = keys[who[0]].as_bytes();
+    let at = memchr::memmem::find(first, seed)?;
+    let (mut start, mut end) = (at, at + seed.len());
+    let all = |piece: &[u8]| who.iter().all(|&i| contains(keys[i].as_bytes(), piece));
+    while start > 0 && all(&first[start - 1..end]) {
+        start -= 1;
+    }
+    while end < first.len() && all(&first[start..=end]) {
+        end += 1;
+    }
+    std::str::from_utf8(&first[start..end])
+        .ok()
+        .map(str::to_owned)
+}
+
+/// The key without the bytes before its rarest fingerprint (keeping at least `MIN_KEY`):
+/// Teddy looks further at every position where a fingerprint could start.
+fn start_at_rarest(key: &str) -> String {
+    if key.len() <= MIN_KEY {
+        return key.to_owned();
+    }
+    let start = (0..=key.len() - MIN_KEY)
+        .filter(|&s| key.is_char_boundary(s))
+        .min_by(|&a, &b| {
+            let cost = |s: usize| fingerprint_cost(&key.as_bytes()[s..]);
+            cost(a).total_cmp(&cost(b)).then(a.cmp(&b))
+        })
+        .unwrap_or(0);
+    key[start..].to_owned()
+}
+
+/// Sorted, deduplicated, and without literals that contain another (the shorter one finds them).
+fn minimal(lits: &mut Vec<String>) {
+    lits.sort();
+    lits.dedup();
+    let all = lits.clone();
+    lits.retain(|l| {
+        !all.iter()
+            .any(|o| o.len() < l.len() && contains(l.as_bytes(), o.as_bytes()))
+    });
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    let Some(&first) = needle.first() else {
+        return true;
+    };
+    haystack
+        .windows(needle.len())
+        .any(|w| w[0] == first && w == needle)
+}
+
+/// How rare a piece of text is in logs: the sum of its bytes' rarity, from 0 (space and the
+/// most frequent letters) to 8 (uppercase, brackets and other rare signs).
+fn rarity(piece: &[u8]) -> u32 {
+    piece
+        .iter()
+        .map(|&b| match frequency(b) {
+            400.. => 0,
+            150..400 => 3,
+            60..150 => 5,
+            _ => 8,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn required_literals_come_from_prefixes_inner_pieces_and_branches() {
+        let cases: &[(&str, Option<&[&str]>)] = &[
+            (
+                "index out of range in self",
+                Some(&["index out of range in self"]),
+            ),
+            (
+                r"Target (?P<t>-?\d+) is out of bounds",
+                Some(&[" is out of bounds"]),
+            ),
+            // One literal beats two: every spelling shares `xpected scalar type`.
+            ("[Ee]xpected scalar type", Some(&["xpected scalar type"])),
+            ("[Ee]rr[Oo]r", Some(&["rrOr", "rror"])),
+            (
+                "device-side assert(?:ion)? triggered|cudaErrorAssert",
+                Some(&["cudaErrorAssert", "device-side assert"]),
+            ),
+            (
+                r"(?:\[Rank (?P<r>\d+)\] )?Watchdog caught",
+                Some(&["Watchdog caught"]),
+            ),
+            // A branch without fixed text leaves the pattern without required literals.
+            (r"boom|\d+ms", None),
+            (r"(?:abc)?\d+", None),
+            (r"\w+Error", Some(&["Error"])),
+            ("ab", None),
+        ];
+        for (pattern, want) in cases {
+            let want = want.map(|w| w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+            assert_eq!(required_literals(pattern), want, "{pattern}");
+        }
+    }
+
+    #[test]
+    fn case_insensitive_patterns_require_every_spelling() {
+        let got = required_literals("(?i)oom").expect("finite");
+        assert_eq!(got.len(), 8, "{got:?}");
+        assert!(got.contains(&"OoM".to_owned()));
+    }
+
+    #[test]
+    fn every_required_literal_contains_a_key() {
+        let required: Vec<String> = [
+            "cudaErrorAssert",
+            "cudaErrorUnknown",
+            "CUDA_ERROR_ASSERT",
+            "CUDA_ERROR_UNKNOWN",
+            "index out of range in self",
+            "Error: ",
+            "IndexError: ",
+            "torch==",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let keys = keys(&required);
+        for r in &required {
+            assert!(keys.iter().any(|k| r.contains(k.as_str())), "{r}: {keys:?}");
+        }
+        assert!(keys.contains(&"CUDA_ERROR_".to_owned()), "{keys:?}");
+        assert!(keys.iter().any(|k| k.ends_with("daError")), "{keys:?}");
+        assert!(keys.contains(&"Error: ".to_owned()), "{keys:?}");
+        assert!(!keys.iter().any(|k| k.contains("IndexError")), "{keys:?}");
+    }
+}

@@ -1,0 +1,299 @@
+//! Arranging keys for Teddy, the SIMD searcher the regex crate uses for a few dozen literals.
+//!
+//! With more than ten literals, regex hands Teddy only their first four bytes (the
+//! *fingerprints*, distinct ones in order of appearance) and confirms each fingerprint hit with
+//! its own automaton. Teddy spreads the fingerprints over 8 buckets (16 beyond 32 of them), the
+//! n-th going to bucket `buckets - 1 - n % buckets`, and for each bucket keeps, per fingerprint
+//! position, which low and which high halves of a byte occur there. A log position is looked at
+//! further when its bytes pass one bucket's halves at every position, so a bucket that mixes
+//! `CUDA` with `torch` lets through `CUrch`-like byte soup, and lowercase keys let through most
+//! text. Ordering the keys so that similar fingerprints share buckets, estimated with typical
+//! byte frequencies of CI logs, makes the same search several times faster; the order changes
+//! nothing else (any key hit is confirmed the same way).
+
+/// Most distinct fingerprints one search takes (Teddy's limit; regex shortens the keys further,
+/// to worse ones, beyond it).
+const PER_SEARCH: usize = 64;
+/// Teddy's fingerprint length.
+pub(super) const FINGERPRINT: usize = 4;
+
+/// The keys split into searches, each ordered for Teddy's buckets.
+pub(super) fn arrange(mut keys: Vec<String>) -> Vec<Vec<String>> {
+    // Fingerprints with more bytes whose high half is rare in logs (uppercase, `_`, brackets)
+    // first, so that a split keeps the slow, lowercase-looking ones together.
+    let rank = |k: &String| {
+        let rare_halves = fingerprint(k)
+            .iter()
+            .filter(|&&b| b >> 4 == 4 || b >> 4 == 5)
+            .count();
+        (
+            std::cmp::Reverse(rare_halves),
+            fingerprint_cost(k.as_bytes()),
+        )
+    };
+    keys.sort_by(|a, b| {
+        let (ra, rb) = (rank(a), rank(b));
+        ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
+    });
+    let fingerprints = distinct_fingerprints(&keys);
+    let searches = fingerprints.len().div_ceil(PER_SEARCH).max(1);
+    let per_search = fingerprints.len().div_ceil(searches);
+    fingerprints
+        .chunks(per_search.max(1))
+        .map(|group| {
+            let ordered = order_for_buckets(group);
+            let mut out = Vec::new();
+            for fp in ordered {
+                out.extend(keys.iter().filter(|k| fingerprint(k) == fp).cloned());
+            }
+            out
+        })
+        .filter(|search| !search.is_empty())
+        .collect()
+}
+
+fn fingerprint(key: &str) -> &[u8] {
+    &key.as_bytes()[..key.len().min(FINGERPRINT)]
+}
+
+fn distinct_fingerprints(keys: &[String]) -> Vec<&[u8]> {
+    let mut out: Vec<&[u8]> = Vec::new();
+    for key in keys {
+        let fp = fingerprint(key);
+        if !out.contains(&fp) {
+            out.push(fp);
+        }
+    }
+    out
+}
+
+/// The fingerprints in the order that puts similar ones in the same bucket: a greedy placement
+/// (most permissive fingerprints first, each where it adds the least) refined by swaps.
+fn order_for_buckets<'a>(fingerprints: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    let n = fingerprints.len();
+    let buckets = if n > 32 { 16 } else { 8 };
+    // Teddy fills the last buckets first: with `n % buckets` left over, those get one more.
+    let capacity = |b: usize| n / buckets + usize::from(b >= buckets - n % buckets);
+    let mut placed: Vec<Vec<&[u8]>> = vec![Vec::new(); buckets];
+    let mut by_cost: Vec<&[u8]> = fingerprints.to_vec();
+    by_cost.sort_by(|a, b| fingerprint_cost(b).total_cmp(&fingerprint_cost(a)));
+    for fp in by_cost {
+        let mut best: Option<(f64, usize)> = None;
+        for (b, bucket) in placed.iter_mut().enumerate() {
+            if bucket.len() >= capacity(b) {
+                continue;
+            }
+            let cost = added_cost(bucket, fp);
+            if best.is_none_or(|(c, _)| cost < c) {
+                best = Some((cost, b));
+            }
+        }
+        if let Some((_, b)) = best {
+            placed[b].push(fp);
+        }
+    }
+    improve_by_swaps(&mut placed);
+    // The n-th fingerprint goes to bucket `buckets - 1 - n % buckets`.
+    let mut next = vec![0; buckets];
+    (0..n)
+        .filter_map(|i| {
+            let b = buckets - 1 - i % buckets;
+            next[b] += 1;
+            placed[b].get(next[b] - 1).copied()
+        })
+        .collect()
+}
+
+fn added_cost<'a>(bucket: &mut Vec<&'a [u8]>, fp: &'a [u8]) -> f64 {
+    let before = bucket_cost(bucket);
+    bucket.push(fp);
+    let after = bucket_cost(bucket);
+    bucket.pop();
+    after - before
+}
+
+/// Swaps fingerprints between buckets while that lowers the estimated cost (a few rounds).
+fn improve_by_swaps(placed: &mut [Vec<&[u8]>]) {
+    let mut cost: Vec<f64> = placed.iter().map(|b| bucket_cost(b)).collect();
+    for _ in 0..3 {
+        let mut improved = false;
+        for a in 0..placed.len() {
+            for b in a + 1..placed.len() {
+                for i in 0..placed[a].len() {
+                    for j in 0..placed[b].len() {
+                        let (x, y) = (placed[a][i], placed[b][j]);
+                        placed[a][i] = y;
+                        placed[b][j] = x;
+                        let (ca, cb) = (bucket_cost(&placed[a]), bucket_cost(&placed[b]));
+                        if ca + cb < (cost[a] + cost[b]) * 0.999 {
+                            (cost[a], cost[b]) = (ca, cb);
+                            improved = true;
+                        } else {
+                            placed[a][i] = x;
+                            placed[b][j] = y;
+                        }
+                    }
+                }
+            }
+        }
+        if !improved {
+            break;
+        }
+    }
+}
+
+/// Estimated share of log positions one bucket lets through: per position, the total
+/// frequency of the bytes whose low and high halves both occur there in some fingerprint; a
+/// little more per fingerprint for the confirming that follows.
+fn bucket_cost(bucket: &[&[u8]]) -> f64 {
+    if bucket.is_empty() {
+        return 0.0;
+    }
+    let mut pass = 1.0;
+    for pos in 0..FINGERPRINT {
+        let (mut lows, mut highs) = (0u16, 0u16);
+        for fp in bucket {
+            match fp.get(pos) {
+                Some(&b) => {
+                    lows |= 1 << (b & 15);
+                    highs |= 1 << (b >> 4);
+                }
+                None => {
+                    (lows, highs) = (u16::MAX, u16::MAX);
+                    break;
+                }
+            }
+        }
+        let mut share = 0;
+        for hi in bits(highs) {
+            for lo in bits(lows) {
+                share += u32::from(FREQUENCY[usize::from((hi << 4) | lo)]);
+            }
+        }
+        pass *= f64::from(share) / f64::from(TOTAL);
+    }
+    pass * (1.0 + 0.2 * bucket.len() as f64)
+}
+
+/// The set bits of `set`, lowest first.
+fn bits(mut set: u16) -> impl Iterator<Item = u8> {
+    std::iter::from_fn(move || {
+        let bit = set.trailing_zeros() as u8;
+        set &= set.wrapping_sub(1);
+        (bit < 16).then_some(bit)
+    })
+}
+
+/// How often a key's fingerprint alone would occur in a log.
+pub(super) fn fingerprint_cost(key: &[u8]) -> f64 {
+    key.iter()
+        .take(FINGERPRINT)
+        .map(|&b| f64::from(frequency(b)) / f64::from(TOTAL))
+        .product()
+}
+
+/// Sum of `frequency` over all bytes.
+const TOTAL: u32 = 10_860;
+
+/// `frequency` of every byte.
+const FREQUENCY: [u16; 256] = {
+    let mut table = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = frequency_of(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// Approximate frequency of a byte in English-language CI logs, per ten thousand bytes
+/// (measured on real CUDA/PyTorch failure logs, rounded).
+pub(super) fn frequency(b: u8) -> u32 {
+    u32::from(FREQUENCY[usize::from(b)])
+}
+
+const fn frequency_of(b: u8) -> u16 {
+    match b {
+        b' ' => 1400,
+        b'e' => 670,
+        b'r' => 490,
+        b'n' => 460,
+        b't' => 450,
+        b'o' => 440,
+        b'i' => 430,
+        b'a' => 410,
+        b's' => 350,
+        b'l' => 340,
+        b'c' => 300,
+        b'd' => 240,
+        b'/' => 200,
+        b'u' | b'p' => 190,
+        b'm' => 170,
+        b'h' => 160,
+        b'.' => 150,
+        b',' => 140,
+        b'_' => 130,
+        b'g' | b'\n' => 120,
+        b'y' | b'b' | b'f' | b':' | b'0'..=b'9' => 100,
+        b'k' | b'-' => 70,
+        b'w' | b'v' | b')' | b'"' => 60,
+        b'(' => 50,
+        b'=' => 40,
+        b'x' | b'A'..=b'Z' => 30,
+        b'q' | b'j' | b'z' => 10,
+        b'!'..=b'~' => 20,
+        _ => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frequency_table_sums_to_its_total() {
+        let sum: u32 = (0..=255u8).map(frequency).sum();
+        assert_eq!(sum, TOTAL);
+    }
+
+    #[test]
+    fn every_key_is_searched_once() {
+        let keys: Vec<String> = (0..300)
+            .map(|i| format!("{}{i:03}key", ["C", "t", "_"][i % 3]))
+            .collect();
+        let searches = arrange(keys.clone());
+        assert!(searches.len() >= 2);
+        for s in &searches {
+            let fps: Vec<&str> = s.iter().map(|k| &k[..4]).collect();
+            let mut distinct = fps.clone();
+            distinct.dedup();
+            assert!(distinct.len() <= PER_SEARCH);
+        }
+        let mut all: Vec<String> = searches.concat();
+        all.sort();
+        let mut want = keys;
+        want.sort();
+        assert_eq!(all, want);
+    }
+
+    #[test]
+    fn similar_fingerprints_share_buckets() {
+        let fps: Vec<&[u8]> = vec![
+            b"CUDA", b"NCCL", b"CUFF", b"torc", b"tens", b"devi", b"CUBL", b"memo", b"NVRM",
+            b"shap", b"_STA", b"dtyp", b"CUSO", b"size", b"GPU ", b"erro", b"Asse",
+        ];
+        let ordered = order_for_buckets(&fps);
+        assert_eq!(ordered.len(), fps.len());
+        let mut placed: Vec<Vec<&[u8]>> = vec![Vec::new(); 8];
+        for (i, fp) in ordered.iter().enumerate() {
+            placed[7 - i % 8].push(fp);
+        }
+        let arranged: f64 = placed.iter().map(|b| bucket_cost(b)).sum();
+        let mut naive: Vec<Vec<&[u8]>> = vec![Vec::new(); 8];
+        for (i, fp) in fps.iter().enumerate() {
+            naive[7 - i % 8].push(fp);
+        }
+        let given: f64 = naive.iter().map(|b| bucket_cost(b)).sum();
+        assert!(arranged < given, "{arranged} vs {given}");
+    }
+}
