@@ -506,4 +506,41 @@ mod tests {
         assert_eq!(c.patterns_for(b"boom"), vec![0, 1]);
         assert!(c.is_match(b"took 12ms"));
     }
+
+    #[test]
+    fn every_builtin_example_stays_a_candidate_for_its_rule_even_with_colours_inside() {
+        let file: crate::rules::spec::RuleFile =
+            toml::from_str(crate::rules::BUILTIN_RULES).expect("builtin ruleset parses");
+        let specs: Vec<(&str, &[String])> = file
+            .rule
+            .iter()
+            .map(|r| (r.pattern.as_str(), &r.examples[..]))
+            .chain(
+                file.context
+                    .iter()
+                    .map(|c| (c.pattern.as_str(), &c.examples[..])),
+            )
+            .collect();
+        let patterns: Vec<&str> = specs.iter().map(|s| s.0).collect();
+        let c = candidates(&patterns);
+        for (i, (_, examples)) in specs.iter().enumerate() {
+            for ex in examples.iter() {
+                // A handful of cut points per example keeps the test quick in debug builds.
+                let step = (ex.len() / 6).max(1);
+                for at in (0..=ex.len())
+                    .step_by(step)
+                    .filter(|&at| ex.is_char_boundary(at))
+                {
+                    let input =
+                        format!("noise\n{}\x1b[1;31m{}\x1b[0m\nmore\n", &ex[..at], &ex[at..]);
+                    let mut found = Vec::new();
+                    scan(&c, input.as_bytes(), |_| true, |cand| found.push(cand)).expect("read");
+                    let hit = found
+                        .iter()
+                        .any(|f| f.line == 2 && c.patterns_for(&f.raw).contains(&i));
+                    assert!(hit, "pattern {i} misses {input:?}");
+                }
+            }
+        }
+    }
 }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind};
 
-use super::teddy::{fingerprint_cost, frequency};
+use super::teddy::{FINGERPRINT, fingerprint_cost, frequency};
 
 /// Shortest required literal: anything shorter hits noise on most lines.
 const MIN_REQUIRED: usize = 3;
@@ -187,18 +187,39 @@ fn grow(keys: &[String], seed: &[u8], who: &[usize]) -> Option<String> {
 
 /// The key without the bytes before its rarest fingerprint (keeping at least `MIN_KEY`):
 /// Teddy looks further at every position where a fingerprint could start.
+///
+/// Byte frequencies alone rate a piece of a common word as rare (`quir` of the `Requirement` on
+/// every pip line, `comp` of `compute`), so pieces that no single word holds come first: with a
+/// capital, digit or sign inside (`d_fn`, `(unb`), then across two words (`d me` of `shared
+/// memory`, which takes that word pair), then the rest; byte frequencies only order each class.
 fn start_at_rarest(key: &str) -> String {
     if key.len() <= MIN_KEY {
         return key.to_owned();
     }
+    let class = |w: &[u8]| {
+        if w.iter().any(|&b| !b.is_ascii_lowercase() && b != b' ') {
+            0
+        } else if w[1..w.len() - 1].contains(&b' ') {
+            1
+        } else {
+            2
+        }
+    };
     let start = (0..=key.len() - MIN_KEY)
         .filter(|&s| key.is_char_boundary(s))
         .min_by(|&a, &b| {
-            let cost = |s: usize| fingerprint_cost(&key.as_bytes()[s..]);
-            cost(a).total_cmp(&cost(b)).then(a.cmp(&b))
+            let (wa, wb) = (window(key, a), window(key, b));
+            class(wa)
+                .cmp(&class(wb))
+                .then(fingerprint_cost(wa).total_cmp(&fingerprint_cost(wb)))
+                .then(a.cmp(&b))
         })
         .unwrap_or(0);
     key[start..].to_owned()
+}
+
+fn window(key: &str, start: usize) -> &[u8] {
+    &key.as_bytes()[start..start + FINGERPRINT]
 }
 
 /// Sorted, deduplicated, and without literals that contain another (the shorter one finds them).

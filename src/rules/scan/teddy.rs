@@ -8,8 +8,9 @@
 //! further when its bytes pass one bucket's halves at every position, so a bucket that mixes
 //! `CUDA` with `torch` lets through `CUrch`-like byte soup, and lowercase keys let through most
 //! text. Ordering the keys so that similar fingerprints share buckets, estimated with typical
-//! byte frequencies of CI logs, makes the same search several times faster; the order changes
-//! nothing else (any key hit is confirmed the same way).
+//! byte frequencies of CI logs, made the searches of the built-in rules up to twice as fast on a
+//! CI log (`cargo bench --bench classify`); the order changes nothing else (any key hit is
+//! confirmed the same way).
 
 /// Most distinct fingerprints one search takes (Teddy's limit; regex shortens the keys further,
 /// to worse ones, beyond it).
@@ -36,10 +37,9 @@ pub(super) fn arrange(mut keys: Vec<String>) -> Vec<Vec<String>> {
         ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
     });
     let fingerprints = distinct_fingerprints(&keys);
-    let searches = fingerprints.len().div_ceil(PER_SEARCH).max(1);
-    let per_search = fingerprints.len().div_ceil(searches);
+    // As few searches as possible, the last one (of the worst fingerprints) the smallest.
     fingerprints
-        .chunks(per_search.max(1))
+        .chunks(PER_SEARCH)
         .map(|group| {
             let ordered = order_for_buckets(group);
             let mut out = Vec::new();
