@@ -3,7 +3,7 @@
 //! and compressed into a [`NewReport`]. Handlers stay thin; this is the one place that knows
 //! the order of those steps.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{self, Read, Write};
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
@@ -149,38 +149,40 @@ pub fn prepare(
     meta: Meta,
     script: Option<String>,
 ) -> Result<Prepared, UploadError> {
-    let mut reader = BufReader::with_capacity(256 << 10, log);
+    let mut blocks = Blocks::new(log);
     let mut sha = Sha256::new();
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
     let mut total: u64 = 0;
-    let mut first = true;
     let mut in_key = false;
-    let mut line = Vec::with_capacity(4096);
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
+    while let Some(block) = blocks.next_block()? {
+        if total == 0 && ingest::looks_binary(&block[..block.len().min(8192)]) {
+            return Err(Reject::Binary.into());
         }
-        if first {
-            first = false;
-            if ingest::looks_binary(&line[..line.len().min(8192)]) {
-                return Err(Reject::Binary.into());
-            }
-        }
-        total += n as u64;
-        sha.update(&line);
-        let text = String::from_utf8_lossy(&line);
-        // A private key spans lines: drop the whole block, whatever the line-wise scrubber sees.
-        if in_key || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")) {
-            if !in_key {
-                gz.write_all(b"[REDACTED:private_key]\n")?;
-            }
-            in_key = !(text.contains("-----END") && text.contains("PRIVATE KEY"));
+        total += block.len() as u64;
+        sha.update(block);
+        // Most blocks hold no secret at all: one pass of the secret patterns over the whole
+        // block says so, and the block is stored as it came.
+        if !in_key
+            && memchr::memmem::find(block, b"PRIVATE KEY").is_none()
+            && let Ok(text) = std::str::from_utf8(block)
+            && !ingest::scrub::might_contain_secret(text)
+        {
+            gz.write_all(block)?;
             continue;
         }
-        let clean = ingest::scrub::scrub(&text);
-        gz.write_all(clean.text.as_bytes())?;
+        for line in block.split_inclusive(|&b| b == b'\n') {
+            let text = String::from_utf8_lossy(line);
+            // A private key spans lines: drop the whole block, whatever the line-wise scrubber
+            // sees.
+            if in_key || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")) {
+                if !in_key {
+                    gz.write_all(b"[REDACTED:private_key]\n")?;
+                }
+                in_key = !(text.contains("-----END") && text.contains("PRIVATE KEY"));
+                continue;
+            }
+            gz.write_all(ingest::scrub::scrub(&text).text.as_bytes())?;
+        }
     }
     if total == 0 {
         return Err(Reject::Empty.into());
@@ -220,6 +222,79 @@ pub fn prepare(
         report,
         classification,
     })
+}
+
+/// Size of the blocks a log is read in: large enough that the per-block work (one pass of
+/// the secret patterns, one gzip write) is cheap per byte, small enough to keep memory flat.
+const BLOCK: usize = 256 << 10;
+
+/// Reads a log in blocks that end after a newline (a line longer than 16 blocks is cut at a
+/// UTF-8 boundary), so that line-wise scrubbing sees whole lines.
+struct Blocks<R> {
+    reader: R,
+    buf: Vec<u8>,
+    /// `buf[..start]` was handed out by the previous call.
+    start: usize,
+    eof: bool,
+}
+
+impl<R: Read> Blocks<R> {
+    fn new(reader: R) -> Self {
+        Blocks {
+            reader,
+            buf: Vec::with_capacity(2 * BLOCK),
+            start: 0,
+            eof: false,
+        }
+    }
+
+    fn next_block(&mut self) -> io::Result<Option<&[u8]>> {
+        self.buf.drain(..self.start);
+        // `buf[..clean]` is known to hold no newline.
+        let mut clean = 0;
+        loop {
+            if self.eof {
+                self.start = self.buf.len();
+                break;
+            }
+            if self.buf.len() >= BLOCK {
+                if let Some(nl) = memchr::memrchr(b'\n', &self.buf[clean..]) {
+                    self.start = clean + nl + 1;
+                    break;
+                }
+                clean = self.buf.len();
+                if self.buf.len() >= 16 * BLOCK {
+                    self.start = utf8_boundary(&self.buf);
+                    break;
+                }
+            }
+            let len = self.buf.len();
+            self.buf.resize(len + BLOCK, 0);
+            let read = loop {
+                match self.reader.read(&mut self.buf[len..]) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other,
+                }
+            };
+            let n = read.inspect_err(|_| self.buf.truncate(len))?;
+            self.buf.truncate(len + n);
+            self.eof = n == 0;
+        }
+        Ok((self.start > 0).then(|| &self.buf[..self.start]))
+    }
+}
+
+/// The longest prefix of `buf` that does not end inside a UTF-8 sequence.
+fn utf8_boundary(buf: &[u8]) -> usize {
+    let mut end = buf.len();
+    while end > 0 && end > buf.len().saturating_sub(4) && (buf[end - 1] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    // `end - 1` is now a lead or ASCII byte; cut before a lead byte whose sequence is cut.
+    if end > 0 && buf[end - 1] >= 0xC0 {
+        end -= 1;
+    }
+    if end == 0 { buf.len() } else { end }
 }
 
 /// What search covers for a report: title, category, root cause, every finding's text (op,
@@ -274,6 +349,61 @@ mod tests {
             .read_to_string(&mut text)
             .expect("gzip");
         assert_eq!(text, "before\n[REDACTED:private_key]\nafter\n");
+    }
+
+    /// Yields at most `step` bytes per read, as a slow socket would.
+    struct Trickle<'a>(&'a [u8], usize);
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            let n = self.1.min(out.len()).min(self.0.len());
+            out[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn blocks_scrub_like_lines_at_every_boundary() {
+        let secret = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5";
+        let mut log = String::new();
+        let mut n = 0;
+        while log.len() < 3 * BLOCK {
+            n += 1;
+            log.push_str(&format!("step {n} | loss 0.{n} | ü\n"));
+            if n % 2000 == 0 || (log.len() > BLOCK - 200 && log.len() < BLOCK + 200) {
+                log.push_str(&format!("git clone https://{secret}@github.com/x/y\n"));
+            }
+        }
+        // A 5 MiB line with no newline (cut inside, at a UTF-8 boundary) holding a secret.
+        let long = format!("{}{secret} {}", "é".repeat(600_000), "x".repeat(4 << 20));
+        log.push_str(&long);
+        for step in [usize::MAX, 7919] {
+            let p = prepare(
+                &ruleset(),
+                Trickle(log.as_bytes(), step),
+                "b.log",
+                Meta::default(),
+                None,
+            )
+            .expect("accepted");
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(&p.report.log_gz[..])
+                .read_to_string(&mut text)
+                .expect("gzip");
+            assert!(!text.contains(secret), "a secret survived (step {step})");
+            let expected: String = log
+                .split_inclusive('\n')
+                .map(|l| crate::ingest::scrub::scrub(l).text.into_owned())
+                .collect();
+            assert_eq!(text.len(), expected.len(), "step {step}");
+            assert!(
+                text == expected,
+                "blocks differ from line-wise scrubbing (step {step})"
+            );
+            assert_eq!(p.report.log_bytes, log.len() as i64);
+            assert_eq!(p.report.log_sha256, Sha256::digest(log.as_bytes()).to_vec());
+        }
     }
 
     #[test]

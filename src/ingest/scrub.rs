@@ -276,6 +276,13 @@ pub fn scrub(text: &str) -> Scrubbed<'_> {
     }
 }
 
+/// Whether `text` may hold a secret: `false` means [`scrub`] would return it unchanged. One pass
+/// over the text, so a caller can check a large block before scrubbing it line by line.
+#[must_use]
+pub fn might_contain_secret(text: &str) -> bool {
+    COMPILED.set.is_match(text)
+}
+
 /// The kind of the first secret in `text` (by position), if any: a repro script with a secret is
 /// refused (422) instead of being silently altered.
 #[must_use]
