@@ -40,13 +40,19 @@ pub struct NewFix {
     pub author: String,
 }
 
+/// A group's columns, with its report count and last-seen time read from its reports
+/// (`reports_group` answers both from the index); `FROM groups g` + [`GROUP_STATS`].
 const GROUP_COLUMNS: &str = concat!(
-    "id, fingerprint, category, title, root_cause_text, report_count, ",
-    rfc3339!("first_seen"),
+    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, s.report_count, ",
+    rfc3339!("g.first_seen"),
     " AS first, ",
-    rfc3339!("last_seen"),
+    rfc3339!("coalesce(s.last_seen, g.first_seen)"),
     " AS last"
 );
+
+/// The lateral join that [`GROUP_COLUMNS`] reads `s.` from.
+const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT count(*) AS report_count, \
+     max(r.created_at) AS last_seen FROM reports r WHERE r.group_id = g.id) s";
 
 fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
     Ok(Group {
@@ -64,7 +70,7 @@ fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
 /// The group with this id.
 pub async fn get_group(db: &Db, id: i64) -> Result<Option<Group>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS} FROM groups WHERE id = $1"
+        "SELECT {GROUP_COLUMNS} FROM groups g {GROUP_STATS} WHERE g.id = $1"
     )))
     .bind(id)
     .fetch_optional(db.pool())
@@ -75,7 +81,12 @@ pub async fn get_group(db: &Db, id: i64) -> Result<Option<Group>, DbError> {
 /// Groups seen most recently first.
 pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS} FROM groups ORDER BY last_seen DESC, id DESC LIMIT $1"
+        "SELECT {GROUP_COLUMNS} FROM ( \
+             SELECT g.* FROM groups g \
+             ORDER BY coalesce((SELECT max(r.created_at) FROM reports r WHERE r.group_id = g.id), \
+                               g.first_seen) DESC, g.id DESC \
+             LIMIT $1) g {GROUP_STATS} \
+         ORDER BY coalesce(s.last_seen, g.first_seen) DESC, g.id DESC"
     )))
     .bind(limit)
     .fetch_all(db.pool())

@@ -174,19 +174,30 @@ async fn job_for_report(
 }
 
 async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored, DbError> {
-    let group_id: i64 = sqlx::query_scalar(
-        "INSERT INTO groups (fingerprint, category, title, root_cause_text, report_count) \
-         VALUES ($1, $2, $3, $4, 1) \
-         ON CONFLICT (fingerprint) DO UPDATE SET report_count = groups.report_count + 1, \
-             last_seen = now() \
+    // No row lock on an existing group (`DO NOTHING`), so uploads of one failure don't queue on
+    // it; when another transaction inserted the group first, this statement waited for it, and
+    // the next statement's snapshot sees its row.
+    let inserted: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO groups (fingerprint, category, title, root_cause_text) \
+         VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (fingerprint) DO NOTHING \
          RETURNING id",
     )
     .bind(&r.fingerprint)
     .bind(&r.category)
     .bind(&r.title)
     .bind(&r.root_cause_text)
-    .fetch_one(&mut *tx)
+    .fetch_optional(&mut *tx)
     .await?;
+    let group_id: i64 = match inserted {
+        Some(id) => id,
+        None => {
+            sqlx::query_scalar("SELECT id FROM groups WHERE fingerprint = $1")
+                .bind(&r.fingerprint)
+                .fetch_one(&mut *tx)
+                .await?
+        }
+    };
     let report_id: i64 = sqlx::query_scalar(
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \

@@ -512,3 +512,35 @@ async fn classify_stores_nothing_and_metrics_count_ingested_reports() {
             .contains("gpu_triage_http_request_duration_seconds_count{route=\"api\"}")
     );
 }
+
+#[tokio::test]
+async fn concurrent_uploads_of_one_failure_all_count_in_its_group() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let read = app.token("reader", &[Scope::Read]).await;
+    let mut tasks = Vec::new();
+    for run in 0..12 {
+        let (app, ingest) = (app.clone(), ingest.clone());
+        tasks.push(tokio::spawn(async move {
+            let log = format!("run {run}\n{}", String::from_utf8_lossy(OOM_LOG));
+            let res = app
+                .upload(&ingest, &[("log", Some("oom.log"), log.as_bytes())], None)
+                .await;
+            assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+            res.json()["group_id"].as_i64().unwrap()
+        }));
+    }
+    let mut groups = Vec::new();
+    for t in tasks {
+        groups.push(t.await.unwrap());
+    }
+    groups.dedup();
+    assert_eq!(groups.len(), 1, "one failure, one group: {groups:?}");
+    assert_eq!(app.count("groups").await, 1);
+    let group = app
+        .get_as(&read, &format!("/api/v1/groups/{}", groups[0]))
+        .await
+        .json();
+    assert_eq!(group["count"], 12);
+    assert!(group["last_seen"].as_str().unwrap() >= group["first_seen"].as_str().unwrap());
+}
