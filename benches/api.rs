@@ -143,7 +143,9 @@ fn main() -> anyhow::Result<()> {
         let mut c = Command::new(BIN);
         c.args(args)
             .env("GPU_TRIAGE_DATA", &data)
-            .env("GPU_TRIAGE_LOG", "warn");
+            .env("GPU_TRIAGE_LOG", "warn")
+            // One token drives all clients here; the per-token limit is for shared servers.
+            .env("GPU_TRIAGE_RATE_LIMIT", "0");
         c
     };
     let out = cmd(&["token", "create", "--scope", "admin", "--name", "bench"]).output()?;

@@ -54,6 +54,18 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_PUBLIC_URL")]
     pub public_url: Option<String>,
 
+    /// Requests per minute one API token may make on average (0: no limit); over it, 429.
+    #[arg(long, env = "GPU_TRIAGE_RATE_LIMIT", default_value_t = 1200)]
+    pub rate_limit: u32,
+
+    /// Requests one API token may make in a burst above the rate limit.
+    #[arg(long, env = "GPU_TRIAGE_RATE_BURST", default_value_t = 100)]
+    pub rate_burst: u32,
+
+    /// Requests served at once (0: no cap); beyond it, 503 with `Retry-After: 1`.
+    #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT", default_value_t = 128)]
+    pub max_in_flight: usize,
+
     #[command(flatten)]
     pub database: DatabaseArgs,
 }

@@ -50,7 +50,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ruleset = std::sync::Arc::new(
         crate::rules::Ruleset::builtin().context("the built-in ruleset does not compile")?,
     );
-    let app = web::router(AppState::new(db.clone(), &public_url, ruleset));
+    let load = web::limits::LoadLimits {
+        per_token_per_minute: args.rate_limit,
+        burst: args.rate_burst,
+        max_in_flight: args.max_in_flight,
+    };
+    let app = web::router(AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load));
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await

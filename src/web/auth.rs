@@ -57,6 +57,10 @@ impl FromRequestParts<AppState> for ApiToken {
         let record = tokens::authenticate(&state.db, &auth::hash(token))
             .await?
             .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
+        if let Err(secs) = state.rate.check(record.id) {
+            state.metrics.request_rate_limited();
+            return Err(AppError::RateLimited(secs));
+        }
         Ok(ApiToken(record))
     }
 }

@@ -41,9 +41,12 @@ pub enum AppError {
     /// 429: over the rate limit; the value is the `Retry-After` seconds.
     #[error("rate limit exceeded; retry in {0} s")]
     RateLimited(u64),
-    /// 503: the database is down or restarting, or the server sheds load.
+    /// 503: the database is down or restarting.
     #[error("the service is temporarily unavailable; retry shortly")]
     Unavailable,
+    /// 503: too many requests in flight; the server sheds load.
+    #[error("the server is busy; retry in a second")]
+    Overloaded,
     /// 500: an unexpected failure, detail only in the server log.
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
@@ -85,6 +88,7 @@ impl AppError {
             AppError::Unprocessable(code, _) => (StatusCode::UNPROCESSABLE_ENTITY, code),
             AppError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             AppError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            AppError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
             AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -100,6 +104,7 @@ impl AppError {
     fn add_headers(&self, res: &mut Response) {
         let retry = match self {
             AppError::Unavailable => Some(5),
+            AppError::Overloaded => Some(1),
             AppError::RateLimited(secs) => Some(*secs),
             _ => None,
         };

@@ -25,6 +25,8 @@ const ROUTES: [&str; 4] = ["api", "portal", "health", "other"];
 pub struct Metrics {
     ingested: [AtomicU64; 10],
     duplicates: AtomicU64,
+    shed: AtomicU64,
+    rate_limited: AtomicU64,
     latency: [Histogram; 4],
 }
 
@@ -43,6 +45,16 @@ impl Metrics {
         } else if let Some(i) = Category::ALL.iter().position(|c| *c == category) {
             self.ingested[i].fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts a request refused with 503 because too many were in flight.
+    pub fn request_shed(&self) {
+        self.shed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request refused with 429 by a token's rate limit.
+    pub fn request_rate_limited(&self) {
+        self.rate_limited.fetch_add(1, Ordering::Relaxed);
     }
 
     fn observe(&self, route: usize, secs: f64) {
@@ -82,6 +94,22 @@ impl Metrics {
             "gpu_triage_duplicate_uploads_total {}",
             self.duplicates.load(Ordering::Relaxed)
         );
+        for (name, help, value) in [
+            (
+                "gpu_triage_requests_shed_total",
+                "Requests refused with 503 because too many were in flight.",
+                &self.shed,
+            ),
+            (
+                "gpu_triage_requests_rate_limited_total",
+                "Requests refused with 429 by a token's rate limit.",
+                &self.rate_limited,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} counter");
+            let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
         let _ = writeln!(
             out,
             "# HELP gpu_triage_http_request_duration_seconds Request latency."

@@ -7,6 +7,7 @@ pub mod auth;
 mod error;
 mod health;
 mod html;
+pub mod limits;
 pub mod metrics;
 
 use std::sync::Arc;
@@ -39,6 +40,10 @@ pub struct AppState {
     pub limits: ApiLimits,
     /// Counters for `/metrics`.
     pub metrics: Arc<metrics::Metrics>,
+    /// Per-token request rate limit.
+    pub rate: Arc<limits::RateLimiter>,
+    /// Global cap on requests in flight.
+    pub shed: Arc<limits::Shed>,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -77,7 +82,17 @@ impl AppState {
             ruleset,
             limits: ApiLimits::default(),
             metrics: Arc::default(),
+            rate: Arc::new(limits::RateLimiter::new(&limits::LoadLimits::default())),
+            shed: Arc::new(limits::Shed::new(&limits::LoadLimits::default())),
         }
+    }
+
+    /// The same state with other rate and concurrency limits.
+    #[must_use]
+    pub fn with_load_limits(mut self, load: &limits::LoadLimits) -> AppState {
+        self.rate = Arc::new(limits::RateLimiter::new(load));
+        self.shed = Arc::new(limits::Shed::new(load));
+        self
     }
 }
 
@@ -106,6 +121,11 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::show_metrics))
         .merge(api::routes(&state))
         .fallback(fallback)
+        .layer(middleware::from_fn(limits::decode_request_body))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            limits::shed_load,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             metrics::track,

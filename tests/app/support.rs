@@ -138,10 +138,23 @@ impl TestApp {
     }
 
     pub fn on(db: Db) -> TestApp {
+        TestApp::with_state(db, |state| state)
+    }
+
+    /// The application on a fresh database, its state adjusted by `adjust` (limits, ...).
+    pub async fn spawn_with(adjust: impl FnOnce(AppState) -> AppState) -> TestApp {
+        let (db, _) = fresh_db().await;
+        TestApp::with_state(db, adjust)
+    }
+
+    fn with_state(db: Db, adjust: impl FnOnce(AppState) -> AppState) -> TestApp {
         let ruleset =
             std::sync::Arc::new(gpu_triage::rules::Ruleset::builtin().expect("builtin rules"));
-        let router = web::router(AppState::new(db.clone(), "http://gpu-triage.test", ruleset));
-        TestApp { db, router }
+        let state = adjust(AppState::new(db.clone(), "http://gpu-triage.test", ruleset));
+        TestApp {
+            db,
+            router: web::router(state),
+        }
     }
 
     /// A new token with these scopes, as the raw secret.

@@ -1,0 +1,286 @@
+//! Load limits of the HTTP layer (SECURITY.md items 1 and 9): a token bucket per API token
+//! (429 with `Retry-After` when it runs dry), a global cap on requests in flight that sheds
+//! load with 503 instead of queueing without bound, and gzip request bodies decoded as a
+//! stream so that every cap downstream counts decoded bytes.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use flate2::write::GzDecoder;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::sync::Semaphore;
+
+use super::{AppError, AppState, PageError};
+
+/// Settings of [`RateLimiter`] and [`Shed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// Requests per minute one API token may make on average; 0 turns the limit off.
+    pub per_token_per_minute: u32,
+    /// Requests one token may make in a burst above that rate.
+    pub burst: u32,
+    /// Requests the server works on at once; beyond it, 503. 0 turns the cap off.
+    pub max_in_flight: usize,
+}
+
+impl Default for LoadLimits {
+    fn default() -> Self {
+        LoadLimits {
+            per_token_per_minute: 1200,
+            burst: 100,
+            max_in_flight: 128,
+        }
+    }
+}
+
+/// A token bucket per API token, in this process (each replica limits on its own).
+#[derive(Debug)]
+pub struct RateLimiter {
+    per_sec: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<i64, Bucket>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl RateLimiter {
+    /// A limiter with `limits`' rate and burst.
+    pub fn new(limits: &LoadLimits) -> RateLimiter {
+        RateLimiter {
+            per_sec: f64::from(limits.per_token_per_minute) / 60.0,
+            burst: f64::from(limits.burst.max(1)),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one request from `token_id`'s bucket; `Err(seconds)` until one is back.
+    pub fn check(&self, token_id: i64) -> Result<(), u64> {
+        if self.per_sec <= 0.0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut buckets = self
+            .buckets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let bucket = buckets.entry(token_id).or_insert(Bucket {
+            tokens: self.burst,
+            at: now,
+        });
+        let refill = now.duration_since(bucket.at).as_secs_f64() * self.per_sec;
+        bucket.tokens = (bucket.tokens + refill).min(self.burst);
+        bucket.at = now;
+        if bucket.tokens >= 1.0 {
+            bucket.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = (1.0 - bucket.tokens) / self.per_sec;
+            Err(wait.ceil().max(1.0) as u64)
+        }
+    }
+}
+
+/// The global in-flight cap.
+#[derive(Debug)]
+pub struct Shed {
+    permits: Option<Arc<Semaphore>>,
+}
+
+impl Shed {
+    /// A cap of `limits.max_in_flight` requests (none when 0).
+    pub fn new(limits: &LoadLimits) -> Shed {
+        Shed {
+            permits: (limits.max_in_flight > 0)
+                .then(|| Arc::new(Semaphore::new(limits.max_in_flight))),
+        }
+    }
+}
+
+/// Paths the cap leaves alone: probes and metrics must answer under load, and a worker's
+/// long-poll claim waits by design.
+fn exempt(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz" | "/metrics") || path == "/api/v1/jobs/claim"
+}
+
+/// Middleware: answers 503 with `Retry-After: 1` when `max_in_flight` requests are running.
+pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let Some(permits) = &state.shed.permits else {
+        return next.run(req).await;
+    };
+    if exempt(req.uri().path()) {
+        return next.run(req).await;
+    }
+    match permits.clone().try_acquire_owned() {
+        Ok(_permit) => next.run(req).await,
+        Err(_) => {
+            state.metrics.request_shed();
+            if req.uri().path().starts_with("/api/") {
+                AppError::Overloaded.into_response()
+            } else {
+                PageError(AppError::Overloaded).into_response()
+            }
+        }
+    }
+}
+
+/// Middleware: a `Content-Encoding: gzip` request body is decoded on the way in (so size caps
+/// count decoded bytes and a decompression bomb stops at the first cap); any other encoding
+/// but `identity` gets 415.
+pub async fn decode_request_body(req: Request, next: Next) -> Response {
+    let encoding = match req.headers().get(header::CONTENT_ENCODING) {
+        None => return next.run(req).await,
+        Some(v) => v.to_str().unwrap_or("?").trim().to_ascii_lowercase(),
+    };
+    match encoding.as_str() {
+        "identity" => next.run(req).await,
+        "gzip" | "x-gzip" => {
+            let (mut parts, body) = req.into_parts();
+            parts.headers.remove(header::CONTENT_ENCODING);
+            parts.headers.remove(header::CONTENT_LENGTH);
+            let body = Body::new(GzipBody::new(body));
+            next.run(Request::from_parts(parts, body)).await
+        }
+        other => {
+            let err = AppError::UnsupportedMediaType(format!(
+                "Content-Encoding {other:?} is not supported; send gzip or no encoding"
+            ));
+            if req.uri().path().starts_with("/api/") {
+                err.into_response()
+            } else {
+                PageError(err).into_response()
+            }
+        }
+    }
+}
+
+/// Decoded output is handed on in pieces of about this size, however well the input packs.
+const OUT_PIECE: usize = 64 << 10;
+/// Compressed input is fed in slices this small, so one slice decodes to at most ~1 MiB.
+const IN_SLICE: usize = 1 << 10;
+
+/// A request body, gzip-decoded as it streams.
+struct GzipBody {
+    inner: Body,
+    decoder: Option<GzDecoder<Vec<u8>>>,
+    /// Compressed bytes not yet fed to the decoder.
+    input: Bytes,
+}
+
+impl GzipBody {
+    fn new(inner: Body) -> GzipBody {
+        GzipBody {
+            inner,
+            decoder: Some(GzDecoder::new(Vec::new())),
+            input: Bytes::new(),
+        }
+    }
+}
+
+/// The body's error: a malformed gzip stream or the client's connection.
+type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
+impl HttpBody for GzipBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        loop {
+            let Some(decoder) = this.decoder.as_mut() else {
+                return Poll::Ready(None);
+            };
+            // Feed what is buffered, a slice at a time, until a piece of output is ready.
+            while !this.input.is_empty() && decoder.get_ref().len() < OUT_PIECE {
+                let n = this.input.len().min(IN_SLICE);
+                let slice = this.input.split_to(n);
+                if let Err(e) = decoder.write_all(&slice) {
+                    this.decoder = None;
+                    return Poll::Ready(Some(Err(format!("bad gzip body: {e}").into())));
+                }
+            }
+            let ready = decoder.get_ref().len();
+            if ready >= OUT_PIECE || (ready > 0 && this.input.is_empty()) {
+                let out = std::mem::take(decoder.get_mut());
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+            }
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.input = data;
+                    }
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    this.decoder = None;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+                Poll::Ready(None) => {
+                    let Some(decoder) = this.decoder.take() else {
+                        return Poll::Ready(None);
+                    };
+                    return match decoder.finish() {
+                        Ok(rest) if rest.is_empty() => Poll::Ready(None),
+                        Ok(rest) => Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest))))),
+                        Err(e) => Poll::Ready(Some(Err(format!("bad gzip body: {e}").into()))),
+                    };
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.decoder.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_says_when_to_retry() {
+        let limiter = RateLimiter::new(&LoadLimits {
+            per_token_per_minute: 60,
+            burst: 3,
+            max_in_flight: 0,
+        });
+        for _ in 0..3 {
+            assert_eq!(limiter.check(1), Ok(()));
+        }
+        assert_eq!(limiter.check(1), Err(1));
+        // Another token has its own bucket.
+        assert_eq!(limiter.check(2), Ok(()));
+    }
+
+    #[test]
+    fn a_zero_rate_is_no_limit() {
+        let limiter = RateLimiter::new(&LoadLimits {
+            per_token_per_minute: 0,
+            burst: 1,
+            max_in_flight: 0,
+        });
+        for _ in 0..1000 {
+            assert_eq!(limiter.check(7), Ok(()));
+        }
+    }
+}

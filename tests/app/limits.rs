@@ -1,0 +1,183 @@
+//! Load limits over the real router and database: the per-token rate limit (429 with
+//! `Retry-After`, other tokens unaffected), the in-flight cap (503 with `Retry-After`), and
+//! gzip request bodies whose decoded size is what the caps count.
+
+use std::io::Write;
+
+use axum::body::{Body, Bytes};
+use axum::http::{Request, StatusCode};
+use gpu_triage::auth::Scope;
+use gpu_triage::web::limits::LoadLimits;
+use http_body_util::Channel;
+
+use crate::support::TestApp;
+
+const OOM: &[u8] = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    enc.write_all(bytes).expect("gzip");
+    enc.finish().expect("gzip")
+}
+
+fn classify_request(token: &str, body: Vec<u8>, encoding: Option<&str>) -> Request<Body> {
+    let mut req = Request::post("/api/v1/classify")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "text/plain");
+    if let Some(e) = encoding {
+        req = req.header("content-encoding", e);
+    }
+    req.body(Body::from(body)).expect("request")
+}
+
+#[tokio::test]
+async fn a_burst_on_one_token_gets_429_with_retry_after_and_another_token_is_unaffected() {
+    let app = TestApp::spawn_with(|s| {
+        s.with_load_limits(&LoadLimits {
+            per_token_per_minute: 6,
+            burst: 3,
+            max_in_flight: 0,
+        })
+    })
+    .await;
+    let busy = app.token("busy", &[Scope::Ingest]).await;
+    let quiet = app.token("quiet", &[Scope::Ingest]).await;
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        let res = app.send(classify_request(&busy, OOM.to_vec(), None)).await;
+        statuses.push(res.status.as_u16());
+        if res.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(res.error_code(), "rate_limited");
+            let wait: u64 = res.headers["retry-after"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!((1..=10).contains(&wait), "Retry-After {wait}");
+        }
+    }
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+    let other = app.send(classify_request(&quiet, OOM.to_vec(), None)).await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.body);
+    let metrics = app.get("/metrics").await.body;
+    assert!(
+        metrics.contains("gpu_triage_requests_rate_limited_total 2"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn requests_beyond_the_in_flight_cap_get_503_and_probes_still_answer() {
+    let app = TestApp::spawn_with(|s| {
+        s.with_load_limits(&LoadLimits {
+            per_token_per_minute: 0,
+            burst: 1,
+            max_in_flight: 1,
+        })
+    })
+    .await;
+    let token = app.token("ci", &[Scope::Ingest]).await;
+    // An upload whose body is still arriving holds the only slot.
+    let (mut tx, body) = Channel::<Bytes>::new(1);
+    let req = Request::post("/api/v1/reports")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "multipart/form-data; boundary=b")
+        .body(Body::new(body))
+        .expect("request");
+    let router = app.router.clone();
+    let slow = tokio::spawn(async move {
+        use tower::ServiceExt;
+        router.oneshot(req).await.expect("router").status()
+    });
+    tx.send_data(Bytes::from_static(
+        b"--b\r\nContent-Disposition: form-data; name=\"log\"; filename=\"a.log\"\r\n\r\n",
+    ))
+    .await
+    .expect("send");
+    // Let the upload take the slot and wait for the rest of its body.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let mut shed = None;
+    for _ in 0..200 {
+        let res = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+        if res.status == StatusCode::SERVICE_UNAVAILABLE {
+            shed = Some(res);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    if slow.is_finished() {
+        panic!("the held upload ended early: {:?}", slow.await);
+    }
+    let shed = shed.expect("a request beyond the cap is shed");
+    assert_eq!(shed.error_code(), "overloaded");
+    assert_eq!(shed.headers["retry-after"], "1");
+    assert_eq!(app.get("/healthz").await.status, StatusCode::OK);
+    // The held upload completes normally once its body ends.
+    tx.send_data(Bytes::from([OOM, b"\r\n--b--\r\n".as_slice()].concat()))
+        .await
+        .expect("send");
+    drop(tx);
+    assert_eq!(slow.await.expect("task"), StatusCode::CREATED);
+    let after = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+    assert_eq!(after.status, StatusCode::OK, "the slot is free again");
+    assert_eq!(app.count("reports").await, 1);
+}
+
+#[tokio::test]
+async fn gzip_bodies_are_decoded_and_their_decoded_size_is_capped() {
+    let app = TestApp::spawn_with(|mut s| {
+        s.limits.upload.max_log_bytes = 1 << 20;
+        s.limits.max_classify_bytes = 1 << 20;
+        s
+    })
+    .await;
+    let token = app.token("ci", &[Scope::Ingest]).await;
+    let res = app
+        .send(classify_request(&token, gzip(OOM), Some("gzip")))
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    assert_eq!(res.json()["category"], "out_of_memory");
+
+    // 64 MiB of newlines compress to ~64 KiB: refused at the decoded cap, nothing stored.
+    let bomb = gzip(&vec![b'\n'; 64 << 20]);
+    assert!(bomb.len() < 200 << 10, "{}", bomb.len());
+    let res = app
+        .send(classify_request(&token, bomb.clone(), Some("gzip")))
+        .await;
+    assert_eq!(res.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", res.body);
+
+    let boundary = "b";
+    let mut multipart = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"a.log\"\r\n\r\n"
+    )
+    .into_bytes();
+    multipart.extend(vec![b'\n'; 64 << 20]);
+    multipart.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let req = Request::post("/api/v1/reports")
+        .header("authorization", format!("Bearer {token}"))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .header("content-encoding", "gzip")
+        .body(Body::from(gzip(&multipart)))
+        .expect("request");
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", res.body);
+    assert_eq!(app.count("reports").await, 0);
+
+    // Corrupt gzip and unknown encodings are refused clearly.
+    let res = app
+        .send(classify_request(&token, b"not gzip".to_vec(), Some("gzip")))
+        .await;
+    assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.body);
+    let res = app
+        .send(classify_request(&token, OOM.to_vec(), Some("br")))
+        .await;
+    assert_eq!(
+        res.status,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "{}",
+        res.body
+    );
+}
