@@ -50,7 +50,25 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let ruleset = std::sync::Arc::new(
         crate::rules::Ruleset::builtin().context("the built-in ruleset does not compile")?,
     );
-    let app = web::router(AppState::new(db.clone(), &public_url, ruleset));
+    let mut state = AppState::new(db.clone(), &public_url, ruleset);
+    state.jobs = args.jobs.settings();
+    let reaper = {
+        let metrics = state.metrics.clone();
+        tokio::spawn(crate::repro::run_reaper(
+            db.clone(),
+            state.jobs.reaper_interval,
+            move |reaped| {
+                for r in reaped {
+                    metrics.job_event(if r.state == "dead" {
+                        web::metrics::JobEvent::Dead
+                    } else {
+                        web::metrics::JobEvent::Requeued
+                    });
+                }
+            },
+        ))
+    };
+    let app = web::router(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -58,6 +76,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     tracing::info!("shutting down");
     migrations.abort();
+    reaper.abort();
     db.close().await;
     if let Some(cluster) = opened.cluster {
         tokio::task::spawn_blocking(move || cluster.stop())

@@ -26,7 +26,33 @@ pub struct Metrics {
     ingested: [AtomicU64; 10],
     duplicates: AtomicU64,
     latency: [Histogram; 4],
+    /// Reproduction jobs: claimed, completed with a result, failed attempts, requeued after an
+    /// expired lease, dead.
+    jobs: [AtomicU64; 5],
 }
+
+/// Events of the reproduction queue counted in `/metrics`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobEvent {
+    /// A worker claimed a job.
+    Claimed,
+    /// A result was recorded.
+    Completed,
+    /// A worker reported that an attempt could not run.
+    Failed,
+    /// An expired lease was taken back and the job queued again.
+    Requeued,
+    /// A job used all its attempts.
+    Dead,
+}
+
+const JOB_EVENTS: [(JobEvent, &str); 5] = [
+    (JobEvent::Claimed, "claimed"),
+    (JobEvent::Completed, "completed"),
+    (JobEvent::Failed, "failed"),
+    (JobEvent::Requeued, "requeued"),
+    (JobEvent::Dead, "dead"),
+];
 
 #[derive(Debug, Default)]
 struct Histogram {
@@ -42,6 +68,13 @@ impl Metrics {
             self.duplicates.fetch_add(1, Ordering::Relaxed);
         } else if let Some(i) = Category::ALL.iter().position(|c| *c == category) {
             self.ingested[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts an event of the reproduction queue.
+    pub fn job_event(&self, event: JobEvent) {
+        if let Some(i) = JOB_EVENTS.iter().position(|(e, _)| *e == event) {
+            self.jobs[i].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -82,6 +115,18 @@ impl Metrics {
             "gpu_triage_duplicate_uploads_total {}",
             self.duplicates.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP gpu_triage_jobs_total Reproduction job events since start."
+        );
+        let _ = writeln!(out, "# TYPE gpu_triage_jobs_total counter");
+        for (i, (_, name)) in JOB_EVENTS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "gpu_triage_jobs_total{{event=\"{name}\"}} {}",
+                self.jobs[i].load(Ordering::Relaxed)
+            );
+        }
         let _ = writeln!(
             out,
             "# HELP gpu_triage_http_request_duration_seconds Request latency."
