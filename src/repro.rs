@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use crate::ingest::{scrub, traceback};
 use crate::rules::{Category, Classification, Ruleset};
-use crate::storage::jobs::{self as store, CategoryBasis, Followed};
+use crate::storage::jobs as store;
+use crate::storage::reproductions::{self as reads, CategoryBasis, Followed};
 use crate::storage::{Db, DbError};
 
 /// Queue settings of the server (flags / `GPU_TRIAGE_JOB_*`).
@@ -145,7 +146,7 @@ pub async fn follow_if_more_specific(
     repro: &Classification,
     no_gpu: bool,
 ) -> Result<bool, DbError> {
-    let Some(basis) = store::category_basis(db, report_id).await? else {
+    let Some(basis) = reads::category_basis(db, report_id).await? else {
         return Ok(false);
     };
     if basis.reproduction_id == Some(reproduction_id) {
@@ -171,7 +172,7 @@ pub async fn follow_if_more_specific(
             .map(|r| r.text.clone())
             .unwrap_or_default(),
     };
-    store::follow_reproduction(db, report_id, &followed).await?;
+    reads::follow_reproduction(db, report_id, &followed).await?;
     Ok(true)
 }
 

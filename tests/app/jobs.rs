@@ -666,3 +666,144 @@ async fn a_finished_job_is_requeued_from_the_report_page_once() {
     assert_ne!(new_job, job);
     assert_eq!(attempt, 1);
 }
+
+// ───────────────────────── the real binary over real HTTP ─────────────────────────
+
+/// A worker's HTTP calls, over a real socket: (status, body).
+fn http_post(agent: &ureq::Agent, url: &str, token: &str, body: &Value) -> (u16, String) {
+    let mut res = agent
+        .post(url)
+        .header("Authorization", format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.body_mut().read_to_string().unwrap_or_default())
+}
+
+#[test]
+fn the_served_binary_long_polls_reaps_in_the_background_and_records_results() {
+    use crate::support::{KillOnDrop, binary, create_token, database_url, free_port, http_get};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (db, options) = rt.block_on(crate::support::fresh_db());
+    let url = database_url(options.get_database().unwrap());
+    let ingest = create_token(&url, "ingest", "ci");
+    let worker = create_token(&url, "worker", "gpu-host");
+    let port = free_port();
+    let child = binary()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", &url)
+        .env("GPU_TRIAGE_JOB_LEASE_SECS", "5")
+        .env("GPU_TRIAGE_JOB_REAPER_SECS", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = KillOnDrop(child);
+    assert!(crate::support::wait_for_status(port, "/readyz", 200, 60));
+    let base = format!("http://127.0.0.1:{port}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let dir = tempfile::tempdir().unwrap();
+    let upload = |name: &str, text: &str| {
+        let log = dir.path().join(name);
+        std::fs::write(&log, text).unwrap();
+        let script = dir.path().join("repro.py");
+        std::fs::write(&script, SCRIPT).unwrap();
+        let out = binary()
+            .args(["upload", "--server", &base, "--script"])
+            .arg(&script)
+            .arg(&log)
+            .env("GPU_TRIAGE_TOKEN", &ingest)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    // A claim waiting on an empty queue is woken by an upload.
+    let waiting = {
+        let (agent, worker, base) = (agent.clone(), worker.clone(), base.clone());
+        std::thread::spawn(move || {
+            http_post(
+                &agent,
+                &format!("{base}/api/v1/jobs/claim"),
+                &worker,
+                &claim_body("host-a", 30),
+            )
+        })
+    };
+    upload("first.log", ASYNC_LOG);
+    let (status, body) = waiting.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    let job: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(job["lease_secs"], 5);
+    assert_eq!(job["script"], SCRIPT);
+    assert_eq!(job["script_name"], "repro.py");
+    assert_eq!(job["attempt"], 1);
+    let job_id = job["job_id"].as_i64().unwrap();
+
+    // The worker dies: its lease runs out and the background reaper requeues the job, with no
+    // claim involved.
+    rt.block_on(async {
+        sqlx::query("UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1")
+            .bind(job_id)
+            .execute(db.pool())
+            .await
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+                .bind(job_id)
+                .fetch_one(db.pool())
+                .await
+                .unwrap();
+            if state == "queued" {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the reaper never ran");
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    });
+
+    let (status, body) = http_post(
+        &agent,
+        &format!("{base}/api/v1/jobs/claim"),
+        &worker,
+        &claim_body("host-b", 0),
+    );
+    assert_eq!(status, 200, "{body}");
+    let job: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (job["job_id"].as_i64(), job["attempt"].as_i64()),
+        (Some(job_id), Some(2))
+    );
+    let lease = job["lease_token"].as_str().unwrap();
+    let hb = http_post(
+        &agent,
+        &format!("{base}/api/v1/jobs/{job_id}/heartbeat"),
+        &worker,
+        &json!({"lease_token": lease}),
+    );
+    assert_eq!(hb, (200, r#"{"lease_secs":5}"#.to_owned()));
+    let (status, body) = http_post(
+        &agent,
+        &format!("{base}/api/v1/jobs/{job_id}/result"),
+        &worker,
+        &result_body(lease, "", SYNC_STDERR),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (_, metrics) = http_get(port, "/metrics").unwrap();
+    for line in [
+        "gpu_triage_jobs_total{event=\"claimed\"} 2",
+        "gpu_triage_jobs_total{event=\"requeued\"} 1",
+        "gpu_triage_jobs_total{event=\"completed\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+}

@@ -381,7 +381,7 @@ async fn record_reproduction(
 
 /// A report's jobs as `GET /api/v1/reports/{id}` lists them under `reproductions` (DESIGN.md
 /// section 5): one entry per job, with the result's fields null until a result is recorded.
-pub(crate) fn reproductions_json(jobs: &[store::JobView]) -> Vec<Value> {
+pub(crate) fn reproductions_json(jobs: &[crate::storage::reproductions::JobView]) -> Vec<Value> {
     jobs.iter()
         .map(|j| {
             let r = j.reproduction.as_ref();

@@ -16,7 +16,7 @@ use crate::auth::Scope;
 use crate::ingest::Reject;
 use crate::report::{self, Meta, UploadError};
 use crate::storage::reports::{IdempotencyKey, InsertOutcome};
-use crate::storage::{groups, jobs, reports as store};
+use crate::storage::{groups, reports as store, reproductions};
 use crate::web::auth::ApiToken;
 use crate::web::{AppError, AppState};
 
@@ -312,8 +312,9 @@ pub async fn show_report(
         .await?
         .ok_or(AppError::NotFound("report"))?;
     let fixes = groups::group_fixes(&state.db, r.group_id).await?;
-    let reproductions = super::jobs::reproductions_json(&jobs::report_jobs(&state.db, id).await?);
-    let basis = jobs::category_basis(&state.db, id).await?;
+    let reproductions =
+        super::jobs::reproductions_json(&reproductions::report_jobs(&state.db, id).await?);
+    let basis = reproductions::category_basis(&state.db, id).await?;
     Ok(Json(json!({
         "id": r.id,
         "url": format!("{}/reports/{}", state.public_url, r.id),

@@ -19,7 +19,8 @@ use serde_json::Value;
 use crate::auth::Scope;
 use crate::ingest::normalize::strip_ansi;
 use crate::repro::{self, Location};
-use crate::storage::jobs::{self as store, AttemptView, CategoryBasis, JobView, Requeue};
+use crate::storage::jobs::{self as store, Requeue};
+use crate::storage::reproductions::{AttemptView, CategoryBasis, JobView, ReproductionView};
 use crate::web::api::parse_id;
 use crate::web::auth::PortalUser;
 use crate::web::{AppError, AppState, PageError};
@@ -189,11 +190,7 @@ fn category_note(b: &CategoryBasis) -> Option<String> {
     ))
 }
 
-fn panel(
-    r: &store::ReproductionView,
-    reported: &Reported,
-    reported_loc: Option<&Location>,
-) -> ReproPanel {
+fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Location>) -> ReproPanel {
     let combined = repro::combined_output(&r.stderr, &r.stdout);
     let sync_tb = repro::main_traceback(&combined);
     let sync_loc = sync_tb.as_ref().and_then(repro::location);
@@ -261,7 +258,7 @@ fn panel(
     }
 }
 
-fn outcome(r: &store::ReproductionView) -> String {
+fn outcome(r: &ReproductionView) -> String {
     if r.timed_out {
         return "timed out".into();
     }
