@@ -169,6 +169,7 @@ pub struct NewReproduction {
     pub no_gpu: bool,
     /// `bwrap` or `none`.
     pub sandbox: String,
+    /// The worker's name; empty for the one that claimed the job.
     pub worker: String,
     /// DESIGN.md section 3, of the combined output.
     pub classification: serde_json::Value,
@@ -181,6 +182,7 @@ pub struct FailedAttempt {
     pub lease_token: String,
     pub request_sha256: Vec<u8>,
     pub error: String,
+    /// The worker's name; empty for the one that claimed the job.
     pub worker: String,
 }
 
@@ -218,6 +220,8 @@ struct Locked {
     attempts: i32,
     max_attempts: i32,
     live_token: Option<String>,
+    /// The worker that claimed the job (used when the post does not name one).
+    worker: String,
 }
 
 /// Locks the job, answers replays and stale leases; `Ok(Err(outcome))` ends the post there.
@@ -228,7 +232,7 @@ async fn lock_for_result(
     request_sha256: &[u8],
 ) -> Result<Result<Locked, Outcome>, DbError> {
     let Some(job) = sqlx::query(
-        "SELECT report_id, state, attempts, max_attempts, \
+        "SELECT report_id, state, attempts, max_attempts, worker, \
              CASE WHEN lease_expires_at > now() THEN lease_token::text END AS live_token \
          FROM jobs WHERE id = $1 FOR UPDATE",
     )
@@ -244,6 +248,7 @@ async fn lock_for_result(
         attempts: job.try_get("attempts")?,
         max_attempts: job.try_get("max_attempts")?,
         live_token: job.try_get("live_token")?,
+        worker: job.try_get("worker")?,
     };
     let earlier = sqlx::query(
         "SELECT outcome, request_sha256 FROM job_attempts \
@@ -304,6 +309,11 @@ pub async fn record_result(db: &Db, r: &NewReproduction) -> Result<Outcome, DbEr
         Ok(l) => l,
         Err(outcome) => return Ok(outcome),
     };
+    let worker = if r.worker.is_empty() {
+        &locked.worker
+    } else {
+        &r.worker
+    };
     sqlx::query(
         "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, worker, request_sha256) \
          VALUES ($1, $2, $3::uuid, 'result', $4, $5)",
@@ -311,7 +321,7 @@ pub async fn record_result(db: &Db, r: &NewReproduction) -> Result<Outcome, DbEr
     .bind(r.job_id)
     .bind(locked.attempts)
     .bind(&r.lease_token)
-    .bind(&r.worker)
+    .bind(worker)
     .bind(&r.request_sha256)
     .execute(&mut *tx)
     .await?;
@@ -333,7 +343,7 @@ pub async fn record_result(db: &Db, r: &NewReproduction) -> Result<Outcome, DbEr
     .bind(&r.gpu)
     .bind(r.no_gpu)
     .bind(&r.sandbox)
-    .bind(&r.worker)
+    .bind(worker)
     .bind(&r.classification)
     .fetch_one(&mut *tx)
     .await?;
@@ -363,6 +373,11 @@ pub async fn record_failure(db: &Db, f: &FailedAttempt) -> Result<Outcome, DbErr
         Ok(l) => l,
         Err(outcome) => return Ok(outcome),
     };
+    let worker = if f.worker.is_empty() {
+        &locked.worker
+    } else {
+        &f.worker
+    };
     sqlx::query(
         "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker, \
              request_sha256) VALUES ($1, $2, $3::uuid, 'error', $4, $5, $6)",
@@ -371,7 +386,7 @@ pub async fn record_failure(db: &Db, f: &FailedAttempt) -> Result<Outcome, DbErr
     .bind(locked.attempts)
     .bind(&f.lease_token)
     .bind(&f.error)
-    .bind(&f.worker)
+    .bind(worker)
     .bind(&f.request_sha256)
     .execute(&mut *tx)
     .await?;
@@ -379,7 +394,7 @@ pub async fn record_failure(db: &Db, f: &FailedAttempt) -> Result<Outcome, DbErr
     let dead_reason = if dead {
         format!(
             "gave up after {} of {} attempts; the last one failed on worker {}: {}",
-            locked.attempts, locked.max_attempts, f.worker, f.error
+            locked.attempts, locked.max_attempts, worker, f.error
         )
     } else {
         String::new()
@@ -392,7 +407,7 @@ pub async fn record_failure(db: &Db, f: &FailedAttempt) -> Result<Outcome, DbErr
     )
     .bind(f.job_id)
     .bind(dead)
-    .bind(format!("worker {}: {}", f.worker, f.error))
+    .bind(format!("worker {worker}: {}", f.error))
     .bind(&dead_reason)
     .fetch_one(&mut *tx)
     .await?;

@@ -576,7 +576,7 @@ async fn a_synchronous_reproduction_moves_the_error_and_the_report_follows_it() 
     );
     let reported = select(body, ".trace-reported .user-line").join("\n");
     assert!(reported.contains("print(loss.item())"), "{reported}");
-    let sync_user = select(body, ".trace-sync .user-line").join("\n");
+    let sync_user = select(body, ".trace-sync .true-line").join("\n");
     assert!(sync_user.contains("out = emb(idx)"), "{sync_user}");
     assert!(sync_user.contains("train.py\", line 41"), "{sync_user}");
     let sync_root = select(body, ".trace-sync .root-line").join("\n");
@@ -614,7 +614,8 @@ async fn a_finished_job_is_requeued_from_the_report_page_once() {
     let (ingest, worker) = tokens(&app).await;
     let (report, job) = report_with_script(&app, &ingest, ASYNC_LOG).await;
     let (_, lease, _) = claim_ok(&app, &worker, "cpu-host").await;
-    let mut body = result_body(&lease, "", SYNC_STDERR);
+    let hostile = format!("<script>alert(1)</script>\n{SYNC_STDERR}");
+    let mut body = result_body(&lease, "<img src=x onerror=alert(2)>", &hostile);
     body["gpu"] = Value::Null;
     body["no_gpu"] = json!(true);
     body["sandbox"] = json!("none");
@@ -626,6 +627,12 @@ async fn a_finished_job_is_requeued_from_the_report_page_once() {
     let b = sign_in(&app, &ingest).await;
     let path = format!("/reports/{report}");
     let html = page(&app, &b.cookie, &path).await.body;
+    assert!(!html.contains("<script>alert") && !html.contains("<img src=x"));
+    assert!(
+        select(&html, ".raw-stderr")
+            .join("")
+            .contains("<script>alert(1)</script>")
+    );
     let badges = select(&html, ".badge");
     assert_eq!(badges, vec!["no GPU", "unsandboxed"]);
     let action = attr(&html, "form.requeue", "action").expect("re-queue button");

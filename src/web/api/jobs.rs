@@ -282,7 +282,7 @@ pub async fn post_result(
     let req: ResultBody = parse_json(&state, body)?;
     req.validate(state.jobs.max_output_bytes)?;
     let sha = req.digest()?;
-    let worker = req.worker.clone().unwrap_or_else(|| token.0.name.clone());
+    let worker = req.worker.clone().unwrap_or_default();
     let outcome = match &req.error {
         Some(error) => {
             let failed = FailedAttempt {

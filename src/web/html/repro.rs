@@ -44,6 +44,8 @@ pub struct TraceLine {
     pub truth: bool,
     /// The rule engine's root-cause line.
     pub root: bool,
+    /// What the marks on this line say (each mark once per trace, on the frame's last line).
+    pub marks: Vec<&'static str>,
 }
 
 /// One column: a traceback excerpt and where it puts the failure.
@@ -223,13 +225,13 @@ fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Locati
         TraceView {
             title: "Synchronous (CUDA_LAUNCH_BLOCKING=1)",
             class: "trace-sync",
-            user_label: "actually raised here",
+            user_label: "true failing line",
             ..TraceView::default()
         },
         &sync_lines,
         sync_tb.as_ref(),
         root_line(&r.classification),
-        None,
+        sync_loc.as_ref(),
     );
     ReproPanel {
         outcome: outcome(r),
@@ -328,6 +330,16 @@ fn trace_view(
             .chars()
             .take(MAX_LINE_CHARS)
             .collect();
+        let mut marks = Vec::new();
+        if user.last() == Some(&n) {
+            marks.push(view.user_label);
+        }
+        if truth_lines.last() == Some(&n) && !marks.contains(&"true failing line") {
+            marks.push("true failing line");
+        }
+        if root == Some(n) {
+            marks.push("root cause");
+        }
         view.lines.push(TraceLine {
             number: n,
             text,
@@ -335,6 +347,7 @@ fn trace_view(
             user: user.contains(&n),
             truth: truth_lines.contains(&n),
             root: root == Some(n),
+            marks,
         });
         prev = n;
     }
