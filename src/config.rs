@@ -68,4 +68,40 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub database: DatabaseArgs,
+
+    #[command(flatten)]
+    pub jobs: JobArgs,
+}
+
+/// Settings of the reproduction queue (`serve`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct JobArgs {
+    /// Seconds a worker's lease on a job lasts without a heartbeat (workers heartbeat every
+    /// ~15 s); an expired lease is taken back and the job requeued.
+    #[arg(long = "job-lease-secs", env = "GPU_TRIAGE_JOB_LEASE_SECS", default_value_t = 90,
+          value_parser = clap::value_parser!(u32).range(5..=3600))]
+    pub lease_secs: u32,
+
+    /// Seconds a worker lets a reproduction script run before killing it (sent with each job).
+    #[arg(long = "job-timeout-secs", env = "GPU_TRIAGE_JOB_TIMEOUT_SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u32).range(1..=86400))]
+    pub timeout_secs: u32,
+
+    /// Seconds between passes of the reaper that requeues jobs with expired leases (claims
+    /// also reap first).
+    #[arg(long = "job-reaper-secs", env = "GPU_TRIAGE_JOB_REAPER_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub reaper_secs: u64,
+}
+
+impl JobArgs {
+    /// The queue settings these flags give.
+    pub fn settings(&self) -> crate::repro::JobSettings {
+        crate::repro::JobSettings {
+            lease_secs: self.lease_secs,
+            timeout_secs: self.timeout_secs,
+            reaper_interval: std::time::Duration::from_secs(self.reaper_secs),
+            ..crate::repro::JobSettings::default()
+        }
+    }
 }

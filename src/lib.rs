@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod ingest;
 pub mod report;
+pub mod repro;
 pub mod rules;
 pub mod storage;
 pub mod web;

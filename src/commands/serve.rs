@@ -55,7 +55,25 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         burst: args.rate_burst,
         max_in_flight: args.max_in_flight,
     };
-    let app = web::router(AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load));
+    let mut state = AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load);
+    state.jobs = args.jobs.settings();
+    let reaper = {
+        let metrics = state.metrics.clone();
+        tokio::spawn(crate::repro::run_reaper(
+            db.clone(),
+            state.jobs.reaper_interval,
+            move |reaped| {
+                for r in reaped {
+                    metrics.job_event(if r.state == "dead" {
+                        web::metrics::JobEvent::Dead
+                    } else {
+                        web::metrics::JobEvent::Requeued
+                    });
+                }
+            },
+        ))
+    };
+    let app = web::router(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -63,6 +81,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     tracing::info!("shutting down");
     migrations.abort();
+    reaper.abort();
     db.close().await;
     if let Some(cluster) = opened.cluster {
         tokio::task::spawn_blocking(move || cluster.stop())

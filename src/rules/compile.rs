@@ -192,6 +192,15 @@ impl Ruleset {
         self.contexts.len()
     }
 
+    /// The specificity (0-100) of the failure rule with this id, if the ruleset has it: how two
+    /// classifications' root causes compare (a reproduction's against its report's).
+    pub fn specificity(&self, rule_id: &str) -> Option<u8> {
+        self.rules
+            .iter()
+            .find(|r| r.spec.id == rule_id)
+            .map(|r| r.spec.specificity)
+    }
+
     /// Verifies every example matches its rule and no counter-example does; also that a rule
     /// without examples is reported (rules must be demonstrated on real lines).
     pub fn check(&self) -> Vec<CheckFailure> {

@@ -6,6 +6,7 @@ pub mod embedded;
 pub mod groups;
 pub mod jobs;
 pub mod reports;
+pub mod reproductions;
 pub mod search;
 pub mod tokens;
 

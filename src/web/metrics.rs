@@ -28,7 +28,33 @@ pub struct Metrics {
     shed: AtomicU64,
     rate_limited: AtomicU64,
     latency: [Histogram; 4],
+    /// Reproduction jobs: claimed, completed with a result, failed attempts, requeued after an
+    /// expired lease, dead.
+    jobs: [AtomicU64; 5],
 }
+
+/// Events of the reproduction queue counted in `/metrics`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobEvent {
+    /// A worker claimed a job.
+    Claimed,
+    /// A result was recorded.
+    Completed,
+    /// A worker reported that an attempt could not run.
+    Failed,
+    /// An expired lease was taken back and the job queued again.
+    Requeued,
+    /// A job used all its attempts.
+    Dead,
+}
+
+const JOB_EVENTS: [(JobEvent, &str); 5] = [
+    (JobEvent::Claimed, "claimed"),
+    (JobEvent::Completed, "completed"),
+    (JobEvent::Failed, "failed"),
+    (JobEvent::Requeued, "requeued"),
+    (JobEvent::Dead, "dead"),
+];
 
 #[derive(Debug, Default)]
 struct Histogram {
@@ -55,6 +81,13 @@ impl Metrics {
     /// Counts a request refused with 429 by a token's rate limit.
     pub fn request_rate_limited(&self) {
         self.rate_limited.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an event of the reproduction queue.
+    pub fn job_event(&self, event: JobEvent) {
+        if let Some(i) = JOB_EVENTS.iter().position(|(e, _)| *e == event) {
+            self.jobs[i].fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn observe(&self, route: usize, secs: f64) {
@@ -109,6 +142,18 @@ impl Metrics {
             let _ = writeln!(out, "# HELP {name} {help}");
             let _ = writeln!(out, "# TYPE {name} counter");
             let _ = writeln!(out, "{name} {}", value.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP gpu_triage_jobs_total Reproduction job events since start."
+        );
+        let _ = writeln!(out, "# TYPE gpu_triage_jobs_total counter");
+        for (i, (_, name)) in JOB_EVENTS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "gpu_triage_jobs_total{{event=\"{name}\"}} {}",
+                self.jobs[i].load(Ordering::Relaxed)
+            );
         }
         let _ = writeln!(
             out,

@@ -44,6 +44,10 @@ pub struct AppState {
     pub rate: Arc<limits::RateLimiter>,
     /// Global cap on requests in flight.
     pub shed: Arc<limits::Shed>,
+    /// Reproduction queue settings (lease, caps, long-poll).
+    pub jobs: crate::repro::JobSettings,
+    /// Wakes long-polling claims when this server queues a job.
+    pub job_wake: Arc<tokio::sync::Notify>,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -84,6 +88,8 @@ impl AppState {
             metrics: Arc::default(),
             rate: Arc::new(limits::RateLimiter::new(&limits::LoadLimits::default())),
             shed: Arc::new(limits::Shed::new(&limits::LoadLimits::default())),
+            jobs: crate::repro::JobSettings::default(),
+            job_wake: Arc::default(),
         }
     }
 
@@ -108,6 +114,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/reports/{id}", get(html::reports::show_report))
         .route("/reports/{id}/raw", get(html::reports::raw_log))
+        .route("/jobs/{id}/requeue", post(html::repro::requeue_job))
         .route("/groups", get(html::groups::list_groups))
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))

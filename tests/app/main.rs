@@ -7,6 +7,7 @@ mod api;
 mod browser;
 mod classify_cli;
 mod health;
+mod jobs;
 mod limits;
 mod portal;
 mod serve_binary;

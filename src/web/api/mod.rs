@@ -3,6 +3,7 @@
 //! JSON error body, never axum's plain-text defaults.
 
 pub(crate) mod groups;
+pub(crate) mod jobs;
 pub(crate) mod reports;
 
 use axum::Router;
@@ -29,6 +30,12 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/api/v1/search", get(groups::search))
         .route("/api/v1/groups/{id}", get(groups::show_group))
         .route("/api/v1/groups/{id}/fixes", post(groups::create_fix))
+        .route("/api/v1/jobs/claim", post(jobs::claim_job))
+        .route("/api/v1/jobs/{id}/heartbeat", post(jobs::heartbeat_job))
+        .route(
+            "/api/v1/jobs/{id}/result",
+            post(jobs::post_result).layer(DefaultBodyLimit::max(jobs::result_body_cap(state))),
+        )
 }
 
 /// A positive id from a path segment; anything else is an unknown id (404).

@@ -16,7 +16,7 @@ use crate::auth::Scope;
 use crate::ingest::Reject;
 use crate::report::{self, Meta, UploadError};
 use crate::storage::reports::{IdempotencyKey, InsertOutcome};
-use crate::storage::{groups, jobs, reports as store};
+use crate::storage::{groups, reports as store, reproductions};
 use crate::web::auth::ApiToken;
 use crate::web::{AppError, AppState};
 
@@ -136,6 +136,10 @@ pub(crate) async fn store_upload(
     state
         .metrics
         .report_ingested(prepared.classification.category, stored.duplicate);
+    if stored.job.as_ref().is_some_and(|(_, st)| st == "queued") {
+        // Long-polling workers on this server claim it now rather than at their next poll.
+        state.job_wake.notify_waiters();
+    }
     let classification = if stored.duplicate || idem.is_some() {
         // The stored report's own classification (the first upload's), not this request's.
         store::get_report(&state.db, stored.report_id)
@@ -308,18 +312,9 @@ pub async fn show_report(
         .await?
         .ok_or(AppError::NotFound("report"))?;
     let fixes = groups::group_fixes(&state.db, r.group_id).await?;
-    let reproductions: Vec<Value> = jobs::report_jobs(&state.db, id)
-        .await?
-        .into_iter()
-        .map(|j| {
-            json!({
-                "job_id": j.id, "state": j.state, "attempt": j.attempts,
-                "exit_code": null, "duration_ms": null, "gpu": null,
-                "stdout": null, "stderr": null, "truncated": false, "classification": null,
-                "error": if j.last_error.is_empty() { Value::Null } else { Value::String(j.last_error) },
-            })
-        })
-        .collect();
+    let reproductions =
+        super::jobs::reproductions_json(&reproductions::report_jobs(&state.db, id).await?);
+    let basis = reproductions::category_basis(&state.db, id).await?;
     Ok(Json(json!({
         "id": r.id,
         "url": format!("{}/reports/{}", state.public_url, r.id),
@@ -337,5 +332,9 @@ pub async fn show_report(
         "classification": r.classification,
         "fixes": fixes.iter().map(super::groups::fix_json).collect::<Vec<_>>(),
         "reproductions": reproductions,
+        "category": r.category,
+        "title": r.title,
+        "category_source": basis.as_ref().map_or("log", |b| b.source.as_str()),
+        "original_category": basis.as_ref().and_then(|b| b.original_category.as_deref()),
     })))
 }

@@ -15,11 +15,12 @@ use serde_json::Value;
 
 use super::Layout;
 use super::logview::{self, LogWindow};
+use super::repro::{self, ReproSection};
 use crate::auth::Scope;
 use crate::report::{self, Meta};
 use crate::storage::groups::{self, Fix};
-use crate::storage::jobs::{self, JobView};
 use crate::storage::reports::{self as store, ReportSummary};
+use crate::storage::reproductions as jobs;
 use crate::web::api::{parse_id, reports as api};
 use crate::web::auth::{ApiToken, OptionalUser, PortalUser};
 use crate::web::{AppError, AppState, PageError};
@@ -160,7 +161,7 @@ pub struct ReportPage {
     log: LogWindow,
     log_lines: i64,
     script: Option<String>,
-    jobs: Vec<JobView>,
+    repro: ReproSection,
 }
 
 /// `?start=N`: the first line of the log window.
@@ -213,16 +214,27 @@ pub async fn show_report(
         .collect();
     let start = params.start;
     let focus = root_line.map(|l| l as usize);
-    let log = tokio::task::spawn_blocking(move || {
+    let jobs = jobs::report_jobs(&state.db, id).await?;
+    // The reported traceback is only needed beside a reproduction.
+    let compare = jobs.iter().any(|j| j.reproduction.is_some());
+    let classification = r.classification.clone();
+    let (log, reported) = tokio::task::spawn_blocking(move || {
         let mut text = Vec::new();
         let _ = flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut text);
-        logview::window(&text, start, focus, &highlight)
+        let reported = if compare {
+            repro::Reported::from_log(&String::from_utf8_lossy(&text), &classification)
+        } else {
+            repro::Reported::default()
+        };
+        (logview::window(&text, start, focus, &highlight), reported)
     })
     .await
     .map_err(|e| AppError::Internal(e.into()))?;
     let group = groups::get_group(&state.db, r.group_id).await?;
     let fixes = groups::group_fixes(&state.db, r.group_id).await?;
-    let jobs = jobs::report_jobs(&state.db, id).await?;
+    let basis = jobs::category_basis(&state.db, id).await?;
+    let can_write = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
+    let repro = repro::section(jobs, basis.as_ref(), &reported, can_write);
     Ok(ReportPage {
         layout: Layout::for_user(Some(&user)),
         id,
@@ -254,7 +266,7 @@ pub async fn show_report(
         log,
         log_lines: r.log_lines,
         script: r.script,
-        jobs,
+        repro,
     })
 }
 

@@ -1,0 +1,224 @@
+//! Reads of reproductions for the report API and page (a report's jobs with their attempt
+//! history and result), and the report's category following a more specific reproduction.
+//! The queue itself (claim, lease, results) is in [`super::jobs`].
+
+use sqlx::Row;
+use sqlx::postgres::PgRow;
+
+use super::reports::rfc3339;
+use super::{Db, DbError};
+
+/// A reproduction: what a worker's run of the script gave.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReproductionView {
+    pub id: i64,
+    pub attempt: i32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: i64,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    pub gpu: Option<serde_json::Value>,
+    pub no_gpu: bool,
+    pub sandbox: String,
+    pub worker: String,
+    pub classification: serde_json::Value,
+    pub created_at: String,
+}
+
+/// A finished attempt, for the job's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptView {
+    pub attempt: i32,
+    /// `result`, `error` or `expired`.
+    pub outcome: String,
+    pub error: String,
+    pub worker: String,
+    pub finished_at: String,
+}
+
+/// A reproduction job of a report and, once run, its result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JobView {
+    pub id: i64,
+    pub state: String,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub last_error: String,
+    pub dead_reason: String,
+    pub worker: String,
+    pub created_at: String,
+    /// The job this one re-queued, and who asked.
+    pub requeued_from: Option<i64>,
+    pub requeued_by: String,
+    /// Finished attempts, oldest first.
+    pub history: Vec<AttemptView>,
+    pub reproduction: Option<ReproductionView>,
+}
+
+fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError> {
+    let Some(id) = r.try_get::<Option<i64>, _>("r_id")? else {
+        return Ok(None);
+    };
+    Ok(Some(ReproductionView {
+        id,
+        attempt: r.try_get("r_attempt")?,
+        exit_code: r.try_get("exit_code")?,
+        signal: r.try_get("signal")?,
+        timed_out: r.try_get("timed_out")?,
+        duration_ms: r.try_get("duration_ms")?,
+        stdout: r.try_get("stdout")?,
+        stderr: r.try_get("stderr")?,
+        truncated: r.try_get("truncated")?,
+        gpu: r.try_get("gpu")?,
+        no_gpu: r.try_get("no_gpu")?,
+        sandbox: r.try_get("sandbox")?,
+        worker: r.try_get("r_worker")?,
+        classification: r.try_get("classification")?,
+        created_at: r.try_get("r_created")?,
+    }))
+}
+
+/// The jobs of a report, oldest first, with their history and reproduction.
+pub async fn report_jobs(db: &Db, report_id: i64) -> Result<Vec<JobView>, DbError> {
+    let rows = sqlx::query(concat!(
+        "SELECT j.id, j.state, j.attempts, j.max_attempts, j.last_error, j.dead_reason, \
+             j.worker, j.requeued_from, j.requeued_by, ",
+        rfc3339!("j.created_at"),
+        " AS created, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
+             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.sandbox, \
+             r.worker AS r_worker, r.classification, ",
+        rfc3339!("r.created_at"),
+        " AS r_created \
+         FROM jobs j LEFT JOIN reproductions r ON r.job_id = j.id \
+         WHERE j.report_id = $1 ORDER BY j.id"
+    ))
+    .bind(report_id)
+    .fetch_all(db.pool())
+    .await?;
+    let history = sqlx::query(concat!(
+        "SELECT a.job_id, a.attempt, a.outcome, a.error, a.worker, ",
+        rfc3339!("a.finished_at"),
+        " AS finished FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
+         WHERE j.report_id = $1 ORDER BY a.job_id, a.attempt, a.id"
+    ))
+    .bind(report_id)
+    .fetch_all(db.pool())
+    .await?;
+    let mut attempts: Vec<(i64, AttemptView)> = Vec::with_capacity(history.len());
+    for a in &history {
+        attempts.push((
+            a.try_get("job_id")?,
+            AttemptView {
+                attempt: a.try_get("attempt")?,
+                outcome: a.try_get("outcome")?,
+                error: a.try_get("error")?,
+                worker: a.try_get("worker")?,
+                finished_at: a.try_get("finished")?,
+            },
+        ));
+    }
+    rows.iter()
+        .map(|r| {
+            let id: i64 = r.try_get("id")?;
+            Ok(JobView {
+                id,
+                state: r.try_get("state")?,
+                attempts: r.try_get("attempts")?,
+                max_attempts: r.try_get("max_attempts")?,
+                last_error: r.try_get("last_error")?,
+                dead_reason: r.try_get("dead_reason")?,
+                worker: r.try_get("worker")?,
+                created_at: r.try_get("created")?,
+                requeued_from: r.try_get("requeued_from")?,
+                requeued_by: r.try_get("requeued_by")?,
+                history: attempts
+                    .iter()
+                    .filter(|(job, _)| *job == id)
+                    .map(|(_, a)| a.clone())
+                    .collect(),
+                reproduction: reproduction_from_row(r)?,
+            })
+        })
+        .collect()
+}
+
+/// Where a report's category comes from, and what it was compared against.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CategoryBasis {
+    pub category: String,
+    /// The uploaded log's classification.
+    pub log_classification: serde_json::Value,
+    /// `log` or `reproduction`.
+    pub source: String,
+    /// What the log alone gave, once the category followed a reproduction.
+    pub original_category: Option<String>,
+    pub original_title: Option<String>,
+    /// The reproduction the category follows, with its job and classification.
+    pub reproduction_id: Option<i64>,
+    pub reproduction_job_id: Option<i64>,
+    pub reproduction_classification: Option<serde_json::Value>,
+}
+
+/// The report's category and where it comes from, or `None` for an unknown report.
+pub async fn category_basis(db: &Db, report_id: i64) -> Result<Option<CategoryBasis>, DbError> {
+    let row = sqlx::query(
+        "SELECT r.category, r.classification, r.category_source, r.original_category, \
+             r.original_title, r.category_reproduction_id, p.job_id, \
+             p.classification AS repro_classification \
+         FROM reports r LEFT JOIN reproductions p ON p.id = r.category_reproduction_id \
+         WHERE r.id = $1",
+    )
+    .bind(report_id)
+    .fetch_optional(db.pool())
+    .await?;
+    row.map(|r| {
+        Ok(CategoryBasis {
+            category: r.try_get("category")?,
+            log_classification: r.try_get("classification")?,
+            source: r.try_get("category_source")?,
+            original_category: r.try_get("original_category")?,
+            original_title: r.try_get("original_title")?,
+            reproduction_id: r.try_get("category_reproduction_id")?,
+            reproduction_job_id: r.try_get("job_id")?,
+            reproduction_classification: r.try_get("repro_classification")?,
+        })
+    })
+    .transpose()
+}
+
+/// The headline a report takes from a more specific reproduction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Followed {
+    pub reproduction_id: i64,
+    pub category: String,
+    pub title: String,
+    pub confidence: String,
+    /// The reproduction's root-cause line, added to the report's search text.
+    pub root_cause_text: String,
+}
+
+/// Makes the report's category follow a reproduction, remembering what the log alone said.
+/// The group (keyed by the log's fingerprint) is unchanged.
+pub async fn follow_reproduction(db: &Db, report_id: i64, f: &Followed) -> Result<(), DbError> {
+    sqlx::query(
+        "UPDATE reports SET category = $2, title = $3, confidence = $4, \
+             category_source = 'reproduction', \
+             original_category = COALESCE(original_category, category), \
+             original_title = COALESCE(original_title, title), \
+             category_reproduction_id = $5, \
+             search_text = left(search_text || E'\\n' || $6, 65536) \
+         WHERE id = $1",
+    )
+    .bind(report_id)
+    .bind(&f.category)
+    .bind(&f.title)
+    .bind(&f.confidence)
+    .bind(f.reproduction_id)
+    .bind(&f.root_cause_text)
+    .execute(db.pool())
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,462 @@
+//! The reproduction part of the report page: each job with its state, attempts and reason, a
+//! re-queue button, and for a finished run the originally reported traceback beside the
+//! synchronous one with the failing lines marked in both, plus the sentence that says where the
+//! synchronous run moved the error. Also `POST /jobs/{id}/requeue`, the re-queue form.
+//!
+//! Who may re-queue: any signed-in portal user whose token has the `ingest` (or `admin`) scope,
+//! the same people who may upload the report in the first place; the form carries the session's
+//! CSRF token and must come from this site.
+
+use std::collections::BTreeSet;
+
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::auth::Scope;
+use crate::ingest::normalize::strip_ansi;
+use crate::repro::{self, Location};
+use crate::storage::jobs::{self as store, Requeue};
+use crate::storage::reproductions::{AttemptView, CategoryBasis, JobView, ReproductionView};
+use crate::web::api::parse_id;
+use crate::web::auth::PortalUser;
+use crate::web::{AppError, AppState, PageError};
+
+/// Most lines of a traceback shown (the innermost ones are kept).
+const MAX_TRACE_LINES: usize = 60;
+/// Longest line shown in a trace.
+const MAX_LINE_CHARS: usize = 500;
+
+/// One line of a trace excerpt.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceLine {
+    /// 1-based line of the text (the log, or the run's stderr-then-stdout).
+    pub number: usize,
+    pub text: String,
+    /// Lines were left out before this one.
+    pub gap: bool,
+    /// The user's last frame: where this trace says it failed.
+    pub user: bool,
+    /// A frame at the line the synchronous run says really failed.
+    pub truth: bool,
+    /// The rule engine's root-cause line.
+    pub root: bool,
+    /// What the marks on this line say (each mark once per trace, on the frame's last line).
+    pub marks: Vec<&'static str>,
+}
+
+/// One column: a traceback excerpt and where it puts the failure.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceView {
+    /// Column heading.
+    pub title: &'static str,
+    /// CSS class of the column (`trace-reported`, `trace-sync`).
+    pub class: &'static str,
+    /// Label of the user-frame mark.
+    pub user_label: &'static str,
+    pub lines: Vec<TraceLine>,
+    /// `train.py:57 loss.item()`.
+    pub location: Option<String>,
+}
+
+/// A finished run as the page shows it.
+#[derive(Clone, Debug, Default)]
+pub struct ReproPanel {
+    /// `exited with code 1`, `killed by signal 9`, `timed out`.
+    pub outcome: String,
+    pub duration: String,
+    pub gpu_name: Option<String>,
+    pub no_gpu: bool,
+    pub unsandboxed: bool,
+    pub truncated: bool,
+    pub category: String,
+    pub title: String,
+    /// "reported at ..., actually raised at ..." when the run moved the error.
+    pub moved: Option<String>,
+    /// Said when both name the same line.
+    pub same: Option<String>,
+    /// The reported and the synchronous trace, in that order.
+    pub traces: Vec<TraceView>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A job as the page lists it.
+#[derive(Clone, Debug, Default)]
+pub struct JobRow {
+    pub id: i64,
+    pub state: String,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    pub worker: String,
+    pub last_error: String,
+    pub dead_reason: String,
+    pub requeued_from: Option<i64>,
+    pub requeued_by: String,
+    pub history: Vec<AttemptView>,
+    pub can_requeue: bool,
+    pub repro: Option<ReproPanel>,
+}
+
+/// The reproduction section of the report page.
+#[derive(Clone, Debug, Default)]
+pub struct ReproSection {
+    pub jobs: Vec<JobRow>,
+    /// Set when the report's category followed a reproduction: says so, and what the log
+    /// alone gave.
+    pub category_note: Option<String>,
+}
+
+/// The log's traceback and root-cause line, computed once per page (the log may be large).
+#[derive(Clone, Debug, Default)]
+pub struct Reported {
+    lines: Vec<String>,
+    tb: Option<crate::ingest::traceback::Traceback>,
+    root_line: Option<usize>,
+}
+
+impl Reported {
+    /// Parses the stored log. CPU work on a possibly large text: call from a blocking thread.
+    pub fn from_log(log: &str, classification: &Value) -> Reported {
+        Reported {
+            lines: log.lines().map(str::to_owned).collect(),
+            tb: repro::main_traceback(log),
+            root_line: root_line(classification),
+        }
+    }
+}
+
+fn root_line(classification: &Value) -> Option<usize> {
+    classification["root_cause"]["line"]
+        .as_u64()
+        .and_then(|l| usize::try_from(l).ok())
+}
+
+/// Builds the section from the report's jobs.
+pub fn section(
+    jobs: Vec<JobView>,
+    basis: Option<&CategoryBasis>,
+    reported: &Reported,
+    can_write: bool,
+) -> ReproSection {
+    let pending = jobs
+        .iter()
+        .any(|j| j.state == "queued" || j.state == "running");
+    let reported_loc = reported.tb.as_ref().and_then(repro::location);
+    let jobs = jobs
+        .into_iter()
+        .map(|j| JobRow {
+            can_requeue: can_write && !pending && (j.state == "done" || j.state == "dead"),
+            repro: j
+                .reproduction
+                .as_ref()
+                .map(|r| panel(r, reported, reported_loc.as_ref())),
+            id: j.id,
+            state: j.state,
+            attempts: j.attempts,
+            max_attempts: j.max_attempts,
+            worker: j.worker,
+            last_error: j.last_error,
+            dead_reason: j.dead_reason,
+            requeued_from: j.requeued_from,
+            requeued_by: j.requeued_by,
+            history: j.history,
+        })
+        .collect();
+    ReproSection {
+        jobs,
+        category_note: basis.and_then(category_note),
+    }
+}
+
+fn category_note(b: &CategoryBasis) -> Option<String> {
+    if b.source != "reproduction" {
+        return None;
+    }
+    let title = b
+        .reproduction_classification
+        .as_ref()
+        .and_then(|c| c["title"].as_str())
+        .unwrap_or_default();
+    let job = b
+        .reproduction_job_id
+        .map_or_else(String::new, |j| format!(" (job {j})"));
+    Some(format!(
+        "The category follows the synchronous reproduction{job}: {} ({title}). The uploaded log alone said {} ({}).",
+        b.category,
+        b.original_category.as_deref().unwrap_or("unknown"),
+        b.original_title.as_deref().unwrap_or(""),
+    ))
+}
+
+fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Location>) -> ReproPanel {
+    let combined = repro::combined_output(&r.stderr, &r.stdout);
+    let sync_tb = repro::main_traceback(&combined);
+    let sync_loc = sync_tb.as_ref().and_then(repro::location);
+    let sync_lines: Vec<String> = combined.lines().map(str::to_owned).collect();
+    let (moved, same) = match (reported_loc, &sync_loc) {
+        (Some(a), Some(b)) => match repro::moved_sentence(a, b) {
+            Some(m) => (Some(m), None),
+            None => (
+                None,
+                Some(format!(
+                    "The synchronous run failed at the same line as the report: {b}."
+                )),
+            ),
+        },
+        _ => (None, None),
+    };
+    let reported_view = trace_view(
+        TraceView {
+            title: "Reported (asynchronous)",
+            class: "trace-reported",
+            user_label: "reported here",
+            ..TraceView::default()
+        },
+        &reported.lines,
+        reported.tb.as_ref(),
+        reported.root_line,
+        sync_loc.as_ref(),
+    );
+    let sync_view = trace_view(
+        TraceView {
+            title: "Synchronous (CUDA_LAUNCH_BLOCKING=1)",
+            class: "trace-sync",
+            user_label: "true failing line",
+            ..TraceView::default()
+        },
+        &sync_lines,
+        sync_tb.as_ref(),
+        root_line(&r.classification),
+        sync_loc.as_ref(),
+    );
+    ReproPanel {
+        outcome: outcome(r),
+        duration: format!("{:.1} s", r.duration_ms as f64 / 1000.0),
+        gpu_name: r
+            .gpu
+            .as_ref()
+            .and_then(|g| g["name"].as_str())
+            .map(str::to_owned),
+        no_gpu: r.no_gpu,
+        unsandboxed: r.sandbox == "none",
+        truncated: r.truncated,
+        category: r.classification["category"]
+            .as_str()
+            .unwrap_or("unknown")
+            .to_owned(),
+        title: r.classification["title"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        moved,
+        same,
+        traces: vec![reported_view, sync_view],
+        stdout: r.stdout.clone(),
+        stderr: r.stderr.clone(),
+    }
+}
+
+fn outcome(r: &ReproductionView) -> String {
+    if r.timed_out {
+        return "timed out".into();
+    }
+    match (r.exit_code, r.signal) {
+        (_, Some(sig)) => format!("killed by signal {sig}"),
+        (Some(0), None) => "exited with code 0: the failure did not reproduce".into(),
+        (Some(code), None) => format!("exited with code {code}"),
+        (None, None) => "did not report an exit code".into(),
+    }
+}
+
+/// The excerpt of `lines` around a traceback: its header to its exception (the innermost
+/// lines when long), plus the root-cause line; the user frame, frames at `truth`, and the
+/// root-cause line marked. Without either, the last lines of the text.
+fn trace_view(
+    mut view: TraceView,
+    lines: &[String],
+    tb: Option<&crate::ingest::traceback::Traceback>,
+    root: Option<usize>,
+    truth: Option<&Location>,
+) -> TraceView {
+    let total = lines.len();
+    let mut wanted: BTreeSet<usize> = BTreeSet::new();
+    let mut user: BTreeSet<usize> = BTreeSet::new();
+    let mut truth_lines: BTreeSet<usize> = BTreeSet::new();
+    if let Some(tb) = tb {
+        let first = tb.frames.first().map_or(1, |f| f.log_line);
+        let header = first.saturating_sub(1).max(1);
+        let start = if lines
+            .get(header - 1)
+            .is_some_and(|l| l.contains("Traceback"))
+        {
+            header
+        } else {
+            first
+        };
+        let end = tb
+            .exception_line
+            .or_else(|| tb.frames.last().map(|f| f.log_line + 1))
+            .unwrap_or(start)
+            .min(total);
+        let start = start.max(end.saturating_sub(MAX_TRACE_LINES - 1)).max(1);
+        wanted.extend(start..=end);
+        if let Some(loc) = repro::location(tb) {
+            user.extend(frame_lines(lines, loc.log_line));
+            view.location = Some(loc.to_string());
+        }
+        if let Some(t) = truth {
+            for f in &tb.frames {
+                let name = f.file.rsplit(['/', '\\']).next().unwrap_or(&f.file);
+                if name == t.file && f.line == t.line {
+                    truth_lines.extend(frame_lines(lines, f.log_line));
+                }
+            }
+        }
+    }
+    if let Some(r) = root.filter(|r| (1..=total).contains(r)) {
+        wanted.insert(r);
+    }
+    wanted.extend(user.iter().copied());
+    if wanted.is_empty() {
+        wanted.extend(total.saturating_sub(19).max(1)..=total);
+    }
+    let mut prev = 0;
+    for n in wanted.into_iter().filter(|n| (1..=total).contains(n)) {
+        let text = strip_ansi(&lines[n - 1])
+            .chars()
+            .take(MAX_LINE_CHARS)
+            .collect();
+        let mut marks = Vec::new();
+        if user.last() == Some(&n) {
+            marks.push(view.user_label);
+        }
+        if truth_lines.last() == Some(&n) && !marks.contains(&"true failing line") {
+            marks.push("true failing line");
+        }
+        if root == Some(n) {
+            marks.push("root cause");
+        }
+        view.lines.push(TraceLine {
+            number: n,
+            text,
+            gap: prev != 0 && n != prev + 1,
+            user: user.contains(&n),
+            truth: truth_lines.contains(&n),
+            root: root == Some(n),
+            marks,
+        });
+        prev = n;
+    }
+    view
+}
+
+/// A frame's `File ...` line and the code line under it.
+fn frame_lines(lines: &[String], log_line: usize) -> Vec<usize> {
+    let mut out = vec![log_line];
+    if lines
+        .get(log_line)
+        .is_some_and(|l| !l.trim().is_empty() && !l.contains("File \""))
+    {
+        out.push(log_line + 1);
+    }
+    out
+}
+
+/// The re-queue form.
+#[derive(Debug, Deserialize)]
+pub struct RequeueForm {
+    csrf: String,
+}
+
+/// `POST /jobs/{id}/requeue`: queues a new run of a `done` or `dead` job's report.
+pub async fn requeue_job(
+    State(state): State<AppState>,
+    user: PortalUser,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<RequeueForm>, axum::extract::rejection::FormRejection>,
+) -> Result<Response, PageError> {
+    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    user.check_form(&headers, &form.csrf)?;
+    user.require(&[Scope::Ingest, Scope::Admin])?;
+    let id = parse_id(&id, "job")?;
+    match store::requeue(&state.db, id, &user.0.token.name).await? {
+        Requeue::Queued { job_id, report_id } => {
+            tracing::info!(job = id, new_job = job_id, by = %user.0.token.name, "job re-queued");
+            state.job_wake.notify_waiters();
+            Ok(Redirect::to(&format!("/reports/{report_id}#job-{job_id}")).into_response())
+        }
+        Requeue::NotFinished { .. } => Err(AppError::Conflict(
+            "job_pending",
+            format!(
+                "job {id} is still queued or running; only a done or dead job can be re-queued"
+            ),
+        )
+        .into()),
+        Requeue::AlreadyQueued { job_id, .. } => Err(AppError::Conflict(
+            "job_pending",
+            format!("job {job_id} of this report is already queued or running"),
+        )
+        .into()),
+        Requeue::UnknownJob => Err(AppError::NotFound("job").into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<String> {
+        text.lines().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn the_excerpt_marks_the_user_frame_the_truth_and_the_root_cause() {
+        let log = "noise\n/x/Indexing.cu:1: k: block: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\nmore noise\nTraceback (most recent call last):\n  File \"/w/train.py\", line 41, in <module>\n    out = emb(idx)\n  File \"/usr/lib/python3/dist-packages/torch/nn/modules/module.py\", line 1532, in _call\n    return f()\nRuntimeError: CUDA error: device-side assert triggered\n";
+        let tb = repro::main_traceback(log);
+        let truth = Location {
+            file: "train.py".into(),
+            line: 41,
+            code: None,
+            log_line: 0,
+        };
+        let v = trace_view(
+            TraceView::default(),
+            &lines(log),
+            tb.as_ref(),
+            Some(2),
+            Some(&truth),
+        );
+        let numbers: Vec<usize> = v.lines.iter().map(|l| l.number).collect();
+        assert_eq!(numbers, vec![2, 4, 5, 6, 7, 8, 9]);
+        assert!(v.lines[0].root && !v.lines[0].gap);
+        assert!(v.lines[1].gap, "line 3 left out");
+        let user: Vec<usize> = v
+            .lines
+            .iter()
+            .filter(|l| l.user)
+            .map(|l| l.number)
+            .collect();
+        assert_eq!(user, vec![5, 6]);
+        let truth: Vec<usize> = v
+            .lines
+            .iter()
+            .filter(|l| l.truth)
+            .map(|l| l.number)
+            .collect();
+        assert_eq!(truth, vec![5, 6]);
+        assert_eq!(v.location.as_deref(), Some("train.py:41 out = emb(idx)"));
+    }
+
+    #[test]
+    fn output_without_a_traceback_shows_its_tail() {
+        let text: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+        let v = trace_view(TraceView::default(), &lines(&text), None, None, None);
+        assert_eq!(v.lines.first().map(|l| l.number), Some(11));
+        assert_eq!(v.lines.last().map(|l| l.number), Some(30));
+    }
+}
