@@ -12,3 +12,4 @@ pub mod report;
 pub mod rules;
 pub mod storage;
 pub mod web;
+pub mod worker;

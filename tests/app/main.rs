@@ -11,3 +11,4 @@ mod portal;
 mod serve_binary;
 mod support;
 mod upload_cli;
+mod worker;
