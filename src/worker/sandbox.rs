@@ -57,6 +57,9 @@ pub enum SandboxKind {
 /// Why the sandbox is unusable.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// `--python` names no executable file.
+    #[error("the interpreter {0} is not an executable file (--python)")]
+    NoPython(String),
     /// `bwrap` is not installed.
     #[error("bubblewrap (bwrap) is not on PATH; install the bubblewrap package")]
     NoBwrap,
@@ -90,14 +93,15 @@ pub struct Prepared {
 
 impl Sandbox {
     /// Finds bubblewrap (unless `unsafe_no_sandbox`) and `prlimit`, and resolves the interpreter
-    /// on PATH.
+    /// on PATH (it must exist on the host: the sandbox binds it from there).
     pub fn new(
         python: &Path,
         gpu: Option<u32>,
         max_procs: u32,
         unsafe_no_sandbox: bool,
     ) -> Result<Sandbox, SandboxError> {
-        let python = find_program(python).unwrap_or_else(|| python.to_owned());
+        let python = find_program(python)
+            .ok_or_else(|| SandboxError::NoPython(python.display().to_string()))?;
         let bwrap = if unsafe_no_sandbox {
             None
         } else {

@@ -164,17 +164,43 @@ fn a_failing_sandbox_self_test_refuses_to_start_unless_unsafe() {
         "echo ran; echo blocking=$CUDA_LAUNCH_BLOCKING",
         60,
     )]);
-    let out = run_worker(
+    let missing = run_worker(
         &server,
         &["--no-gpu", "--python", "/nonexistent/bin/python"],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1));
-    let err = text(&out.stderr);
+    assert_eq!(missing.status.code(), Some(1));
+    let err = text(&missing.stderr);
     assert!(
-        err.contains("sandbox self-test failed") && err.contains("--unsafe-no-sandbox"),
+        err.contains("the interpreter /nonexistent/bin/python is not an executable file"),
         "{err}"
     );
+    // An interpreter the host has but the sandbox user cannot reach (root's private directory).
+    if rustix::process::geteuid().is_root() {
+        let private = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let python = private.path().join("python");
+        std::fs::write(&python, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = run_worker(
+            &server,
+            &["--no-gpu", "--python", python.to_str().unwrap()],
+            &[],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{python:?}: {}",
+            text(&out.stderr)
+        );
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("sandbox self-test failed") && err.contains("--unsafe-no-sandbox"),
+            "{err}"
+        );
+    } else {
+        eprintln!("SKIPPED unreachable-interpreter case: not root, the sandbox runs as this user");
+    }
     let no_bwrap = run_worker(
         &server,
         &["--no-gpu", "--python", "/bin/sh"],
