@@ -33,6 +33,8 @@ pub enum Command {
     Rules(RulesCommand),
     /// Upload crash logs from CI to a gpu-triage server.
     Upload(crate::commands::upload::UploadArgs),
+    /// Run scripts of reports on this host's GPU, sandboxed, and report back (reproduction agent).
+    Worker(crate::commands::worker::WorkerArgs),
 }
 
 /// Output format of `classify`.

@@ -13,3 +13,4 @@ pub mod repro;
 pub mod rules;
 pub mod storage;
 pub mod web;
+pub mod worker;

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => commands::eval::run(args),
         Command::Rules(cmd) => commands::rules::run(cmd),
         Command::Upload(args) => commands::upload::run(args),
+        Command::Worker(args) => commands::worker::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@ pub mod rules;
 pub mod serve;
 pub mod token;
 pub mod upload;
+pub mod worker;
 
 /// Bad input or usage (unreadable file, directory, malformed corpus or ruleset): the process
 /// exits with status 2 and this one-line message (DESIGN.md section 3).

@@ -104,7 +104,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
 }
 
 /// Validates `--server` and drops trailing slashes, so paths can be appended to it.
-fn server_base(raw: &str) -> Result<String, BadInput> {
+pub(crate) fn server_base(raw: &str) -> Result<String, BadInput> {
     let base = raw.trim().trim_end_matches('/');
     let valid = (base.starts_with("http://") || base.starts_with("https://"))
         && base

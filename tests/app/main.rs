@@ -13,3 +13,4 @@ mod portal;
 mod serve_binary;
 mod support;
 mod upload_cli;
+mod worker;

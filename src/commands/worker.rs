@@ -1,0 +1,133 @@
+//! `gpu-triage worker`: the GPU reproduction agent's command line (DESIGN.md section 7). It
+//! checks everything it can before the first claim (token, server URL, the GPU, the sandbox
+//! self-test) and refuses to start with one clear message when something is missing; the loop
+//! itself lives in `crate::worker`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::BadInput;
+use crate::worker::client::Client;
+use crate::worker::sandbox::Sandbox;
+use crate::worker::{self, Config, probe};
+
+/// `gpu-triage worker`
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// Server base URL.
+    #[arg(long, env = "GPU_TRIAGE_URL", default_value = "http://127.0.0.1:8080")]
+    pub server: String,
+    /// API token with the `worker` scope.
+    #[arg(long, env = "GPU_TRIAGE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// The Python interpreter scripts run with (a path, or a name looked up on PATH). It must be
+    /// readable by uid 65534 when the worker runs as root.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
+    /// The CUDA device (ordinal) scripts run on.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub gpu: u32,
+    /// Upper bound in seconds on a run's wall-clock time (a job's own limit applies when lower).
+    #[arg(long, value_name = "SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
+    /// Run jobs without a GPU (CPU-reproducible failures, testing); results are marked so.
+    #[arg(long)]
+    pub no_gpu: bool,
+    /// Handle at most one job, then exit (0 also when none was queued).
+    #[arg(long)]
+    pub once: bool,
+    /// Run scripts without the bubblewrap sandbox, as the worker's own user. The server records
+    /// and shows it. Only for trusted scripts on a disposable machine.
+    #[arg(long)]
+    pub unsafe_no_sandbox: bool,
+    /// Print the GPU probe as JSON and exit (0 with a GPU, 1 without).
+    #[arg(long)]
+    pub probe_only: bool,
+    /// Bytes kept of a run's stdout and of its stderr, each.
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20,
+          value_parser = clap::value_parser!(u64).range(1..=(2 << 20)))]
+    pub output_cap: u64,
+    /// Most processes (and threads) the sandbox user may have (RLIMIT_NPROC via prlimit).
+    #[arg(long, value_name = "N", default_value_t = 4096,
+          value_parser = clap::value_parser!(u32).range(16..))]
+    pub max_procs: u32,
+    /// Name shown in the portal (default: hostname:pid).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// Runs the command.
+pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
+    if args.probe_only {
+        let gpu = probe::probe(args.gpu)?;
+        println!("{}", serde_json::to_string(&gpu)?);
+        return Ok(());
+    }
+    let token = args.token.as_deref().map(str::trim).unwrap_or_default();
+    if token.is_empty() {
+        return Err(BadInput("no API token: pass --token or set GPU_TRIAGE_TOKEN".into()).into());
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(BadInput("the API token has characters a header cannot carry".into()).into());
+    }
+    let server = super::upload::server_base(&args.server)?;
+    let gpu = if args.no_gpu {
+        tracing::info!("--no-gpu: jobs run without a GPU and their results say so");
+        None
+    } else {
+        let gpu = probe::probe(args.gpu).map_err(|e| {
+            anyhow::anyhow!(
+                "{e}; this worker will not claim GPU jobs (pass --no-gpu to run jobs without a GPU)"
+            )
+        })?;
+        tracing::info!(
+            "GPU {}: {}, {} MiB, compute capability {}, driver CUDA {}",
+            gpu.index,
+            gpu.name,
+            gpu.total_memory_bytes >> 20,
+            gpu.compute_capability,
+            gpu.driver_version
+        );
+        Some(gpu)
+    };
+    let sandbox = Sandbox::new(
+        &args.python,
+        gpu.as_ref().map(|g| g.index),
+        args.max_procs,
+        args.unsafe_no_sandbox,
+    )
+    .context("refusing to start (pass --unsafe-no-sandbox to run scripts without isolation)")?;
+    if args.unsafe_no_sandbox {
+        tracing::warn!(
+            "--unsafe-no-sandbox: scripts run unisolated as this user; results say sandbox \"none\""
+        );
+    } else {
+        sandbox.self_test().context(
+            "refusing to start (pass --unsafe-no-sandbox to run scripts without isolation)",
+        )?;
+        if !sandbox.limits_processes() {
+            tracing::warn!("prlimit (util-linux) not found: scripts run without a process limit");
+        }
+        tracing::info!("sandbox self-test passed (bubblewrap)");
+    }
+    let config = Config {
+        worker_name: args
+            .name
+            .map(|n| n.chars().take(200).collect())
+            .unwrap_or_else(worker::default_worker_name),
+        gpu,
+        max_timeout: Duration::from_secs(args.timeout),
+        output_cap: usize::try_from(args.output_cap).unwrap_or(1 << 20),
+        once: args.once,
+    };
+    tracing::info!(
+        "worker {} claiming jobs from {server} with {}",
+        config.worker_name,
+        sandbox.python().display()
+    );
+    let client = Client::new(server, token.to_owned());
+    worker::work(&client, &sandbox, &config)
+}

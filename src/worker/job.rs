@@ -1,0 +1,224 @@
+//! One claimed job, from the sandboxed run to the posted result. A heartbeat thread keeps the
+//! lease alive for the whole time (the run and the result's retries); when the server says the
+//! lease is gone (409) the run is killed and the job dropped, since another worker owns it now.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::Duration;
+
+use super::client::{self, Client, Job, JobResult, Reply};
+use super::run::{self, Limits};
+use super::sandbox::{Sandbox, SandboxKind};
+use super::{Config, peak_rss_bytes, probe};
+
+/// Result post attempts before giving up.
+const RESULT_ATTEMPTS: u32 = 8;
+const MAX_RESULT_BACKOFF: Duration = Duration::from_secs(8);
+/// Heartbeats go out every quarter lease, at most every 15 s.
+const MAX_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// Runs `job` and reports it. `abandon` is set by a second Ctrl-C/SIGTERM. An error means the
+/// result could not be delivered.
+pub(super) fn handle(
+    client: &Client,
+    sandbox: &Sandbox,
+    config: &Config,
+    job: &Job,
+    abandon: &Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    tracing::info!(
+        "claimed job {} (report {}, attempt {} of {}, {})",
+        job.job_id,
+        job.report_id,
+        job.attempt,
+        job.max_attempts,
+        job.script_name
+    );
+    let lease_lost = Arc::new(AtomicBool::new(false));
+    let (stop, heartbeat) = start_heartbeat(client.clone(), job.clone(), Arc::clone(&lease_lost));
+    let result = execute(sandbox, config, job, &|| {
+        lease_lost.load(Ordering::SeqCst) || abandon.load(Ordering::SeqCst)
+    });
+    let delivered = if lease_lost.load(Ordering::SeqCst) {
+        tracing::warn!(
+            "job {}: the lease was lost; the run was killed and the job dropped",
+            job.job_id
+        );
+        Ok(())
+    } else {
+        let result = if abandon.load(Ordering::SeqCst) {
+            JobResult {
+                error: Some("the worker was stopped; the run was abandoned".into()),
+                ..result
+            }
+        } else {
+            result
+        };
+        post_result(client, job, &result, &lease_lost)
+    };
+    drop(stop);
+    let _ = heartbeat.join();
+    delivered
+}
+
+/// Runs the script and builds the result (a worker-side failure goes into `error`).
+fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> bool) -> JobResult {
+    let timeout = match job.timeout_secs {
+        0 => config.max_timeout,
+        secs => Duration::from_secs(secs).min(config.max_timeout),
+    };
+    let limits = Limits {
+        timeout,
+        output_cap: config.output_cap,
+    };
+    let sandboxed = sandbox.kind() == SandboxKind::Bwrap;
+    let mut result = JobResult {
+        lease_token: job.lease_token.clone(),
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        duration_ms: 0,
+        stdout: String::new(),
+        stderr: String::new(),
+        truncated: false,
+        gpu: None,
+        no_gpu: config.gpu.is_none(),
+        sandbox: sandbox.kind(),
+        error: None,
+    };
+    let outcome = sandbox
+        .prepare(&job.script_name, &job.script)
+        .map_err(|e| e.to_string())
+        .and_then(|prepared| run::run(prepared.command, limits, cancel).map_err(|e| e.to_string()));
+    result.gpu = reprobe(config);
+    let out = match outcome {
+        Ok(out) => out,
+        Err(e) => {
+            tracing::error!("job {}: the run could not start: {e}", job.job_id);
+            result.error = Some(format!("the run could not start: {e}"));
+            return result;
+        }
+    };
+    let (exit_code, signal) = run::code_and_signal(out.status, sandboxed);
+    result.exit_code = exit_code;
+    result.signal = signal;
+    result.timed_out = out.timed_out;
+    result.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
+    result.truncated = out.stdout.truncated || out.stderr.truncated;
+    // bubblewrap's own failures (bad bind, interpreter missing) exit 1 with "bwrap: ...".
+    if sandboxed && exit_code == Some(1) && out.stderr.text.starts_with("bwrap: ") {
+        let line = out.stderr.text.lines().next().unwrap_or_default();
+        result.error = Some(format!("the sandbox could not start the script: {line}"));
+    }
+    result.stdout = out.stdout.text;
+    result.stderr = out.stderr.text;
+    let rss = peak_rss_bytes().map_or("?".into(), |b| format!("{}", b >> 20));
+    tracing::info!(
+        "job {}: exit code {:?}, signal {:?}, timed out {}, {} ms, stdout {} B, stderr {} B, \
+         truncated {}; worker peak RSS {rss} MiB",
+        job.job_id,
+        result.exit_code,
+        result.signal,
+        result.timed_out,
+        result.duration_ms,
+        result.stdout.len(),
+        result.stderr.len(),
+        result.truncated,
+    );
+    result
+}
+
+/// The GPU facts sent with a result: probed again (DESIGN.md section 7), else those of start.
+fn reprobe(config: &Config) -> Option<probe::GpuInfo> {
+    let gpu = config.gpu.as_ref()?;
+    match probe::probe(gpu.index) {
+        Ok(now) => Some(now),
+        Err(e) => {
+            tracing::warn!("GPU probe after the run failed ({e}); sending the facts of start");
+            Some(gpu.clone())
+        }
+    }
+}
+
+/// Posts the result, retrying transient failures with backoff while the heartbeat keeps the
+/// lease. The server records a repeated post of the same lease once.
+fn post_result(
+    client: &Client,
+    job: &Job,
+    result: &JobResult,
+    lease_lost: &AtomicBool,
+) -> anyhow::Result<()> {
+    for attempt in 1..=RESULT_ATTEMPTS {
+        match client.result(job.job_id, result) {
+            Reply::Ok(reply) => {
+                let state = reply.get("state").and_then(|s| s.as_str()).unwrap_or("?");
+                tracing::info!("job {}: result recorded (state {state})", job.job_id);
+                return Ok(());
+            }
+            Reply::Empty => {
+                tracing::info!("job {}: result recorded", job.job_id);
+                return Ok(());
+            }
+            Reply::LeaseLost(why) => {
+                tracing::warn!("job {}: result refused, lease lost ({why})", job.job_id);
+                return Ok(());
+            }
+            Reply::Rejected(why) => anyhow::bail!("the server rejected the result: {why}"),
+            Reply::Transient(why, _) if attempt == RESULT_ATTEMPTS => {
+                anyhow::bail!("the result could not be posted after {attempt} attempts: {why}")
+            }
+            Reply::Transient(why, retry_after) => {
+                if lease_lost.load(Ordering::SeqCst) {
+                    tracing::warn!("job {}: lease lost while posting the result", job.job_id);
+                    return Ok(());
+                }
+                let delay = client::backoff(attempt, retry_after, MAX_RESULT_BACKOFF);
+                tracing::warn!(
+                    "job {}: posting the result failed ({why}); attempt {} of {RESULT_ATTEMPTS} in {:.1} s",
+                    job.job_id,
+                    attempt + 1,
+                    delay.as_secs_f64()
+                );
+                thread::sleep(delay);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Heartbeats every quarter lease until the returned sender is dropped; sets `lease_lost` on
+/// 409/404. Transient failures are logged and retried at the next beat.
+fn start_heartbeat(
+    client: Client,
+    job: Job,
+    lease_lost: Arc<AtomicBool>,
+) -> (mpsc::Sender<()>, thread::JoinHandle<()>) {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let interval = |lease_secs: u64| {
+        Duration::from_secs(lease_secs / 4).clamp(Duration::from_secs(1), MAX_HEARTBEAT)
+    };
+    let handle = thread::spawn(move || {
+        let mut every = interval(job.lease_secs);
+        loop {
+            match stopped.recv_timeout(every) {
+                Err(RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            match client.heartbeat(&job) {
+                Reply::Ok(beat) => every = interval(beat.lease_secs),
+                Reply::Empty => {}
+                Reply::LeaseLost(why) => {
+                    tracing::warn!("job {}: heartbeat refused, lease lost ({why})", job.job_id);
+                    lease_lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+                Reply::Transient(why, _) | Reply::Rejected(why) => {
+                    tracing::warn!("job {}: heartbeat failed: {why}", job.job_id);
+                }
+            }
+        }
+    });
+    (stop, handle)
+}

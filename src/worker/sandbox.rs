@@ -1,0 +1,484 @@
+//! The sandbox a reproduction script runs in (SECURITY.md item 10). Scripts come from whoever
+//! can file a report, so they run under bubblewrap: no network and no other namespace shared
+//! with the host, a read-only view of the system directories only (never `/` as a whole: a
+//! unix socket on a read-only bind can still be connected to), private `/tmp`, `/run` and
+//! `/dev/shm`, a non-root uid, its own session, killed with the worker. When the worker runs as
+//! root, bubblewrap itself is started as the unprivileged sandbox user, so the script is that
+//! user on the host as well and `RLIMIT_NPROC` (set with `prlimit`) applies to it.
+//!
+//! The script reaches the sandbox through bubblewrap's stdin (`--file 0`): no file of the
+//! worker's is bound in, and the environment is cleared to a fixed list, so the worker's token
+//! is out of reach.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::run::{self, Limits};
+
+/// The uid and gid scripts run as (`nobody`).
+pub const SANDBOX_ID: u32 = 65534;
+/// System directories bound read-only (those that exist; merged-/usr symlinks are recreated).
+const SYSTEM_DIRS: [&str; 8] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/opt",
+];
+/// The parts of `/etc` programs need; the rest (credentials, service configs) stays outside.
+const ETC_FILES: [&str; 12] = [
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/alternatives",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/os-release",
+    "/etc/ssl",
+    "/etc/python3",
+];
+
+/// How scripts are isolated; the name is what claims and results carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    /// bubblewrap.
+    Bwrap,
+    /// `--unsafe-no-sandbox`: the script runs as the worker's user.
+    None,
+}
+
+/// Why the sandbox is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// `--python` names no executable file.
+    #[error("the interpreter {0} is not an executable file (--python)")]
+    NoPython(String),
+    /// `bwrap` is not installed.
+    #[error("bubblewrap (bwrap) is not on PATH; install the bubblewrap package")]
+    NoBwrap,
+    /// The self-test did not show the isolation it must.
+    #[error("sandbox self-test failed: {0}")]
+    SelfTest(String),
+    /// Preparing or starting the run failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// What every run needs: the interpreter, the GPU (None with `--no-gpu`), the process limit.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    kind: SandboxKind,
+    bwrap: Option<PathBuf>,
+    prlimit: Option<PathBuf>,
+    python: PathBuf,
+    gpu: Option<u32>,
+    max_procs: u32,
+    drop_root: bool,
+}
+
+/// A command ready to spawn, with what must live as long as it runs.
+pub struct Prepared {
+    /// The command (stdin already set).
+    pub command: Command,
+    /// The private script directory of an unsandboxed run.
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Sandbox {
+    /// Finds bubblewrap (unless `unsafe_no_sandbox`) and `prlimit`, and resolves the interpreter
+    /// on PATH (it must exist on the host: the sandbox binds it from there).
+    pub fn new(
+        python: &Path,
+        gpu: Option<u32>,
+        max_procs: u32,
+        unsafe_no_sandbox: bool,
+    ) -> Result<Sandbox, SandboxError> {
+        let python = find_program(python)
+            .ok_or_else(|| SandboxError::NoPython(python.display().to_string()))?;
+        let bwrap = if unsafe_no_sandbox {
+            None
+        } else {
+            Some(find_program(Path::new("bwrap")).ok_or(SandboxError::NoBwrap)?)
+        };
+        let kind = if unsafe_no_sandbox {
+            SandboxKind::None
+        } else {
+            SandboxKind::Bwrap
+        };
+        Ok(Sandbox {
+            kind,
+            bwrap,
+            prlimit: find_program(Path::new("prlimit")),
+            python,
+            gpu,
+            max_procs,
+            drop_root: rustix::process::geteuid().is_root(),
+        })
+    }
+
+    /// `bwrap` or `none`.
+    pub fn kind(&self) -> SandboxKind {
+        self.kind
+    }
+
+    /// Whether a process limit is applied (`prlimit` found).
+    pub fn limits_processes(&self) -> bool {
+        self.prlimit.is_some()
+    }
+
+    /// The interpreter as resolved on the host.
+    pub fn python(&self) -> &Path {
+        &self.python
+    }
+
+    /// Runs a shell inside the sandbox and checks what it must see: a non-root uid, a
+    /// read-only system, a writable private `/tmp`, no network interface but `lo`, and the
+    /// interpreter present and executable.
+    pub fn self_test(&self) -> Result<(), SandboxError> {
+        const CHECK: &str = r#"echo "uid=$(id -u)"
+if touch /usr/.gpu-triage-rw 2>/dev/null || touch /.gpu-triage-rw 2>/dev/null; then echo system=writable; else echo system=readonly; fi
+if echo ok > /tmp/.gpu-triage-rw; then echo tmp=writable; fi
+echo "net=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\n' ',')"
+if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
+"#;
+        let Some(bwrap) = &self.bwrap else {
+            return Ok(());
+        };
+        let mut args = self.bwrap_args("self-test.sh");
+        args.extend(["--setenv", "GPU_TRIAGE_PYTHON"].map(OsString::from));
+        args.push(self.python.clone().into());
+        args.extend(["--", "/bin/sh", "/tmp/self-test.sh"].map(OsString::from));
+        let command = self.wrap(bwrap, args, script_file(CHECK)?);
+        let limits = Limits {
+            timeout: Duration::from_secs(30),
+            output_cap: 64 * 1024,
+        };
+        let out = run::run(command, limits, &|| false)?;
+        let facts = out.stdout.text;
+        let want = ["system=readonly", "tmp=writable", "net=lo,", "python=ok"];
+        let uid_ok = facts.lines().any(|l| {
+            l.strip_prefix("uid=")
+                .is_some_and(|u| !u.is_empty() && u != "0")
+        });
+        let missing: Vec<&str> = want
+            .into_iter()
+            .filter(|w| !facts.lines().any(|l| l == *w))
+            .collect();
+        if uid_ok && missing.is_empty() && out.status.is_some_and(|s| s.success()) {
+            return Ok(());
+        }
+        let mut why = format!(
+            "expected a non-root uid and {}; the sandbox printed {:?}",
+            want.join(", "),
+            facts.trim()
+        );
+        if missing.contains(&"python=ok") {
+            why += &format!(
+                "; the interpreter {} is not executable inside the sandbox (it runs as uid \
+                 {SANDBOX_ID}: the interpreter and its directories must be readable by it)",
+                self.python.display()
+            );
+        }
+        let err = out.stderr.text.trim();
+        if !err.is_empty() {
+            why += &format!("; stderr: {err}");
+        }
+        Err(SandboxError::SelfTest(why))
+    }
+
+    /// The command that runs `script` (saved as `/tmp/<script_name>`) with the interpreter.
+    pub fn prepare(&self, script_name: &str, script: &str) -> Result<Prepared, SandboxError> {
+        let name = safe_script_name(script_name);
+        let Some(bwrap) = &self.bwrap else {
+            return self.prepare_unsandboxed(&name, script);
+        };
+        let mut args = self.bwrap_args(&name);
+        args.push("--".into());
+        args.push(self.python.clone().into());
+        args.push(format!("/tmp/{name}").into());
+        let command = self.wrap(bwrap, args, script_file(script)?);
+        Ok(Prepared {
+            command,
+            _dir: None,
+        })
+    }
+
+    /// `--unsafe-no-sandbox`: a private directory as cwd, HOME and TMPDIR, the same cleared
+    /// environment, the worker's own user.
+    fn prepare_unsandboxed(&self, name: &str, script: &str) -> Result<Prepared, SandboxError> {
+        let dir = tempfile::Builder::new()
+            .prefix("gpu-triage-job-")
+            .tempdir()?;
+        let path = dir.path().join(name);
+        std::fs::write(&path, script)?;
+        let mut command = Command::new(&self.python);
+        command
+            .arg(&path)
+            .current_dir(dir.path())
+            .env_clear()
+            .envs(self.env(&dir.path().display().to_string()))
+            .stdin(Stdio::null());
+        Ok(Prepared {
+            command,
+            _dir: Some(dir),
+        })
+    }
+
+    /// The environment a script sees.
+    fn env(&self, home: &str) -> Vec<(String, String)> {
+        const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+        let mut path = String::from(SYSTEM_PATH);
+        let dir = self.python.parent().map(|d| d.display().to_string());
+        if let Some(dir) = dir.filter(|d| !d.is_empty() && !SYSTEM_PATH.split(':').any(|p| p == d))
+        {
+            path = format!("{dir}:{path}");
+        }
+        let mut env = vec![
+            ("PATH".to_owned(), path),
+            ("HOME".to_owned(), home.to_owned()),
+            ("CUDA_LAUNCH_BLOCKING".to_owned(), "1".to_owned()),
+            ("PYTHONUNBUFFERED".to_owned(), "1".to_owned()),
+        ];
+        if let Some(gpu) = self.gpu {
+            env.push(("CUDA_VISIBLE_DEVICES".to_owned(), gpu.to_string()));
+        }
+        env
+    }
+
+    /// bubblewrap's options up to (not including) `--` and the command; the script is read
+    /// from stdin into `/tmp/<name>`.
+    fn bwrap_args(&self, name: &str) -> Vec<OsString> {
+        fn push<S: AsRef<std::ffi::OsStr>>(a: &mut Vec<OsString>, items: &[S]) {
+            a.extend(items.iter().map(|s| s.as_ref().to_owned()));
+        }
+        let a = &mut Vec::new();
+        let id = SANDBOX_ID.to_string();
+        push(
+            a,
+            &[
+                "--unshare-all",
+                "--unshare-user",
+                "--uid",
+                &id,
+                "--gid",
+                &id,
+            ],
+        );
+        push(
+            a,
+            &["--die-with-parent", "--new-session", "--cap-drop", "ALL"],
+        );
+        for dir in SYSTEM_DIRS {
+            let path = Path::new(dir);
+            match std::fs::read_link(path) {
+                Ok(target) => push(a, &[Path::new("--symlink"), &target, path]),
+                Err(_) if path.is_dir() => push(a, &["--ro-bind", dir, dir]),
+                Err(_) => {}
+            }
+        }
+        for file in ETC_FILES {
+            push(a, &["--ro-bind-try", file, file]);
+        }
+        push(
+            a,
+            &["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"],
+        );
+        push(
+            a,
+            &["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp"],
+        );
+        if self.gpu.is_some() {
+            for node in nvidia_device_nodes() {
+                push(a, &[Path::new("--dev-bind"), &node, &node]);
+            }
+            // The CUDA runtime reads PCI topology from /sys.
+            push(a, &["--ro-bind-try", "/sys", "/sys"]);
+        }
+        if let Some(root) = interpreter_root(&self.python) {
+            push(a, &[Path::new("--ro-bind"), &root, &root]);
+        }
+        // bubblewrap's own root (the mountpoints above) is a writable tmpfs until now.
+        push(a, &["--remount-ro", "/", "--clearenv"]);
+        for (key, value) in self.env("/tmp") {
+            push(a, &["--setenv", &key, &value]);
+        }
+        push(
+            a,
+            &["--chdir", "/tmp", "--file", "0", &format!("/tmp/{name}")],
+        );
+        std::mem::take(a)
+    }
+
+    /// `prlimit --nproc=N:N bwrap ARGS`, as the sandbox user when the worker is root.
+    fn wrap(&self, bwrap: &Path, args: Vec<OsString>, script: File) -> Command {
+        let mut command = match &self.prlimit {
+            Some(prlimit) => {
+                let mut c = Command::new(prlimit);
+                let n = self.max_procs;
+                c.arg(format!("--nproc={n}:{n}")).arg("--").arg(bwrap);
+                c
+            }
+            None => Command::new(bwrap),
+        };
+        command
+            .args(args)
+            .current_dir("/")
+            .env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .stdin(Stdio::from(script));
+        if self.drop_root {
+            command.uid(SANDBOX_ID).gid(SANDBOX_ID);
+        }
+        command
+    }
+}
+
+/// The script in an unlinked, private temporary file, rewound for reading.
+fn script_file(text: &str) -> std::io::Result<File> {
+    let mut file = tempfile::tempfile()?;
+    file.write_all(text.as_bytes())?;
+    file.rewind()?;
+    Ok(file)
+}
+
+/// A file name safe to use inside the sandbox: `[A-Za-z0-9._-]`, not hidden, else `repro.py`.
+pub fn safe_script_name(name: &str) -> String {
+    let ok = !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        name.to_owned()
+    } else {
+        "repro.py".to_owned()
+    }
+}
+
+/// `/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`, `/dev/nvidia-caps`, ... when present.
+fn nvidia_device_nodes() -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir("/dev") else {
+        return Vec::new();
+    };
+    let mut nodes: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("nvidia"))
+        .map(|e| e.path())
+        .collect();
+    nodes.sort();
+    nodes
+}
+
+/// The directory to bind for an interpreter outside the system directories: a virtualenv's
+/// root (the parent of its `bin/`), else the interpreter's own directory.
+fn interpreter_root(python: &Path) -> Option<PathBuf> {
+    if !python.is_absolute() || SYSTEM_DIRS.iter().any(|d| python.starts_with(d)) {
+        return None;
+    }
+    let dir = python.parent()?;
+    let root = match dir.file_name() {
+        Some(name) if name == "bin" => dir.parent().unwrap_or(dir),
+        _ => dir,
+    };
+    (root != Path::new("/")).then(|| root.to_owned())
+}
+
+/// `name` as given when it has a slash, else its first match on PATH.
+fn find_program(name: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.components().count() > 1 || name.is_absolute() {
+        return Some(name.to_owned()).filter(|p| executable(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_absolute() && executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn script_names_are_kept_only_when_plain() {
+        let cases = [
+            ("repro.py", "repro.py"),
+            ("train_v2-min.py", "train_v2-min.py"),
+            ("../etc/passwd", "repro.py"),
+            ("a b.py", "repro.py"),
+            (".bashrc", "repro.py"),
+            ("", "repro.py"),
+        ];
+        for (name, want) in cases {
+            assert_eq!(safe_script_name(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn interpreters_outside_the_system_bind_their_environment_root() {
+        let cases = [
+            ("/usr/bin/python3", None),
+            ("/opt/conda/bin/python", None),
+            ("/srv/venv/bin/python", Some("/srv/venv")),
+            ("/srv/tools/python", Some("/srv/tools")),
+            ("python3", None),
+        ];
+        for (python, want) in cases {
+            assert_eq!(
+                interpreter_root(Path::new(python)),
+                want.map(PathBuf::from),
+                "{python}"
+            );
+        }
+    }
+
+    fn sandbox(gpu: Option<u32>) -> Sandbox {
+        Sandbox {
+            kind: SandboxKind::Bwrap,
+            bwrap: Some("/usr/bin/bwrap".into()),
+            prlimit: None,
+            python: "/srv/venv/bin/python".into(),
+            gpu,
+            max_procs: 64,
+            drop_root: false,
+        }
+    }
+
+    #[test]
+    fn the_sandbox_environment_is_a_fixed_list_and_names_the_gpu() {
+        let args: Vec<String> = sandbox(Some(2))
+            .bwrap_args("repro.py")
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let line = args.join(" ");
+        for want in [
+            "--unshare-all --unshare-user --uid 65534 --gid 65534",
+            "--die-with-parent --new-session",
+            "--clearenv --setenv PATH /srv/venv/bin:/usr/local/bin:/usr/bin:/bin \
+             --setenv HOME /tmp --setenv CUDA_LAUNCH_BLOCKING 1 --setenv PYTHONUNBUFFERED 1 \
+             --setenv CUDA_VISIBLE_DEVICES 2 --chdir /tmp --file 0 /tmp/repro.py",
+            "--tmpfs /tmp --tmpfs /run",
+            "--ro-bind /srv/venv /srv/venv",
+        ] {
+            assert!(line.contains(want), "{want}\nnot in\n{line}");
+        }
+        assert!(!line.contains("--bind /"), "{line}");
+        let cpu = sandbox(None).bwrap_args("x.py");
+        assert!(
+            !cpu.iter()
+                .any(|a| a == "CUDA_VISIBLE_DEVICES" || a == "/sys")
+        );
+    }
+}
