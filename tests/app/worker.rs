@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use crate::support::binary;
 
 mod canaries;
+mod e2e;
 mod lifecycle;
 
 const TOKEN: &str = "gtr_test_worker_token_0123456789";
@@ -185,6 +186,16 @@ fn run_worker(server: &JobServer, args: &[&str], env: &[(&str, &str)]) -> Output
     waiter.join().unwrap()
 }
 
+/// Skips with a reason, or fails where `GPU_TRIAGE_REQUIRE_SANDBOX` is set (CI installs
+/// bubblewrap, cc and python3, so there the sandbox tests must run).
+fn skip(why: &str) {
+    assert!(
+        std::env::var_os("GPU_TRIAGE_REQUIRE_SANDBOX").is_none(),
+        "GPU_TRIAGE_REQUIRE_SANDBOX is set but {why}"
+    );
+    eprintln!("SKIPPED: {why}");
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -196,7 +207,7 @@ fn have_bwrap() -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("SKIPPED: bubblewrap (bwrap) is missing or cannot create namespaces here");
+        skip("bubblewrap (bwrap) is missing or cannot create namespaces here");
     }
     ok
 }
@@ -204,7 +215,7 @@ fn have_bwrap() -> bool {
 fn have_python() -> bool {
     let ok = Path::new("/usr/bin/python3").exists();
     if !ok {
-        eprintln!("SKIPPED: /usr/bin/python3 is missing; the Python canaries need it");
+        skip("/usr/bin/python3 is missing; the Python canaries need it");
     }
     ok
 }
@@ -225,7 +236,9 @@ fn stub_cuda_dir() -> Option<PathBuf> {
             Ok(out) if out.status.success() => Some(dir),
             Ok(out) => panic!("cc failed on the stub: {}", text(&out.stderr)),
             Err(e) => {
-                eprintln!("SKIPPED: no C compiler (cc) to build the stub libcuda: {e}");
+                skip(&format!(
+                    "no C compiler (cc) to build the stub libcuda: {e}"
+                ));
                 None
             }
         }

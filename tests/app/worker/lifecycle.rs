@@ -53,7 +53,7 @@ exit 1
 "#;
 
 /// Writes the fake interpreter as `<dir>/venv/bin/python`, readable by the sandbox user.
-fn fake_python(dir: &Path) -> PathBuf {
+pub(super) fn fake_python(dir: &Path) -> PathBuf {
     let bin = dir.join("venv/bin");
     std::fs::create_dir_all(&bin).unwrap();
     for d in [dir.join("venv"), bin.clone()] {
