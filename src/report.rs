@@ -154,6 +154,8 @@ pub fn prepare(
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
     let mut total: u64 = 0;
     let mut in_key = false;
+    // What was written to `gz`, kept while small: classifying it needs no decompression.
+    let mut stored = Stored::default();
     while let Some(block) = blocks.next_block()? {
         if total == 0 && ingest::looks_binary(&block[..block.len().min(8192)]) {
             return Err(Reject::Binary.into());
@@ -168,6 +170,7 @@ pub fn prepare(
             && !ingest::scrub::might_contain_secret(text)
         {
             gz.write_all(block)?;
+            stored.push(block);
             continue;
         }
         for line in block.split_inclusive(|&b| b == b'\n') {
@@ -177,19 +180,24 @@ pub fn prepare(
             if in_key || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")) {
                 if !in_key {
                     gz.write_all(b"[REDACTED:private_key]\n")?;
+                    stored.push(b"[REDACTED:private_key]\n");
                 }
                 in_key = !(text.contains("-----END") && text.contains("PRIVATE KEY"));
                 continue;
             }
-            gz.write_all(ingest::scrub::scrub(&text).text.as_bytes())?;
+            let clean = ingest::scrub::scrub(&text);
+            gz.write_all(clean.text.as_bytes())?;
+            stored.push(clean.text.as_bytes());
         }
     }
     if total == 0 {
         return Err(Reject::Empty.into());
     }
     let log_gz = gz.finish()?;
-    let classification =
-        ruleset.classify_reader(filename, flate2::read::GzDecoder::new(&log_gz[..]))?;
+    let classification = match &stored.0 {
+        Some(text) => ruleset.classify_bytes(filename, text),
+        None => ruleset.classify_reader(filename, flate2::read::GzDecoder::new(&log_gz[..]))?,
+    };
     let search_text = search_text(&classification, &meta, filename);
     let root = classification.root_cause.as_ref();
     let report = NewReport {
@@ -268,19 +276,38 @@ impl<R: Read> Blocks<R> {
                     break;
                 }
             }
-            let len = self.buf.len();
-            self.buf.resize(len + BLOCK, 0);
-            let read = loop {
-                match self.reader.read(&mut self.buf[len..]) {
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    other => break other,
-                }
-            };
-            let n = read.inspect_err(|_| self.buf.truncate(len))?;
-            self.buf.truncate(len + n);
+            // `read_to_end` appends without zeroing the spare capacity first.
+            let n = (&mut self.reader)
+                .take(BLOCK as u64)
+                .read_to_end(&mut self.buf)?;
             self.eof = n == 0;
         }
         Ok((self.start > 0).then(|| &self.buf[..self.start]))
+    }
+}
+
+/// Largest scrubbed log kept in memory for classification; a larger one is read back from its
+/// gzip stream instead.
+const KEEP_IN_MEMORY: usize = 8 << 20;
+
+/// The scrubbed log while it is under [`KEEP_IN_MEMORY`], `None` once it is not.
+struct Stored(Option<Vec<u8>>);
+
+impl Default for Stored {
+    fn default() -> Self {
+        Stored(Some(Vec::new()))
+    }
+}
+
+impl Stored {
+    fn push(&mut self, bytes: &[u8]) {
+        if let Some(text) = &mut self.0 {
+            if text.len() + bytes.len() > KEEP_IN_MEMORY {
+                self.0 = None;
+            } else {
+                text.extend_from_slice(bytes);
+            }
+        }
     }
 }
 
