@@ -247,7 +247,11 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
             ("PYTHONUNBUFFERED".to_owned(), "1".to_owned()),
         ];
         if let Some(gpu) = self.gpu {
-            env.push(("CUDA_VISIBLE_DEVICES".to_owned(), gpu.to_string()));
+            let inherited = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+            env.push((
+                "CUDA_VISIBLE_DEVICES".to_owned(),
+                visible_device(inherited.as_deref(), gpu),
+            ));
         }
         env
     }
@@ -406,6 +410,21 @@ fn find_program(name: &Path) -> Option<PathBuf> {
         .find(|p| p.is_absolute() && executable(p))
 }
 
+/// The `CUDA_VISIBLE_DEVICES` value that shows the script the device the probe calls `gpu`: the
+/// probe numbers devices within the worker's own `CUDA_VISIBLE_DEVICES` (`2,3` makes device 0 the
+/// host's GPU 2), so the sandbox gets that list's entry, not the bare ordinal.
+fn visible_device(inherited: Option<&str>, gpu: u32) -> String {
+    inherited
+        .map(|list| {
+            list.split(',')
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .and_then(|list| list.get(gpu as usize).map(|d| (*d).to_owned()))
+        .unwrap_or_else(|| gpu.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,6 +460,16 @@ mod tests {
                 "{python}"
             );
         }
+    }
+
+    #[test]
+    fn the_sandbox_sees_the_device_the_probe_numbered_within_the_workers_own_list() {
+        assert_eq!(visible_device(None, 1), "1");
+        assert_eq!(visible_device(Some("2,3"), 0), "2");
+        assert_eq!(visible_device(Some("2, 3"), 1), "3");
+        assert_eq!(visible_device(Some("GPU-8a1b,GPU-77ce"), 1), "GPU-77ce");
+        // An ordinal beyond the list is passed on as it is (the probe refused it already).
+        assert_eq!(visible_device(Some("2"), 4), "4");
     }
 
     fn sandbox(gpu: Option<u32>) -> Sandbox {
