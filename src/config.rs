@@ -54,6 +54,10 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_PUBLIC_URL")]
     pub public_url: Option<String>,
 
+    /// A labelled corpus (labels.csv + cases/*.log) that rule previews measure accuracy on.
+    #[arg(long, env = "GPU_TRIAGE_EVAL_CORPUS", value_name = "DIR")]
+    pub eval_corpus: Option<PathBuf>,
+
     #[command(flatten)]
     pub database: DatabaseArgs,
 }

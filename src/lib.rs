@@ -11,4 +11,5 @@ pub mod ingest;
 pub mod report;
 pub mod rules;
 pub mod storage;
+pub mod team_rules;
 pub mod web;

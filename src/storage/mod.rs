@@ -5,7 +5,9 @@
 pub mod embedded;
 pub mod groups;
 pub mod jobs;
+pub mod reclassify;
 pub mod reports;
+pub mod rules;
 pub mod search;
 pub mod tokens;
 

@@ -23,6 +23,7 @@ pub use error::{AppError, PageError};
 use crate::report::Limits;
 use crate::rules::Ruleset;
 use crate::storage::Db;
+use crate::team_rules::RulesetHandle;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -33,8 +34,9 @@ pub struct AppState {
     pub public_url: String,
     /// Whether cookies get the `Secure` attribute (the portal is served over TLS).
     pub secure_cookies: bool,
-    /// The compiled ruleset every classification uses.
-    pub ruleset: Arc<Ruleset>,
+    /// The compiled ruleset every classification uses (`current()`), swapped when team rules
+    /// change.
+    pub ruleset: RulesetHandle,
     /// Input caps.
     pub limits: ApiLimits,
     /// Counters for `/metrics`.
@@ -74,7 +76,7 @@ impl AppState {
             db,
             secure_cookies: public_url.starts_with("https://"),
             public_url,
-            ruleset,
+            ruleset: RulesetHandle::new(ruleset),
             limits: ApiLimits::default(),
             metrics: Arc::default(),
         }

@@ -10,4 +10,5 @@ mod health;
 mod portal;
 mod serve_binary;
 mod support;
+mod team_rules;
 mod upload_cli;

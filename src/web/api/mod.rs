@@ -4,6 +4,7 @@
 
 pub(crate) mod groups;
 pub(crate) mod reports;
+pub(crate) mod rules;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -29,6 +30,15 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route("/api/v1/search", get(groups::search))
         .route("/api/v1/groups/{id}", get(groups::show_group))
         .route("/api/v1/groups/{id}/fixes", post(groups::create_fix))
+        .route(
+            "/api/v1/rules",
+            get(rules::list_rules).post(rules::create_rule),
+        )
+        .route("/api/v1/rules/preview", post(rules::preview_rule))
+        .route(
+            "/api/v1/rules/{id}",
+            axum::routing::put(rules::update_rule).delete(rules::delete_rule),
+        )
 }
 
 /// A positive id from a path segment; anything else is an unknown id (404).
