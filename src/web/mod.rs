@@ -99,6 +99,15 @@ pub fn router(state: AppState) -> Router {
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/search", get(html::groups::search))
+        .route(
+            "/rules",
+            get(html::rules::list_rules).post(html::rules::save_rule),
+        )
+        .route("/rules/new", get(html::rules::new_rule))
+        .route("/rules/reclassify", post(html::rules::start_reclassify))
+        .route("/rules/{id}", get(html::rules::show_rule))
+        .route("/rules/{id}/enabled", post(html::rules::set_enabled))
+        .route("/rules/{id}/delete", post(html::rules::delete_rule))
         .route("/static/app.css", get(html::stylesheet))
         .route(
             "/login",

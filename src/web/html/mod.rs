@@ -5,6 +5,7 @@ pub mod groups;
 pub mod login;
 pub mod logview;
 pub mod reports;
+pub mod rules;
 pub mod trend;
 
 use askama::Template;
