@@ -730,7 +730,12 @@ async fn reclassify_moves_stored_reports_to_their_new_category_and_group() {
     let admin = app.token("admin", &[Scope::Admin]).await;
     let ingest = app.token("ci", &[Scope::Ingest]).await;
     let a = upload(&app, &ingest, KERNEL_LOG).await;
-    let b2 = upload(&app, &ingest, b"other run\nMyKernel failed: code 99 (launch 5)\n").await;
+    let b2 = upload(
+        &app,
+        &ingest,
+        b"other run\nMyKernel failed: code 99 (launch 5)\n",
+    )
+    .await;
     let other = upload(&app, &ingest, ILLEGAL_LOG).await;
     let unknown_group = a["group_id"].as_i64().unwrap();
     assert_eq!(b2["group_id"], a["group_id"]);
@@ -792,4 +797,59 @@ async fn reclassify_moves_stored_reports_to_their_new_category_and_group() {
     // A second run changes nothing.
     let res = post_form(&app, &b, "/rules/reclassify", &[]).await;
     assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+}
+
+/// A minimal HTTP/1.1 POST over a real socket: (status, body).
+fn http_post(port: u16, path: &str, token: &str, body: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, raw.split_once("\r\n\r\n").unwrap().1.to_owned())
+}
+
+#[tokio::test]
+async fn serve_loads_the_stored_team_rules_at_start() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    let res = app.post_json(&admin, "/api/v1/rules", &kernel_rule()).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let name: String = sqlx::query_scalar("SELECT current_database()")
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    let url = database_url(&name);
+    let (_server, port) = tokio::task::spawn_blocking(move || crate::support::spawn_server(&url))
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut body = String::new();
+    while Instant::now() < deadline {
+        let admin = admin.clone();
+        let (status, b) = tokio::task::spawn_blocking(move || {
+            http_post(port, "/api/v1/classify", &admin, KERNEL_LOG)
+        })
+        .await
+        .unwrap();
+        assert_eq!(status, 200, "{b}");
+        body = b;
+        if body.contains("team.mykernel") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let c: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(c["category"], "library_error", "{body}");
+    assert_eq!(c["root_cause"]["rule"], "team.mykernel");
 }
