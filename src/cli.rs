@@ -82,6 +82,23 @@ pub enum RulesCommand {
         /// A TOML ruleset.
         file: Option<std::path::PathBuf>,
     },
+    /// Print the team rules stored in the database as TOML (builtin.toml's format, plus a
+    /// `disabled` list when entries are disabled).
+    Export {
+        /// Write to this file instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Replace the stored team rules with those of FILE (as written by `rules export`); every
+    /// rule is validated before anything is written.
+    Import {
+        /// A TOML file of team rules.
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 /// `gpu-triage token ...`

@@ -66,6 +66,10 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT", default_value_t = 128)]
     pub max_in_flight: usize,
 
+    /// A labelled corpus (labels.csv + cases/*.log) that rule previews measure accuracy on.
+    #[arg(long, env = "GPU_TRIAGE_EVAL_CORPUS", value_name = "DIR")]
+    pub eval_corpus: Option<PathBuf>,
+
     #[command(flatten)]
     pub database: DatabaseArgs,
 

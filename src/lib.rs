@@ -12,5 +12,6 @@ pub mod report;
 pub mod repro;
 pub mod rules;
 pub mod storage;
+pub mod team_rules;
 pub mod web;
 pub mod worker;

@@ -326,7 +326,7 @@ fn utf8_boundary(buf: &[u8]) -> usize {
 
 /// What search covers for a report: title, category, root cause, every finding's text (op,
 /// kernel and file names live there), project, branch, file name.
-fn search_text(c: &Classification, meta: &Meta, filename: &str) -> String {
+pub(crate) fn search_text(c: &Classification, meta: &Meta, filename: &str) -> String {
     let mut parts: Vec<&str> = vec![
         &c.title,
         c.category.as_str(),

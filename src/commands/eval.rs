@@ -3,32 +3,16 @@
 //! rates, ending with `accuracy: N/M = P%` (DESIGN.md section 3). It fails only when the corpus
 //! cannot be read, never because of the score.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use super::BadInput;
 use crate::cli::EvalArgs;
+pub use crate::rules::corpus::Case;
+use crate::rules::corpus::parse_corpus;
 use crate::rules::facts::{normalize_shape, parse_bytes};
 use crate::rules::{Category, Classification, Ruleset};
-
-/// One labelled case.
-#[derive(Debug, Clone)]
-pub struct Case {
-    /// Case id (file stem).
-    pub id: String,
-    /// Expected category.
-    pub label: Category,
-    /// Expected async hint, when labelled.
-    pub async_hint: Option<bool>,
-    /// Accepted root-cause lines (empty when unknown).
-    pub cause_lines: Vec<usize>,
-    /// Expected facts, `key=value` as in evidence.csv.
-    pub facts: Vec<(String, String)>,
-}
-
-/// What evidence.csv says about one case: accepted root-cause lines and facts.
-type Evidence = (Vec<usize>, Vec<(String, String)>);
 
 /// Scores of one evaluation run.
 #[derive(Debug, Default, Clone)]
@@ -59,72 +43,19 @@ pub fn run(args: EvalArgs) -> anyhow::Result<()> {
 /// Reads `labels.csv` and, when present, `evidence.csv`.
 pub fn load_corpus(dir: &Path) -> Result<Vec<Case>, BadInput> {
     let labels_path = dir.join("labels.csv");
-    let text = std::fs::read_to_string(&labels_path)
+    let labels = std::fs::read_to_string(&labels_path)
         .map_err(|e| BadInput(format!("{}: cannot read: {e}", labels_path.display())))?;
-    let rows = parse_csv(&text);
-    let header = rows
-        .first()
-        .ok_or_else(|| BadInput(format!("{}: empty", labels_path.display())))?;
-    let col = |name: &str| header.iter().position(|h| h == name);
-    let (Some(id_col), Some(label_col)) = (col("id"), col("label")) else {
-        return Err(BadInput(format!(
-            "{}: needs columns id and label",
-            labels_path.display()
-        )));
-    };
-    let async_col = col("async_hint");
-    let mut evidence: HashMap<String, Evidence> = HashMap::new();
     let evidence_path = dir.join("evidence.csv");
-    if evidence_path.exists() {
-        let text = std::fs::read_to_string(&evidence_path)
-            .map_err(|e| BadInput(format!("{}: cannot read: {e}", evidence_path.display())))?;
-        for row in parse_csv(&text).into_iter().skip(1) {
-            let Some(id) = row.first() else { continue };
-            let lines = row
-                .get(1)
-                .map(|s| s.split('|').filter_map(|n| n.trim().parse().ok()).collect())
-                .unwrap_or_default();
-            let facts = row
-                .get(2)
-                .map(|s| {
-                    s.split(';')
-                        .filter_map(|kv| kv.split_once('='))
-                        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            evidence.insert(id.clone(), (lines, facts));
-        }
-    }
-    let mut cases = Vec::new();
-    for (n, row) in rows.iter().enumerate().skip(1) {
-        if row.iter().all(|c| c.is_empty()) {
-            continue;
-        }
-        let id = row.get(id_col).cloned().unwrap_or_default();
-        let label = row
-            .get(label_col)
-            .and_then(|l| l.parse().ok())
-            .ok_or_else(|| {
-                BadInput(format!(
-                    "{}: line {}: unknown label",
-                    labels_path.display(),
-                    n + 1
-                ))
-            })?;
-        let async_hint = async_col
-            .and_then(|c| row.get(c))
-            .and_then(|v| v.parse().ok());
-        let (cause_lines, facts) = evidence.remove(&id).unwrap_or_default();
-        cases.push(Case {
-            id,
-            label,
-            async_hint,
-            cause_lines,
-            facts,
-        });
-    }
-    Ok(cases)
+    let evidence = if evidence_path.exists() {
+        Some(
+            std::fs::read_to_string(&evidence_path)
+                .map_err(|e| BadInput(format!("{}: cannot read: {e}", evidence_path.display())))?,
+        )
+    } else {
+        None
+    };
+    parse_corpus(&labels, evidence.as_deref())
+        .map_err(|e| BadInput(format!("{}: {e}", labels_path.display())))
 }
 
 /// Classifies every case and scores it.
@@ -271,55 +202,5 @@ fn fact_matches(c: &Classification, (key, value): &(String, String)) -> bool {
             c.facts.shapes == want
         }
         _ => false,
-    }
-}
-
-/// A small CSV reader: commas, double-quoted fields with `""` escapes, CRLF.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut row = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut field)),
-            (false, '\r') => {}
-            (false, '\n') => {
-                row.push(std::mem::take(&mut field));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, c) => field.push(c),
-        }
-    }
-    if !field.is_empty() || !row.is_empty() {
-        row.push(field);
-        rows.push(row);
-    }
-    rows
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn csv_handles_quotes_and_crlf() {
-        let rows = parse_csv("id,notes\r\n001,\"a, b \"\"c\"\"\"\n002,plain");
-        assert_eq!(
-            rows,
-            vec![
-                vec!["id".to_owned(), "notes".to_owned()],
-                vec!["001".to_owned(), "a, b \"c\"".to_owned()],
-                vec!["002".to_owned(), "plain".to_owned()],
-            ]
-        );
     }
 }

@@ -1,9 +1,15 @@
 //! `gpu-triage rules check FILE`: validate a ruleset before it is used (patterns compile within
 //! the limits, examples match, counter-examples do not), naming the rule on each failure.
+//! `rules export` / `rules import FILE`: the team rules stored in the database as TOML, so they
+//! can live in a repository too.
+
+use anyhow::Context;
 
 use super::BadInput;
 use crate::cli::RulesCommand;
+use crate::commands::db::with_database;
 use crate::rules::Ruleset;
+use crate::team_rules::{self, RulesetHandle, TeamRulesError};
 
 /// Runs `rules ...`.
 pub fn run(cmd: RulesCommand) -> anyhow::Result<()> {
@@ -40,5 +46,52 @@ pub fn run(cmd: RulesCommand) -> anyhow::Result<()> {
                 ))
             }
         }
+        RulesCommand::Export { out, database } => block_on(async move {
+            let file =
+                with_database(&database, async |db| Ok(team_rules::export(db).await?)).await?;
+            let text = toml::to_string(&file).context("writing TOML")?;
+            match out {
+                Some(path) => std::fs::write(&path, text)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => print!("{text}"),
+            }
+            eprintln!("exported {} team rule(s)", file.rule.len());
+            Ok(())
+        }),
+        RulesCommand::Import { file, database } => {
+            let text = std::fs::read_to_string(&file)
+                .map_err(|e| BadInput(format!("{}: cannot read: {e}", file.display())))?;
+            let label = file.display().to_string();
+            let parsed = team_rules::parse_team_file(&text)
+                .map_err(|e| BadInput(format!("{label}: {e}")))?;
+            block_on(async move {
+                let (version, n) = with_database(&database, async |db| {
+                    let handle = RulesetHandle::new(std::sync::Arc::new(
+                        Ruleset::builtin().context("the built-in ruleset does not compile")?,
+                    ));
+                    team_rules::import(db, &handle, &parsed, "cli import")
+                        .await
+                        .map_err(|e| match e {
+                            e @ (TeamRulesError::Invalid(_) | TeamRulesError::BadInput(_)) => {
+                                BadInput(format!("{label}: {e}")).into()
+                            }
+                            other => anyhow::Error::from(other),
+                        })
+                })
+                .await?;
+                println!(
+                    "imported {n} team rule entr{}; ruleset version {version}",
+                    if n == 1 { "y" } else { "ies" }
+                );
+                Ok(())
+            })
+        }
     }
+}
+
+fn block_on(fut: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(fut)
 }

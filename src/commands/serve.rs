@@ -73,6 +73,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
         ))
     };
+    state.ruleset.set_corpus(args.eval_corpus.clone());
+    let rules_watch = start_team_rules(db.clone(), state.ruleset.clone());
     let app = web::router(state);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
@@ -82,6 +84,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     migrations.abort();
     reaper.abort();
+    rules_watch.abort();
     db.close().await;
     if let Some(cluster) = opened.cluster {
         tokio::task::spawn_blocking(move || cluster.stop())
@@ -90,6 +93,29 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .context("stopping the embedded PostgreSQL")?;
     }
     Ok(())
+}
+
+/// Loads the stored team rules once the database is migrated, then keeps them current
+/// (notifications from other replicas, periodic version check).
+fn start_team_rules(
+    db: storage::Db,
+    handle: crate::team_rules::RulesetHandle,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if db.ping().await.is_ok() {
+                match crate::team_rules::reload(&db, &handle).await {
+                    Ok(version) => {
+                        tracing::info!(version, "team rules loaded");
+                        break;
+                    }
+                    Err(e) => tracing::error!(error = %e, "loading team rules; retrying"),
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        crate::team_rules::watch_loop(db, handle).await;
+    })
 }
 
 /// On the very first start (no token at all), creates an admin token and prints it once with

@@ -137,7 +137,7 @@ impl Ruleset {
         Ruleset::build(file, true)
     }
 
-    fn build(file: RuleFile, eager: bool) -> Result<Ruleset, Error> {
+    pub(super) fn build(file: RuleFile, eager: bool) -> Result<Ruleset, Error> {
         let count = file.rule.len() + file.context.len();
         if count > MAX_RULES {
             return Err(Error::TooMany {
@@ -293,7 +293,7 @@ pub(super) fn prefix_literals(pattern: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-fn check_id(id: &str, seen: &mut HashSet<String>) -> Result<(), Error> {
+pub(super) fn check_id(id: &str, seen: &mut HashSet<String>) -> Result<(), Error> {
     let valid = !id.is_empty()
         && id.len() <= 100
         && id

@@ -8,9 +8,12 @@
 
 mod classify;
 mod compile;
+pub mod corpus;
 pub mod facts;
+pub mod preview;
 mod scan;
 pub mod spec;
+pub mod team;
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +40,14 @@ pub enum Error {
     /// Two rules share an id, or an id is empty.
     #[error("rule {id}: {reason}")]
     Id {
+        /// The rule id.
+        id: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A rule's own checks fail (an example does not match, a field is out of its limits).
+    #[error("rule {id}: {reason}")]
+    Check {
         /// The rule id.
         id: String,
         /// What is wrong.

@@ -5,8 +5,10 @@
 pub mod embedded;
 pub mod groups;
 pub mod jobs;
+pub mod reclassify;
 pub mod reports;
 pub mod reproductions;
+pub mod rules;
 pub mod search;
 pub mod tokens;
 

@@ -344,7 +344,7 @@ pub struct ReportSummary {
     pub group_id: i64,
 }
 
-fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbError> {
+pub(crate) fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbError> {
     Ok(ReportSummary {
         id: row.try_get("id")?,
         created_at: row.try_get("created")?,
@@ -356,7 +356,7 @@ fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbErro
     })
 }
 
-const SUMMARY_COLUMNS: &str = concat!(
+pub(crate) const SUMMARY_COLUMNS: &str = concat!(
     "r.id, ",
     rfc3339!("r.created_at"),
     " AS created, r.project, r.category, r.title, r.root_cause_text, r.group_id"

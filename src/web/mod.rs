@@ -24,6 +24,7 @@ pub use error::{AppError, PageError};
 use crate::report::Limits;
 use crate::rules::Ruleset;
 use crate::storage::Db;
+use crate::team_rules::RulesetHandle;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -34,8 +35,9 @@ pub struct AppState {
     pub public_url: String,
     /// Whether cookies get the `Secure` attribute (the portal is served over TLS).
     pub secure_cookies: bool,
-    /// The compiled ruleset every classification uses.
-    pub ruleset: Arc<Ruleset>,
+    /// The compiled ruleset every classification uses (`current()`), swapped when team rules
+    /// change.
+    pub ruleset: RulesetHandle,
     /// Input caps.
     pub limits: ApiLimits,
     /// Counters for `/metrics`.
@@ -83,7 +85,7 @@ impl AppState {
             db,
             secure_cookies: public_url.starts_with("https://"),
             public_url,
-            ruleset,
+            ruleset: RulesetHandle::new(ruleset),
             limits: ApiLimits::default(),
             metrics: Arc::default(),
             rate: Arc::new(limits::RateLimiter::new(&limits::LoadLimits::default())),
@@ -119,6 +121,15 @@ pub fn router(state: AppState) -> Router {
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/search", get(html::groups::search))
+        .route(
+            "/rules",
+            get(html::rules::list_rules).post(html::rules::save_rule),
+        )
+        .route("/rules/new", get(html::rules::new_rule))
+        .route("/rules/reclassify", post(html::rules::start_reclassify))
+        .route("/rules/{id}", get(html::rules::show_rule))
+        .route("/rules/{id}/enabled", post(html::rules::set_enabled))
+        .route("/rules/{id}/delete", post(html::rules::delete_rule))
         .route("/static/app.css", get(html::stylesheet))
         .route(
             "/login",

@@ -12,5 +12,6 @@ mod limits;
 mod portal;
 mod serve_binary;
 mod support;
+mod team_rules;
 mod upload_cli;
 mod worker;

@@ -326,7 +326,7 @@ async fn record_reproduction(
     sha: Vec<u8>,
     worker: String,
 ) -> Result<Outcome, AppError> {
-    let ruleset = state.ruleset.clone();
+    let ruleset = state.ruleset.current();
     let (stdout, stderr) = (req.stdout, req.stderr);
     let scrubbed =
         tokio::task::spawn_blocking(move || repro::scrub_and_classify(&ruleset, &stdout, &stderr))
@@ -366,7 +366,7 @@ async fn record_reproduction(
         && let Ok(c) = serde_json::from_value::<crate::rules::Classification>(value.clone())
         && repro::follow_if_more_specific(
             &state.db,
-            &state.ruleset,
+            &state.ruleset.current(),
             recorded.report_id,
             repro_id,
             &c,

@@ -5,6 +5,7 @@
 pub(crate) mod groups;
 pub(crate) mod jobs;
 pub(crate) mod reports;
+pub(crate) mod rules;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -35,6 +36,15 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route(
             "/api/v1/jobs/{id}/result",
             post(jobs::post_result).layer(DefaultBodyLimit::max(jobs::result_body_cap(state))),
+        )
+        .route(
+            "/api/v1/rules",
+            get(rules::list_rules).post(rules::create_rule),
+        )
+        .route("/api/v1/rules/preview", post(rules::preview_rule))
+        .route(
+            "/api/v1/rules/{id}",
+            axum::routing::put(rules::update_rule).delete(rules::delete_rule),
         )
 }
 

@@ -43,7 +43,7 @@ pub async fn classify_log(
     if crate::ingest::looks_binary(&body[..body.len().min(8192)]) {
         return Err(upload_error(Reject::Binary.into()));
     }
-    let ruleset = state.ruleset.clone();
+    let ruleset = state.ruleset.current();
     let c = tokio::task::spawn_blocking(move || ruleset.classify_bytes("-", &body))
         .await
         .map_err(|e| AppError::Internal(e.into()))?;
@@ -96,7 +96,7 @@ pub(crate) async fn store_upload(
     key: Option<String>,
 ) -> Result<Created, AppError> {
     let log = upload.log.into_std().await;
-    let ruleset = state.ruleset.clone();
+    let ruleset = state.ruleset.current();
     let filename = upload.filename.clone();
     let script = upload.script.clone();
     let meta = upload.meta.clone();

@@ -6,6 +6,7 @@ pub mod login;
 pub mod logview;
 pub mod reports;
 pub mod repro;
+pub mod rules;
 pub mod trend;
 
 use askama::Template;

@@ -1,0 +1,375 @@
+//! Team rules: rules a deployment adds in the portal (stored in PostgreSQL, same fields as
+//! `builtin.toml`), merged with the shipped ruleset. Built-in rules can be overridden (a team
+//! spec with the built-in id replaces it) or disabled by id. Everything here is pure: storage
+//! hands in the entries, this module validates them and compiles the merged ruleset.
+
+use std::collections::HashSet;
+
+use super::compile::compile_pattern;
+use super::spec::{RuleFile, RuleSpec};
+use super::{Error, Ruleset};
+
+/// Most team entries (rules and overrides) one deployment may store (SECURITY.md item 7).
+pub const MAX_TEAM_RULES: usize = 1000;
+/// Most examples plus counter-examples per team rule, and the longest one.
+pub const MAX_EXAMPLES: usize = 50;
+/// Longest example line, in bytes.
+pub const MAX_EXAMPLE_LEN: usize = 4096;
+/// Longest title, and longest advice step, in bytes.
+pub const MAX_TEXT_LEN: usize = 2000;
+
+/// One stored team entry as the engine sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeamEntry {
+    /// The rule id (a built-in id makes this an override of that rule).
+    pub id: String,
+    /// The rule; `None` for a built-in rule disabled without replacing it.
+    pub spec: Option<RuleSpec>,
+    /// Disabled entries take no part in matching (a disabled override disables the built-in).
+    pub enabled: bool,
+}
+
+/// The shipped ruleset as data.
+pub fn builtin_file() -> Result<RuleFile, Error> {
+    toml::from_str(super::BUILTIN_RULES).map_err(|e| Error::Parse(e.to_string()))
+}
+
+/// The ids of the shipped failure rules and context extractors.
+pub fn builtin_ids(builtin: &RuleFile) -> HashSet<&str> {
+    builtin
+        .rule
+        .iter()
+        .map(|r| r.id.as_str())
+        .chain(builtin.context.iter().map(|c| c.id.as_str()))
+        .collect()
+}
+
+/// The effective rule file: built-in rules (overridden or left out as the entries say), then
+/// enabled team rules in the given order. Contexts and category advice stay built-in.
+pub fn merge(builtin: &RuleFile, team: &[TeamEntry]) -> RuleFile {
+    let mut file = RuleFile {
+        rule: Vec::with_capacity(builtin.rule.len() + team.len()),
+        context: builtin.context.clone(),
+        advice: builtin.advice.clone(),
+    };
+    for rule in &builtin.rule {
+        match team.iter().find(|e| e.id == rule.id) {
+            Some(e) if !e.enabled => {}
+            Some(TeamEntry {
+                spec: Some(spec), ..
+            }) => file.rule.push(RuleSpec {
+                id: rule.id.clone(),
+                ..spec.clone()
+            }),
+            _ => file.rule.push(rule.clone()),
+        }
+    }
+    let ids = builtin_ids(builtin);
+    for e in team {
+        if let (true, Some(spec), false) = (e.enabled, &e.spec, ids.contains(e.id.as_str())) {
+            file.rule.push(spec.clone());
+        }
+    }
+    file
+}
+
+/// Compiles the built-in ruleset with the team's entries. Every team rule is validated eagerly
+/// (pattern limits, examples), so a bad entry is refused with its id; built-in patterns compile
+/// on first use as in [`Ruleset::builtin`].
+pub fn compile_with_team(builtin: &RuleFile, team: &[TeamEntry]) -> Result<Ruleset, Error> {
+    compile_team(builtin, team, true)
+}
+
+/// Like [`compile_with_team`], but a team rule only needs its pattern to compile within the
+/// limits (its examples may fail): what a dry run measures before the rule is fixed.
+pub fn compile_unchecked(builtin: &RuleFile, team: &[TeamEntry]) -> Result<Ruleset, Error> {
+    compile_team(builtin, team, false)
+}
+
+fn compile_team(builtin: &RuleFile, team: &[TeamEntry], checked: bool) -> Result<Ruleset, Error> {
+    if team.len() > MAX_TEAM_RULES {
+        return Err(Error::TooMany {
+            count: team.len(),
+            limit: MAX_TEAM_RULES,
+        });
+    }
+    for e in team {
+        if let Some(spec) = &e.spec {
+            if spec.id != e.id {
+                return Err(Error::Id {
+                    id: e.id.clone(),
+                    reason: format!("the rule inside is named {:?}", spec.id),
+                });
+            }
+            if e.enabled && checked {
+                validate_rule(spec)?;
+            } else if e.enabled {
+                check_fields(spec)?;
+                compile_pattern(&spec.id, &spec.pattern)?;
+            }
+        }
+    }
+    Ruleset::build(merge(builtin, team), false)
+}
+
+/// How one example or counter-example fared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExampleResult {
+    /// The line.
+    pub line: String,
+    /// Whether the rule should match it (example) or not (counter-example).
+    pub should_match: bool,
+    /// Whether the rule, run through the whole engine, found it.
+    pub matched: bool,
+}
+
+impl ExampleResult {
+    /// The example behaved as declared.
+    pub fn ok(&self) -> bool {
+        self.should_match == self.matched
+    }
+}
+
+/// A rule checked on its own: the first refusal (pattern, id, limits), or its examples' results
+/// and the `rules check` failures.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleCheck {
+    /// Examples then counter-examples, each run through the engine.
+    pub examples: Vec<ExampleResult>,
+    /// What `rules check` says is wrong (empty when the rule may be saved).
+    pub problems: Vec<String>,
+}
+
+/// Checks one rule: fields within limits, the pattern compiles within the size limits, starts
+/// with literal text (so it keeps the streaming prefilter fast), has examples, every example
+/// matches and no counter-example does.
+pub fn check_rule(spec: &RuleSpec) -> Result<RuleCheck, Error> {
+    check_fields(spec)?;
+    compile_pattern(&spec.id, &spec.pattern)?;
+    if super::compile::prefix_literals(&spec.pattern).is_none() {
+        // Without a literal start the pattern joins the slow search every log line goes
+        // through: one such rule costs every upload, so it is refused like an oversize one.
+        return Err(Error::Pattern {
+            id: spec.id.clone(),
+            reason: "pattern does not start with literal text, which slows every log down: \
+                     start it with the message's fixed words"
+                .into(),
+        });
+    }
+    let alone = Ruleset::compile(RuleFile {
+        rule: vec![spec.clone()],
+        ..RuleFile::default()
+    })?;
+    let problems = alone.check().into_iter().map(|f| f.message).collect();
+    let run = |line: &String, should_match: bool| ExampleResult {
+        line: line.clone(),
+        should_match,
+        matched: alone
+            .classify_bytes("-", line.as_bytes())
+            .findings
+            .iter()
+            .any(|f| f.rule == spec.id),
+    };
+    let examples = spec
+        .examples
+        .iter()
+        .map(|l| run(l, true))
+        .chain(spec.counter_examples.iter().map(|l| run(l, false)))
+        .collect();
+    Ok(RuleCheck { examples, problems })
+}
+
+/// [`check_rule`], with any problem turned into an error naming the rule.
+pub fn validate_rule(spec: &RuleSpec) -> Result<(), Error> {
+    let check = check_rule(spec)?;
+    match check.problems.first() {
+        None => Ok(()),
+        Some(p) => Err(Error::Check {
+            id: spec.id.clone(),
+            reason: p.clone(),
+        }),
+    }
+}
+
+fn check_fields(spec: &RuleSpec) -> Result<(), Error> {
+    let refuse = |reason: String| Error::Check {
+        id: spec.id.clone(),
+        reason,
+    };
+    super::compile::check_id(&spec.id, &mut HashSet::new())?;
+    if spec.title.trim().is_empty() || spec.title.len() > MAX_TEXT_LEN {
+        return Err(refuse(format!(
+            "the title must be 1 to {MAX_TEXT_LEN} bytes"
+        )));
+    }
+    if spec.specificity > 100 {
+        return Err(refuse("specificity must be between 0 and 100".into()));
+    }
+    if spec.advice.len() > 20 || spec.advice.iter().any(|a| a.len() > MAX_TEXT_LEN) {
+        return Err(refuse(format!(
+            "at most 20 advice steps of at most {MAX_TEXT_LEN} bytes each"
+        )));
+    }
+    let lines = spec.examples.iter().chain(&spec.counter_examples);
+    if spec.examples.len() + spec.counter_examples.len() > MAX_EXAMPLES
+        || lines.clone().any(|l| l.len() > MAX_EXAMPLE_LEN)
+    {
+        return Err(refuse(format!(
+            "at most {MAX_EXAMPLES} examples and counter-examples of at most \
+             {MAX_EXAMPLE_LEN} bytes each"
+        )));
+    }
+    if lines.clone().any(|l| l.contains('\n')) {
+        return Err(refuse("examples are single lines".into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::Category;
+
+    fn spec(id: &str, pattern: &str, examples: &[&str]) -> RuleSpec {
+        RuleSpec {
+            id: id.into(),
+            category: Category::LibraryError,
+            title: "My kernel failed".into(),
+            pattern: pattern.into(),
+            specificity: 90,
+            advice: vec!["Check code {code}.".into()],
+            examples: examples.iter().map(|s| (*s).to_owned()).collect(),
+            counter_examples: vec!["MyKernel started".into()],
+        }
+    }
+
+    fn entry(s: RuleSpec) -> TeamEntry {
+        TeamEntry {
+            id: s.id.clone(),
+            spec: Some(s),
+            enabled: true,
+        }
+    }
+
+    #[test]
+    fn a_team_rule_classifies_what_the_builtin_set_does_not_know() {
+        let builtin = builtin_file().expect("builtin parses");
+        let log = "step 1\nMyKernel failed: code 77\n";
+        let plain = Ruleset::builtin()
+            .expect("builtin")
+            .classify_bytes("-", log.as_bytes());
+        assert_eq!(plain.category, Category::Unknown);
+        let team = [entry(spec(
+            "team.mykernel",
+            r"MyKernel failed: code (?P<code>\d+)",
+            &["MyKernel failed: code 3"],
+        ))];
+        let rs = compile_with_team(&builtin, &team).expect("compiles");
+        let c = rs.classify_bytes("-", log.as_bytes());
+        assert_eq!(c.category, Category::LibraryError);
+        assert_eq!(
+            c.root_cause.map(|r| r.rule).as_deref(),
+            Some("team.mykernel")
+        );
+        assert!(c.next_steps.contains(&"Check code 77.".to_owned()));
+    }
+
+    #[test]
+    fn builtin_rules_are_overridden_or_disabled_by_id() {
+        let builtin = builtin_file().expect("builtin parses");
+        let log = b"RuntimeError: CUDA error: an illegal memory access was encountered\n";
+        let base = Ruleset::builtin()
+            .expect("builtin")
+            .classify_bytes("-", log);
+        let id = base.root_cause.expect("builtin hit").rule;
+        let original = builtin
+            .rule
+            .iter()
+            .find(|r| r.id == id)
+            .expect("rule")
+            .clone();
+        let overridden = TeamEntry {
+            id: id.clone(),
+            spec: Some(RuleSpec {
+                category: Category::DriverIssue,
+                ..original.clone()
+            }),
+            enabled: true,
+        };
+        let rs = compile_with_team(&builtin, &[overridden]).expect("compiles");
+        let c = rs.classify_bytes("-", log);
+        assert_eq!(c.category, Category::DriverIssue);
+        assert_eq!(rs.rule_count(), builtin.rule.len());
+        let disabled = TeamEntry {
+            id: id.clone(),
+            spec: None,
+            enabled: false,
+        };
+        let rs = compile_with_team(&builtin, &[disabled]).expect("compiles");
+        assert_eq!(rs.rule_count(), builtin.rule.len() - 1);
+        let c = rs.classify_bytes("-", log);
+        assert!(c.findings.iter().all(|f| f.rule != id), "{:?}", c.findings);
+    }
+
+    #[test]
+    fn bad_team_rules_are_refused_with_the_reason() {
+        let long = format!("MyKernel {}", "a".repeat(100 << 10));
+        let cases: &[(&str, &[&str], &str)] = &[
+            ("(a*)*b", &["aab"], "literal text"),
+            (&long, &["x"], "at most 1024"),
+            ("a{1000}{1000}", &["a"], "size limit"),
+            ("(unclosed", &["x"], "unclosed"),
+            ("MyKernel failed", &[], "no examples"),
+            (
+                "MyKernel failed",
+                &["MyKernel ok"],
+                "example does not match",
+            ),
+            ("MyKernel", &["MyKernel failed"], "counter-example matches"),
+        ];
+        for (pattern, examples, want) in cases {
+            let err = validate_rule(&spec("team.bad", pattern, examples))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.starts_with("rule team.bad: "), "{pattern}: {err}");
+            assert!(err.contains(want), "{pattern}: want {want:?}, got {err}");
+        }
+    }
+
+    #[test]
+    fn example_results_say_which_lines_matched() {
+        let s = spec(
+            "team.k",
+            r"MyKernel failed: code (?P<code>\d+)",
+            &["MyKernel failed: code 1", "MyKernel failed badly"],
+        );
+        let check = check_rule(&s).expect("compiles");
+        let got: Vec<(bool, bool)> = check
+            .examples
+            .iter()
+            .map(|e| (e.should_match, e.matched))
+            .collect();
+        assert_eq!(got, vec![(true, true), (true, false), (false, false)]);
+        assert_eq!(check.problems.len(), 1, "{:?}", check.problems);
+    }
+
+    #[test]
+    fn too_many_team_rules_are_refused() {
+        let builtin = builtin_file().expect("builtin parses");
+        let team: Vec<TeamEntry> = (0..=MAX_TEAM_RULES)
+            .map(|i| TeamEntry {
+                id: format!("t.{i}"),
+                spec: None,
+                enabled: false,
+            })
+            .collect();
+        let err = compile_with_team(&builtin, &team)
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("ruleset has 1001 rules; at most 1000 are allowed")
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! Re-running the current rules over stored reports (the portal's "Reclassify"): the run's
+//! progress row, the reports read in id order, and the per-report update that moves a report to
+//! the group of its new fingerprint while keeping every group's count equal to its reports.
+
+use sqlx::Row;
+
+use super::reports::rfc3339;
+use super::{Db, DbError};
+
+/// A running run whose row was not touched for this long is taken as interrupted (its server
+/// stopped), so a new run may start.
+const STALE_SECS: i32 = 120;
+
+/// One reclassification run.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub id: i64,
+    pub state: String,
+    pub ruleset_version: i64,
+    pub total: i64,
+    pub done: i64,
+    pub changed: i64,
+    pub regrouped: i64,
+    pub started_by: String,
+    pub error: String,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+}
+
+/// A report's new classification, as columns (see `reports::NewReport`).
+#[derive(Clone, Debug, Default)]
+pub struct Reclassified {
+    pub category: String,
+    pub title: String,
+    pub confidence: String,
+    pub root_cause_line: Option<i32>,
+    pub root_cause_text: String,
+    pub fingerprint: String,
+    pub async_hint: bool,
+    pub classification: serde_json::Value,
+    pub search_text: String,
+}
+
+/// What updating one report did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The report is gone (deleted meanwhile).
+    Missing,
+    /// Same classification as stored.
+    Unchanged,
+    /// Classification changed, same group.
+    Changed,
+    /// Classification and fingerprint changed: moved to another group.
+    Regrouped,
+}
+
+/// Starts a run over `total` reports, unless one is already running (then `None`). A running
+/// run that stopped reporting progress is marked interrupted first.
+pub async fn start_run(db: &Db, ruleset_version: i64, actor: &str) -> Result<Option<Run>, DbError> {
+    let mut tx = db.pool().begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('gpu_triage_reclassify', 4))")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query(
+        "UPDATE reclassify_runs SET state = 'interrupted', finished_at = now(), \
+             error = 'the server running it stopped' \
+         WHERE state = 'running' AND updated_at < now() - make_interval(secs => $1)",
+    )
+    .bind(STALE_SECS)
+    .execute(&mut *tx)
+    .await?;
+    let busy: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM reclassify_runs WHERE state = 'running')")
+            .fetch_one(&mut *tx)
+            .await?;
+    if busy {
+        return Ok(None);
+    }
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO reclassify_runs (ruleset_version, total, started_by) \
+         SELECT $1, count(*), $2 FROM reports RETURNING id",
+    )
+    .bind(ruleset_version)
+    .bind(actor)
+    .fetch_one(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    get_run(db, id).await
+}
+
+const RUN_COLUMNS: &str = concat!(
+    "id, state, ruleset_version, total, done, changed, regrouped, started_by, error, ",
+    rfc3339!("started_at"),
+    " AS started, ",
+    rfc3339!("finished_at"),
+    " AS finished"
+);
+
+fn run_from_row(r: &sqlx::postgres::PgRow) -> Result<Run, DbError> {
+    Ok(Run {
+        id: r.try_get("id")?,
+        state: r.try_get("state")?,
+        ruleset_version: r.try_get("ruleset_version")?,
+        total: r.try_get("total")?,
+        done: r.try_get("done")?,
+        changed: r.try_get("changed")?,
+        regrouped: r.try_get("regrouped")?,
+        started_by: r.try_get("started_by")?,
+        error: r.try_get("error")?,
+        started_at: r.try_get("started")?,
+        finished_at: r.try_get("finished")?,
+    })
+}
+
+/// One run.
+pub async fn get_run(db: &Db, id: i64) -> Result<Option<Run>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM reclassify_runs WHERE id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(db.pool())
+    .await?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+/// The newest runs.
+pub async fn recent_runs(db: &Db, limit: i64) -> Result<Vec<Run>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {RUN_COLUMNS} FROM reclassify_runs ORDER BY id DESC LIMIT $1"
+    )))
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(run_from_row).collect()
+}
+
+/// Records progress (totals so far).
+pub async fn record_progress(
+    db: &Db,
+    run: &Run,
+    done: i64,
+    changed: i64,
+    regrouped: i64,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "UPDATE reclassify_runs SET done = $2, changed = $3, regrouped = $4, \
+             total = GREATEST(total, $2), updated_at = now() WHERE id = $1",
+    )
+    .bind(run.id)
+    .bind(done)
+    .bind(changed)
+    .bind(regrouped)
+    .execute(db.pool())
+    .await?;
+    Ok(())
+}
+
+/// Ends a run as `done` or `failed` (with the reason).
+pub async fn finish_run(db: &Db, run: &Run, failed: Option<&str>) -> Result<(), DbError> {
+    sqlx::query(
+        "UPDATE reclassify_runs SET state = $2, error = $3, finished_at = now(), \
+             updated_at = now() WHERE id = $1",
+    )
+    .bind(run.id)
+    .bind(if failed.is_some() { "failed" } else { "done" })
+    .bind(failed.unwrap_or(""))
+    .execute(db.pool())
+    .await?;
+    Ok(())
+}
+
+/// A stored report as reclassification reads it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct StoredLog {
+    pub id: i64,
+    pub filename: String,
+    pub project: String,
+    pub branch: String,
+    /// The scrubbed log, gzip-compressed.
+    pub log_gz: Vec<u8>,
+}
+
+/// The next reports after `after_id`, in id order.
+pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<StoredLog>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT id, filename, project, branch, log_gz FROM reports WHERE id > $1 \
+         ORDER BY id LIMIT $2",
+    )
+    .bind(after_id)
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?)
+}
+
+/// Stores a report's new classification. When the fingerprint changed, the report moves to the
+/// group of the new fingerprint (created or counted up, as an upload would) and its old group is
+/// counted down, and removed when it has no report and no fix left.
+pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applied, DbError> {
+    let mut tx = db.pool().begin().await?;
+    let Some(row) = sqlx::query(
+        "SELECT group_id, fingerprint, classification FROM reports \
+         WHERE id = $1 FOR UPDATE",
+    )
+    .bind(report_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    else {
+        return Ok(Applied::Missing);
+    };
+    let old_group: i64 = row.try_get("group_id")?;
+    let old_fp: String = row.try_get("fingerprint")?;
+    let old_c: serde_json::Value = row.try_get("classification")?;
+    if old_c == new.classification && old_fp == new.fingerprint {
+        return Ok(Applied::Unchanged);
+    }
+    let mut group_id = old_group;
+    if old_fp != new.fingerprint {
+        group_id = sqlx::query_scalar(
+            "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen) \
+             SELECT $1, $2, $3, $4, created_at FROM reports WHERE id = $5 \
+             ON CONFLICT (fingerprint) DO UPDATE SET \
+                 first_seen = LEAST(groups.first_seen, excluded.first_seen) \
+             RETURNING id",
+        )
+        .bind(&new.fingerprint)
+        .bind(&new.category)
+        .bind(&new.title)
+        .bind(&new.root_cause_text)
+        .bind(report_id)
+        .fetch_one(&mut *tx)
+        .await?;
+    }
+    sqlx::query(
+        "UPDATE reports SET group_id = $2, category = $3, title = $4, confidence = $5, \
+             root_cause_line = $6, root_cause_text = $7, fingerprint = $8, async_hint = $9, \
+             classification = $10, search_text = $11 WHERE id = $1",
+    )
+    .bind(report_id)
+    .bind(group_id)
+    .bind(&new.category)
+    .bind(&new.title)
+    .bind(&new.confidence)
+    .bind(new.root_cause_line)
+    .bind(&new.root_cause_text)
+    .bind(&new.fingerprint)
+    .bind(new.async_hint)
+    .bind(&new.classification)
+    .bind(&new.search_text)
+    .execute(&mut *tx)
+    .await?;
+    if group_id != old_group {
+        // Counts are read from reports; a group left with no report and no fix goes.
+        sqlx::query(
+            "DELETE FROM groups g WHERE g.id = $1 \
+             AND NOT EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) \
+             AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.group_id = g.id)",
+        )
+        .bind(old_group)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(if group_id == old_group {
+        Applied::Changed
+    } else {
+        Applied::Regrouped
+    })
+}

@@ -1,0 +1,290 @@
+//! Team rules (migration 0004): the stored entries (a rule spec as jsonb, enabled or not), their
+//! edit history, the ruleset version replicas compare, and the NOTIFY that tells them to reload.
+//! Storage knows nothing of the rule engine's types: specs travel as JSON values. Edits run in
+//! one transaction that holds the version row's lock, so the caller can validate the whole
+//! merged ruleset against exactly what it is about to write.
+
+use sqlx::{Postgres, Row, Transaction};
+
+use super::reports::{ReportSummary, SUMMARY_COLUMNS, rfc3339, summary_from_row};
+use super::{Db, DbError};
+
+/// The channel a committed edit notifies, with the new version as payload.
+pub const CHANNEL: &str = "gpu_triage_rules";
+
+/// One stored team entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredRule {
+    pub rule_id: String,
+    /// The rule (fields of `builtin.toml`); `None` for a built-in rule disabled as is.
+    pub spec: Option<serde_json::Value>,
+    pub enabled: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Name of the token that last changed it.
+    pub updated_by: String,
+}
+
+/// One recorded change.
+#[derive(Clone, Debug)]
+pub struct HistoryEntry {
+    pub id: i64,
+    pub rule_id: String,
+    pub action: String,
+    pub actor: String,
+    pub at: String,
+    /// `{"spec", "enabled"}` before and after; `None` when the entry did not exist.
+    pub old: Option<serde_json::Value>,
+    pub new: Option<serde_json::Value>,
+}
+
+/// A change to write.
+#[derive(Clone, Debug)]
+pub enum RuleWrite {
+    /// Create or replace an entry.
+    Put {
+        rule_id: String,
+        spec: Option<serde_json::Value>,
+        enabled: bool,
+    },
+    /// Remove an entry (a removed override restores the built-in rule).
+    Delete { rule_id: String },
+}
+
+const RULE_COLUMNS: &str = concat!(
+    "rule_id, spec, enabled, ",
+    rfc3339!("created_at"),
+    " AS created, ",
+    rfc3339!("updated_at"),
+    " AS updated, updated_by"
+);
+
+fn rule_from_row(row: &sqlx::postgres::PgRow) -> Result<StoredRule, DbError> {
+    Ok(StoredRule {
+        rule_id: row.try_get("rule_id")?,
+        spec: row.try_get("spec")?,
+        enabled: row.try_get("enabled")?,
+        created_at: row.try_get("created")?,
+        updated_at: row.try_get("updated")?,
+        updated_by: row.try_get("updated_by")?,
+    })
+}
+
+async fn load(conn: &mut sqlx::PgConnection) -> Result<Vec<StoredRule>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {RULE_COLUMNS} FROM team_rules ORDER BY created_at, rule_id"
+    )))
+    .fetch_all(conn)
+    .await?;
+    rows.iter().map(rule_from_row).collect()
+}
+
+/// Every team entry, oldest first, and the ruleset version they make up (one snapshot).
+pub async fn list_team_rules(db: &Db) -> Result<(Vec<StoredRule>, i64), DbError> {
+    let mut tx = db.pool().begin().await?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        .execute(&mut *tx)
+        .await?;
+    let version = sqlx::query_scalar("SELECT version FROM ruleset_version")
+        .fetch_one(&mut *tx)
+        .await?;
+    let rules = load(&mut tx).await?;
+    tx.commit().await?;
+    Ok((rules, version))
+}
+
+/// The current ruleset version (bumped by every committed edit).
+pub async fn ruleset_version(db: &Db) -> Result<i64, DbError> {
+    Ok(sqlx::query_scalar("SELECT version FROM ruleset_version")
+        .fetch_one(db.pool())
+        .await?)
+}
+
+/// An edit in progress: the version row is locked, so no other edit interleaves.
+pub struct Edit {
+    tx: Transaction<'static, Postgres>,
+    /// The entries as they are now.
+    pub rules: Vec<StoredRule>,
+}
+
+/// Starts an edit: locks the version row and reads the current entries.
+pub async fn begin_edit(db: &Db) -> Result<Edit, DbError> {
+    let mut tx = db.pool().begin().await?;
+    sqlx::query("SELECT version FROM ruleset_version FOR UPDATE")
+        .execute(&mut *tx)
+        .await?;
+    let rules = load(&mut tx).await?;
+    Ok(Edit { tx, rules })
+}
+
+fn state_json(spec: &Option<serde_json::Value>, enabled: bool) -> serde_json::Value {
+    serde_json::json!({ "spec": spec, "enabled": enabled })
+}
+
+impl Edit {
+    /// Writes `changes`, records each in the history as `action` (`None`: create, update or
+    /// delete as it turns out) by `actor`, bumps the version, notifies replicas and commits.
+    /// Returns the new version. Writes that change nothing are skipped.
+    pub async fn commit(
+        mut self,
+        changes: &[RuleWrite],
+        action: Option<&str>,
+        actor: &str,
+    ) -> Result<i64, DbError> {
+        for change in changes {
+            let id = match change {
+                RuleWrite::Put { rule_id, .. } | RuleWrite::Delete { rule_id } => rule_id,
+            };
+            let old = self.rules.iter().find(|r| &r.rule_id == id);
+            let old_json = old.map(|r| state_json(&r.spec, r.enabled));
+            let (new_json, kind) = match change {
+                RuleWrite::Put { spec, enabled, .. } => (
+                    Some(state_json(spec, *enabled)),
+                    if old.is_some() { "update" } else { "create" },
+                ),
+                RuleWrite::Delete { .. } => (None, "delete"),
+            };
+            if old_json == new_json {
+                continue;
+            }
+            match change {
+                RuleWrite::Put { spec, enabled, .. } => {
+                    sqlx::query(
+                        "INSERT INTO team_rules (rule_id, spec, enabled, updated_by) \
+                         VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (rule_id) DO UPDATE SET spec = $2, enabled = $3, \
+                             updated_by = $4, updated_at = now()",
+                    )
+                    .bind(id)
+                    .bind(spec)
+                    .bind(*enabled)
+                    .bind(actor)
+                    .execute(&mut *self.tx)
+                    .await?;
+                }
+                RuleWrite::Delete { .. } => {
+                    sqlx::query("DELETE FROM team_rules WHERE rule_id = $1")
+                        .bind(id)
+                        .execute(&mut *self.tx)
+                        .await?;
+                }
+            }
+            sqlx::query(
+                "INSERT INTO rule_history (rule_id, action, actor, old, new) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(id)
+            .bind(action.unwrap_or(kind))
+            .bind(actor)
+            .bind(old_json)
+            .bind(new_json)
+            .execute(&mut *self.tx)
+            .await?;
+        }
+        let version: i64 = sqlx::query_scalar(
+            "UPDATE ruleset_version SET version = version + 1 RETURNING version",
+        )
+        .fetch_one(&mut *self.tx)
+        .await?;
+        // Delivered on commit, to every replica listening.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(CHANNEL)
+            .bind(version.to_string())
+            .execute(&mut *self.tx)
+            .await?;
+        self.tx.commit().await?;
+        Ok(version)
+    }
+}
+
+/// The recorded changes, newest first (of one rule when `rule_id` is given).
+pub async fn history(
+    db: &Db,
+    rule_id: Option<&str>,
+    limit: i64,
+) -> Result<Vec<HistoryEntry>, DbError> {
+    let rows = sqlx::query(concat!(
+        "SELECT id, rule_id, action, actor, ",
+        rfc3339!("at"),
+        " AS at_text, old, new FROM rule_history \
+         WHERE $1::text IS NULL OR rule_id = $1 ORDER BY id DESC LIMIT $2"
+    ))
+    .bind(rule_id)
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(HistoryEntry {
+                id: r.try_get("id")?,
+                rule_id: r.try_get("rule_id")?,
+                action: r.try_get("action")?,
+                actor: r.try_get("actor")?,
+                at: r.try_get("at_text")?,
+                old: r.try_get("old")?,
+                new: r.try_get("new")?,
+            })
+        })
+        .collect()
+}
+
+/// Stored reports per rule id named in their classification's findings.
+pub async fn rule_hit_counts(db: &Db) -> Result<Vec<(String, i64)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT f ->> 'rule', count(DISTINCT r.id) \
+         FROM reports r, jsonb_array_elements(r.classification -> 'findings') f \
+         GROUP BY 1",
+    )
+    .fetch_all(db.pool())
+    .await?)
+}
+
+/// The newest reports whose classification names `rule_id` among its findings.
+pub async fn reports_naming_rule(
+    db: &Db,
+    rule_id: &str,
+    limit: i64,
+) -> Result<Vec<ReportSummary>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {SUMMARY_COLUMNS} FROM reports r \
+         WHERE r.classification -> 'findings' @> jsonb_build_array(jsonb_build_object('rule', $1::text)) \
+         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"
+    )))
+    .bind(rule_id)
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
+    rows.iter().map(summary_from_row).collect()
+}
+
+/// The newest stored logs (id, gzip-compressed log), for a dry run; and how many are stored.
+pub async fn recent_logs(db: &Db, limit: i64) -> Result<(Vec<(i64, Vec<u8>)>, i64), DbError> {
+    let logs =
+        sqlx::query_as("SELECT id, log_gz FROM reports ORDER BY created_at DESC, id DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(db.pool())
+            .await?;
+    let total = sqlx::query_scalar("SELECT count(*) FROM reports")
+        .fetch_one(db.pool())
+        .await?;
+    Ok((logs, total))
+}
+
+/// A dedicated connection listening on [`CHANNEL`]: wakes replicas when an edit commits.
+pub struct RuleListener(sqlx::postgres::PgListener);
+
+/// Opens the listener (its own connection, reconnected by sqlx after a drop).
+pub async fn listen(db: &Db) -> Result<RuleListener, DbError> {
+    let mut l = sqlx::postgres::PgListener::connect_with(db.pool()).await?;
+    l.listen(CHANNEL).await?;
+    Ok(RuleListener(l))
+}
+
+impl RuleListener {
+    /// Waits for the next notification; its payload is the new version (`None` if unreadable,
+    /// or after a reconnect, when notifications may have been missed).
+    pub async fn recv(&mut self) -> Result<Option<i64>, DbError> {
+        let n = self.0.recv().await?;
+        Ok(n.payload().parse().ok())
+    }
+}

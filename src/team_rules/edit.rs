@@ -1,0 +1,378 @@
+//! Changing team rules: save (validate the whole merged ruleset against exactly what is about to
+//! be written, gate on corpus accuracy, commit, swap), the dry run shown before saving, and the
+//! TOML export/import that lets rules live in a repository.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{RulesetHandle, TeamRulesError, compile, entries};
+use crate::rules::preview::{CorpusDryRun, ReportsDryRun, compare};
+use crate::rules::spec::RuleSpec;
+use crate::rules::team::{self, RuleCheck, TeamEntry};
+use crate::rules::{Ruleset, corpus};
+use crate::storage::Db;
+use crate::storage::rules::{self as store, RuleWrite};
+
+/// Stored reports a dry run classifies at most (newest first).
+pub const PREVIEW_REPORTS: i64 = 500;
+/// Decompressed bytes of one stored log a dry run reads at most.
+const PREVIEW_LOG_BYTES: u64 = 32 << 20;
+
+/// One change to the team rules.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Create or replace an entry. `spec: None` is only for built-in ids (enable/disable the
+    /// built-in rule as shipped).
+    Put {
+        id: String,
+        spec: Option<RuleSpec>,
+        enabled: bool,
+    },
+    /// Turn an entry on or off, keeping its rule (for a built-in id without an entry, the
+    /// built-in rule as shipped).
+    SetEnabled { id: String, enabled: bool },
+    /// Remove a team rule or an override (restoring the built-in rule).
+    Delete { id: String },
+}
+
+impl Change {
+    fn id(&self) -> &str {
+        match self {
+            Change::Put { id, .. } | Change::SetEnabled { id, .. } | Change::Delete { id } => id,
+        }
+    }
+}
+
+/// What a save did.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    /// The ruleset version now stored and in use here.
+    pub version: i64,
+    /// The corpus dry run, when a corpus is configured and the change adds or edits a rule.
+    pub corpus: Option<CorpusDryRun>,
+}
+
+/// Applies `change` to `current`, checking it makes sense for the id.
+fn apply(current: &[TeamEntry], change: &Change) -> Result<Vec<TeamEntry>, TeamRulesError> {
+    let builtin = team::builtin_file()?;
+    let is_builtin = builtin.rule.iter().any(|r| r.id == change.id());
+    let is_context = builtin.context.iter().any(|c| c.id == change.id());
+    if is_context {
+        return Err(TeamRulesError::BadInput(format!(
+            "{} is a built-in context extractor, not a rule; pick another id",
+            change.id()
+        )));
+    }
+    let mut next: Vec<TeamEntry> = current.to_vec();
+    let at = next.iter().position(|e| e.id == change.id());
+    match change {
+        Change::Put { id, spec, enabled } => {
+            if spec.is_none() && !is_builtin {
+                return Err(TeamRulesError::BadInput(
+                    "a team rule needs category, title and pattern".into(),
+                ));
+            }
+            let entry = TeamEntry {
+                id: id.clone(),
+                spec: spec.clone(),
+                enabled: *enabled,
+            };
+            match at {
+                Some(i) => next[i] = entry,
+                None => next.push(entry),
+            }
+        }
+        Change::SetEnabled { id, enabled } => match at {
+            Some(i) => next[i].enabled = *enabled,
+            None if is_builtin => next.push(TeamEntry {
+                id: id.clone(),
+                spec: None,
+                enabled: *enabled,
+            }),
+            None => return Err(TeamRulesError::NotFound),
+        },
+        Change::Delete { .. } => match at {
+            Some(i) => {
+                next.remove(i);
+            }
+            None if is_builtin => {
+                return Err(TeamRulesError::BadInput(
+                    "built-in rules cannot be deleted; disable or override them".into(),
+                ));
+            }
+            None => return Err(TeamRulesError::NotFound),
+        },
+    }
+    Ok(next)
+}
+
+fn write_of(e: &TeamEntry) -> Result<RuleWrite, TeamRulesError> {
+    Ok(RuleWrite::Put {
+        rule_id: e.id.clone(),
+        spec: e
+            .spec
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|err| TeamRulesError::Internal(err.to_string()))?,
+        enabled: e.enabled,
+    })
+}
+
+/// Saves one change by `actor`: validates the merged ruleset, refuses a rule that lowers corpus
+/// accuracy unless `confirm`, commits (history, version, notify) and swaps the ruleset in.
+pub async fn save(
+    db: &Db,
+    handle: &RulesetHandle,
+    change: Change,
+    actor: &str,
+    confirm: bool,
+) -> Result<Saved, TeamRulesError> {
+    let edit = store::begin_edit(db).await?;
+    let current = entries(&edit.rules)?;
+    let next = apply(&current, &change)?;
+    let ruleset = Arc::new(compile(next.clone()).await?);
+    let mut corpus_run = None;
+    if let (
+        Change::Put {
+            id,
+            spec: Some(spec),
+            enabled: true,
+        },
+        Some(dir),
+    ) = (&change, handle.corpus())
+    {
+        let before = Arc::new(compile(current).await?);
+        let run = corpus_dry_run(dir, before, ruleset.clone(), id.clone(), spec.category).await?;
+        if run.lowers_accuracy() && !confirm {
+            return Err(TeamRulesError::LowersAccuracy {
+                before: run.accuracy_before(),
+                after: run.accuracy_after(),
+            });
+        }
+        corpus_run = Some(run);
+    }
+    let write = match &change {
+        Change::Delete { id } => RuleWrite::Delete {
+            rule_id: id.clone(),
+        },
+        Change::Put { id, .. } | Change::SetEnabled { id, .. } => {
+            let entry = next.iter().find(|e| &e.id == id);
+            write_of(entry.ok_or(TeamRulesError::NotFound)?)?
+        }
+    };
+    let version = edit.commit(&[write], None, actor).await?;
+    handle.install(version, ruleset);
+    Ok(Saved {
+        version,
+        corpus: corpus_run,
+    })
+}
+
+/// The dry run of a candidate rule, shown before saving.
+#[derive(Debug, Clone, Serialize)]
+pub struct Preview {
+    /// Examples and counter-examples, and what `rules check` finds wrong.
+    #[serde(skip)]
+    pub check: RuleCheck,
+    /// Over the newest stored reports.
+    pub reports: ReportsDryRun,
+    /// Over the labelled corpus, when configured.
+    pub corpus: Option<CorpusDryRun>,
+}
+
+/// Dry-runs `spec` (as a new rule, or replacing the entry with its id): its own checks, then
+/// the newest stored reports and the labelled corpus classified with and without it. A pattern
+/// that does not compile within the limits is an error.
+pub async fn preview(
+    db: &Db,
+    handle: &RulesetHandle,
+    spec: RuleSpec,
+) -> Result<Preview, TeamRulesError> {
+    let check = team::check_rule(&spec)?;
+    let (stored, _) = store::list_team_rules(db).await?;
+    let current = entries(&stored)?;
+    let change = Change::Put {
+        id: spec.id.clone(),
+        spec: Some(spec.clone()),
+        enabled: true,
+    };
+    let next = apply(&current, &change)?;
+    // The candidate set compiled even when the rule's examples fail, to show its effect.
+    let after = Arc::new(
+        tokio::task::spawn_blocking(move || {
+            let builtin = team::builtin_file()?;
+            team::compile_unchecked(&builtin, &next)
+        })
+        .await
+        .map_err(|e| TeamRulesError::Internal(e.to_string()))??,
+    );
+    let before = Arc::new(compile(current).await?);
+    let (logs, stored_count) = store::recent_logs(db, PREVIEW_REPORTS).await?;
+    let reports = {
+        let (before, after, id) = (before.clone(), after.clone(), spec.id.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut run = ReportsDryRun {
+                stored: stored_count,
+                ..ReportsDryRun::default()
+            };
+            for (report_id, gz) in logs {
+                let mut log = Vec::new();
+                let mut rd = flate2::read::GzDecoder::new(&gz[..]).take(PREVIEW_LOG_BYTES);
+                if rd.read_to_end(&mut log).is_ok() {
+                    run.add(report_id, &compare(&before, &after, &id, &log));
+                }
+            }
+            run
+        })
+        .await
+        .map_err(|e| TeamRulesError::Internal(e.to_string()))?
+    };
+    let corpus = match handle.corpus() {
+        Some(dir) => {
+            Some(corpus_dry_run(dir, before, after, spec.id.clone(), spec.category).await?)
+        }
+        None => None,
+    };
+    Ok(Preview {
+        check,
+        reports,
+        corpus,
+    })
+}
+
+async fn corpus_dry_run(
+    dir: std::path::PathBuf,
+    before: Arc<Ruleset>,
+    after: Arc<Ruleset>,
+    id: String,
+    category: crate::rules::Category,
+) -> Result<CorpusDryRun, TeamRulesError> {
+    tokio::task::spawn_blocking(move || {
+        let read = |p: &Path| {
+            std::fs::read(p)
+                .map_err(|e| TeamRulesError::Internal(format!("eval corpus {}: {e}", p.display())))
+        };
+        let labels = String::from_utf8_lossy(&read(&dir.join("labels.csv"))?).into_owned();
+        let evidence_path = dir.join("evidence.csv");
+        let evidence = evidence_path
+            .exists()
+            .then(|| read(&evidence_path))
+            .transpose()?
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let cases = corpus::parse_corpus(&labels, evidence.as_deref())
+            .map_err(|e| TeamRulesError::Internal(format!("eval corpus labels.csv: {e}")))?;
+        let mut run = CorpusDryRun::default();
+        for case in cases {
+            let log = read(&dir.join("cases").join(format!("{}.log", case.id)))?;
+            run.add(case.label, category, &compare(&before, &after, &id, &log));
+        }
+        Ok(run)
+    })
+    .await
+    .map_err(|e| TeamRulesError::Internal(e.to_string()))?
+}
+
+/// The export format: `builtin.toml`'s `[[rule]]` tables (so `rules check` reads it), plus the
+/// ids of entries stored disabled when there are any.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TeamFile {
+    /// Ids stored disabled: team rules kept off, or built-in rules turned off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
+    /// Team rules and overrides of built-in rules (by id).
+    #[serde(default)]
+    pub rule: Vec<RuleSpec>,
+}
+
+/// Parses an exported file.
+pub fn parse_team_file(text: &str) -> Result<TeamFile, TeamRulesError> {
+    toml::from_str(text).map_err(|e| TeamRulesError::BadInput(format!("not a rules file: {e}")))
+}
+
+fn file_entries(file: &TeamFile) -> Result<Vec<TeamEntry>, TeamRulesError> {
+    let mut out: Vec<TeamEntry> = file
+        .rule
+        .iter()
+        .map(|s| TeamEntry {
+            id: s.id.clone(),
+            enabled: !file.disabled.contains(&s.id),
+            spec: Some(s.clone()),
+        })
+        .collect();
+    for id in &file.disabled {
+        if !out.iter().any(|e| &e.id == id) {
+            out.push(TeamEntry {
+                id: id.clone(),
+                spec: None,
+                enabled: false,
+            });
+        }
+    }
+    let builtin = team::builtin_file()?;
+    let ids = team::builtin_ids(&builtin);
+    let mut seen = std::collections::HashSet::new();
+    for e in &out {
+        if !seen.insert(e.id.as_str()) {
+            return Err(TeamRulesError::BadInput(format!(
+                "rule {}: duplicate id",
+                e.id
+            )));
+        }
+        if e.spec.is_none() && !ids.contains(e.id.as_str()) {
+            return Err(TeamRulesError::BadInput(format!(
+                "rule {}: listed as disabled but neither built-in nor defined in the file",
+                e.id
+            )));
+        }
+        if let Some(spec) = &e.spec {
+            team::validate_rule(spec)?;
+        }
+    }
+    Ok(out)
+}
+
+/// The stored team entries as an export file.
+pub async fn export(db: &Db) -> Result<TeamFile, TeamRulesError> {
+    let (stored, _) = store::list_team_rules(db).await?;
+    let entries = entries(&stored)?;
+    Ok(TeamFile {
+        disabled: entries
+            .iter()
+            .filter(|e| !e.enabled)
+            .map(|e| e.id.clone())
+            .collect(),
+        rule: entries.into_iter().filter_map(|e| e.spec).collect(),
+    })
+}
+
+/// Replaces the stored team entries with the file's, after validating all of them (and the
+/// merged ruleset); nothing is written when anything is wrong. Returns (version, entries).
+pub async fn import(
+    db: &Db,
+    handle: &RulesetHandle,
+    file: &TeamFile,
+    actor: &str,
+) -> Result<(i64, usize), TeamRulesError> {
+    let wanted = file_entries(file)?;
+    let ruleset = Arc::new(compile(wanted.clone()).await?);
+    let edit = store::begin_edit(db).await?;
+    let mut writes: Vec<RuleWrite> = edit
+        .rules
+        .iter()
+        .filter(|r| !wanted.iter().any(|e| e.id == r.rule_id))
+        .map(|r| RuleWrite::Delete {
+            rule_id: r.rule_id.clone(),
+        })
+        .collect();
+    for e in &wanted {
+        writes.push(write_of(e)?);
+    }
+    let version = edit.commit(&writes, Some("import"), actor).await?;
+    handle.install(version, ruleset);
+    Ok((version, wanted.len()))
+}

@@ -1,0 +1,92 @@
+//! The rules a deployment runs, as the portal and `GET /api/v1/rules` list them: built-in rules
+//! (with their override or disabled state) then team rules, each with its hit count over stored
+//! reports.
+
+use std::collections::HashMap;
+
+use super::{TeamRulesError, entries};
+use crate::rules::spec::RuleSpec;
+use crate::rules::team;
+use crate::storage::Db;
+use crate::storage::rules::{self as store, StoredRule};
+
+/// Where a rule comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// Shipped in `builtin.toml`.
+    Builtin,
+    /// Written by the team.
+    Team,
+}
+
+/// One rule as listed.
+#[derive(Debug, Clone)]
+pub struct RuleInfo {
+    /// The rule in effect (the override's when overridden).
+    pub spec: RuleSpec,
+    /// Built-in or team.
+    pub origin: Origin,
+    /// Whether it takes part in matching.
+    pub enabled: bool,
+    /// A built-in rule replaced by a team spec.
+    pub overridden: bool,
+    /// The shipped rule, for an overridden built-in.
+    pub shipped: Option<RuleSpec>,
+    /// The team entry's last change, when there is an entry.
+    pub updated_at: Option<String>,
+    pub updated_by: Option<String>,
+    /// Stored reports whose classification names this rule.
+    pub hits: i64,
+}
+
+/// Every rule, built-in first (file order), then team rules (oldest first), and the stored
+/// ruleset version.
+pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), TeamRulesError> {
+    let (stored, version) = store::list_team_rules(db).await?;
+    let hits: HashMap<String, i64> = if with_hits {
+        store::rule_hit_counts(db).await?.into_iter().collect()
+    } else {
+        HashMap::new()
+    };
+    let team_entries = entries(&stored)?;
+    let builtin = team::builtin_file()?;
+    let row = |id: &str| stored.iter().find(|r| r.rule_id == id);
+    let info = |spec: RuleSpec, origin, shipped: Option<RuleSpec>, r: Option<&StoredRule>| {
+        let entry = r.and_then(|r| team_entries.iter().find(|e| e.id == r.rule_id));
+        RuleInfo {
+            hits: hits.get(&spec.id).copied().unwrap_or(0),
+            enabled: entry.is_none_or(|e| e.enabled),
+            overridden: shipped.is_some(),
+            shipped,
+            origin,
+            updated_at: r.map(|r| r.updated_at.clone()),
+            updated_by: r.map(|r| r.updated_by.clone()),
+            spec,
+        }
+    };
+    let mut out = Vec::new();
+    for rule in &builtin.rule {
+        let r = row(&rule.id);
+        let entry = r.and_then(|r| team_entries.iter().find(|e| e.id == r.rule_id));
+        match entry.and_then(|e| e.spec.clone()) {
+            Some(spec) => out.push(info(
+                RuleSpec {
+                    id: rule.id.clone(),
+                    ..spec
+                },
+                Origin::Builtin,
+                Some(rule.clone()),
+                r,
+            )),
+            None => out.push(info(rule.clone(), Origin::Builtin, None, r)),
+        }
+    }
+    let ids = team::builtin_ids(&builtin);
+    for e in &team_entries {
+        if let (false, Some(spec)) = (ids.contains(e.id.as_str()), &e.spec) {
+            out.push(info(spec.clone(), Origin::Team, None, row(&e.id)));
+        }
+    }
+    Ok((out, version))
+}

@@ -1,0 +1,308 @@
+//! `GET/POST /api/v1/rules`, `PUT/DELETE /api/v1/rules/{id}`, `POST /api/v1/rules/preview`:
+//! team rules as JSON (read scope to list, admin to write or dry-run). A rule that is refused
+//! (pattern over the limits, failing examples, too many rules) gets 422 with the reason; a rule
+//! that lowers accuracy on the configured corpus gets 422 `lowers_accuracy` unless the body says
+//! `"confirm": true`.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::auth::Scope;
+use crate::rules::Category;
+use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
+use crate::rules::spec::RuleSpec;
+use crate::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
+use crate::web::auth::ApiToken;
+use crate::web::{AppError, AppState};
+
+impl From<TeamRulesError> for AppError {
+    fn from(err: TeamRulesError) -> Self {
+        match err {
+            TeamRulesError::Invalid(e) => AppError::Unprocessable("invalid_rule", e.to_string()),
+            TeamRulesError::BadInput(m) => AppError::Unprocessable("invalid_rule", m),
+            TeamRulesError::NotFound => AppError::NotFound("rule"),
+            e @ TeamRulesError::LowersAccuracy { .. } => {
+                AppError::Unprocessable("lowers_accuracy", e.to_string())
+            }
+            e @ TeamRulesError::Busy => AppError::Conflict("busy", e.to_string()),
+            TeamRulesError::Db(e) => e.into(),
+            TeamRulesError::Internal(m) => AppError::Internal(anyhow::anyhow!(m)),
+        }
+    }
+}
+
+/// A rule as written by a client: the fields of `builtin.toml`, plus `enabled` and `confirm`.
+/// Without any rule field, the body only turns the rule on or off (`enabled`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleBody {
+    pub id: Option<String>,
+    pub category: Option<Category>,
+    pub title: Option<String>,
+    pub pattern: Option<String>,
+    pub specificity: Option<u8>,
+    pub advice: Option<Vec<String>>,
+    pub examples: Option<Vec<String>>,
+    pub counter_examples: Option<Vec<String>>,
+    pub enabled: Option<bool>,
+    /// Store a rule even though it lowers corpus accuracy.
+    #[serde(default)]
+    pub confirm: bool,
+}
+
+impl RuleBody {
+    fn has_spec(&self) -> bool {
+        self.category.is_some()
+            || self.title.is_some()
+            || self.pattern.is_some()
+            || self.specificity.is_some()
+            || self.advice.is_some()
+            || self.examples.is_some()
+            || self.counter_examples.is_some()
+    }
+
+    /// The rule, when the body carries one (category, title and pattern are then required).
+    pub fn spec(&self, id: &str) -> Result<Option<RuleSpec>, AppError> {
+        if !self.has_spec() {
+            return Ok(None);
+        }
+        let missing = |f: &str| AppError::Unprocessable("invalid_rule", format!("{f} is required"));
+        Ok(Some(RuleSpec {
+            id: id.to_owned(),
+            category: self.category.ok_or_else(|| missing("category"))?,
+            title: self.title.clone().ok_or_else(|| missing("title"))?,
+            pattern: self.pattern.clone().ok_or_else(|| missing("pattern"))?,
+            specificity: self.specificity.unwrap_or(50),
+            advice: self.advice.clone().unwrap_or_default(),
+            examples: self.examples.clone().unwrap_or_default(),
+            counter_examples: self.counter_examples.clone().unwrap_or_default(),
+        }))
+    }
+
+    /// The change this body asks for on rule `id`.
+    pub fn change(&self, id: &str) -> Result<Change, AppError> {
+        match self.spec(id)? {
+            Some(spec) => Ok(Change::Put {
+                id: id.to_owned(),
+                spec: Some(spec),
+                enabled: self.enabled.unwrap_or(true),
+            }),
+            None => match self.enabled {
+                Some(enabled) => Ok(Change::SetEnabled {
+                    id: id.to_owned(),
+                    enabled,
+                }),
+                None => Err(AppError::Unprocessable(
+                    "invalid_rule",
+                    "nothing to change: give the rule's fields, or enabled".into(),
+                )),
+            },
+        }
+    }
+}
+
+fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
+    b.map(|Json(v)| v).map_err(|e| {
+        if e.status() == StatusCode::UNPROCESSABLE_ENTITY {
+            AppError::Unprocessable("invalid_rule", e.body_text())
+        } else {
+            AppError::BadRequest("bad_json", e.body_text())
+        }
+    })
+}
+
+/// A listed rule as JSON.
+pub fn rule_json(r: &RuleInfo) -> Value {
+    json!({
+        "id": r.spec.id,
+        "origin": r.origin,
+        "enabled": r.enabled,
+        "overridden": r.overridden,
+        "category": r.spec.category,
+        "title": r.spec.title,
+        "pattern": r.spec.pattern,
+        "specificity": r.spec.specificity,
+        "advice": r.spec.advice,
+        "examples": r.spec.examples,
+        "counter_examples": r.spec.counter_examples,
+        "updated_at": r.updated_at,
+        "updated_by": r.updated_by,
+        "hits": r.hits,
+    })
+}
+
+/// `GET /api/v1/rules`: every rule (built-in, then team) with hit counts.
+pub async fn list_rules(
+    State(state): State<AppState>,
+    token: ApiToken,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Read])?;
+    let (rules, version) = team_rules::list(&state.db, true).await?;
+    Ok(Json(json!({
+        "version": version,
+        "rules": rules.iter().map(rule_json).collect::<Vec<_>>(),
+    })))
+}
+
+async fn saved_json(state: &AppState, id: &str, saved: &Saved) -> Result<Value, AppError> {
+    let (rules, _) = team_rules::list(&state.db, false).await?;
+    Ok(json!({
+        "rule": rules.iter().find(|r| r.spec.id == id).map(rule_json),
+        "version": saved.version,
+        "corpus": saved.corpus.as_ref().map(corpus_json),
+    }))
+}
+
+/// `POST /api/v1/rules`: create a team rule (or an override, with a built-in id).
+pub async fn create_rule(
+    State(state): State<AppState>,
+    token: ApiToken,
+    b: Result<Json<RuleBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), AppError> {
+    token.require(&[Scope::Admin])?;
+    let b = body(b)?;
+    let id =
+        b.id.clone()
+            .ok_or_else(|| AppError::Unprocessable("invalid_rule", "id is required".into()))?;
+    let (rules, _) = team_rules::list(&state.db, false).await?;
+    if rules
+        .iter()
+        .any(|r| r.spec.id == id && r.updated_at.is_some())
+    {
+        return Err(AppError::Conflict(
+            "rule_exists",
+            format!("rule {id} exists; change it with PUT /api/v1/rules/{id}"),
+        ));
+    }
+    let change = b.change(&id)?;
+    let saved =
+        team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(saved_json(&state, &id, &saved).await?),
+    ))
+}
+
+/// `PUT /api/v1/rules/{id}`: replace a rule, override a built-in one, or turn it on or off.
+pub async fn update_rule(
+    State(state): State<AppState>,
+    token: ApiToken,
+    Path(id): Path<String>,
+    b: Result<Json<RuleBody>, JsonRejection>,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Admin])?;
+    let b = body(b)?;
+    if b.id.as_ref().is_some_and(|bid| bid != &id) {
+        return Err(AppError::Unprocessable(
+            "invalid_rule",
+            "the body's id differs from the path's; ids cannot be renamed".into(),
+        ));
+    }
+    let change = b.change(&id)?;
+    let saved =
+        team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
+    Ok(Json(saved_json(&state, &id, &saved).await?))
+}
+
+/// `DELETE /api/v1/rules/{id}`: remove a team rule or an override.
+pub async fn delete_rule(
+    State(state): State<AppState>,
+    token: ApiToken,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Admin])?;
+    let change = Change::Delete { id: id.clone() };
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.0.name, false).await?;
+    Ok(Json(json!({ "deleted": id, "version": saved.version })))
+}
+
+/// `POST /api/v1/rules/preview`: the dry run of a rule, nothing stored.
+pub async fn preview_rule(
+    State(state): State<AppState>,
+    token: ApiToken,
+    b: Result<Json<RuleBody>, JsonRejection>,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Admin])?;
+    let b = body(b)?;
+    let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
+    let spec = b.spec(&id)?.ok_or_else(|| {
+        AppError::Unprocessable(
+            "invalid_rule",
+            "category, title and pattern are required".into(),
+        )
+    })?;
+    let p = team_rules::preview(&state.db, &state.ruleset, spec).await?;
+    Ok(Json(preview_json(&p)))
+}
+
+#[derive(Serialize)]
+struct Changed {
+    report_id: i64,
+    before: Category,
+    after: Category,
+}
+
+/// The dry run as JSON.
+pub fn preview_json(p: &Preview) -> Value {
+    json!({
+        "ok": p.check.problems.is_empty(),
+        "problems": p.check.problems,
+        "examples": p.check.examples.iter().map(|e| json!({
+            "line": e.line, "should_match": e.should_match, "matched": e.matched, "ok": e.ok(),
+        })).collect::<Vec<_>>(),
+        "reports": reports_json(&p.reports),
+        "corpus": p.corpus.as_ref().map(corpus_json),
+        "warnings": warnings(p),
+    })
+}
+
+fn reports_json(r: &ReportsDryRun) -> Value {
+    json!({
+        "scanned": r.scanned,
+        "stored": r.stored,
+        "capped": r.capped(),
+        "matched": r.matched,
+        "newly_matched": r.newly_matched,
+        "category_changed": r.category_changed,
+        "changed": r.changed.iter().map(|(id, b, a)| Changed { report_id: *id, before: *b, after: *a }).collect::<Vec<_>>(),
+    })
+}
+
+fn corpus_json(c: &CorpusDryRun) -> Value {
+    json!({
+        "cases": c.cases,
+        "correct_before": c.correct_before,
+        "correct_after": c.correct_after,
+        "accuracy_before": c.accuracy_before(),
+        "accuracy_after": c.accuracy_after(),
+        "rule_matched": c.rule_matched,
+        "rule_root": c.rule_root,
+        "precision": c.precision(),
+        "lowers_accuracy": c.lowers_accuracy(),
+    })
+}
+
+/// Human warnings about a dry run (shown by the portal too).
+pub fn warnings(p: &Preview) -> Vec<String> {
+    let mut out = Vec::new();
+    if p.reports.capped() {
+        out.push(format!(
+            "only the newest {} of {} stored reports were scanned",
+            p.reports.scanned, p.reports.stored
+        ));
+    }
+    if let Some(c) = &p.corpus
+        && c.lowers_accuracy()
+    {
+        out.push(format!(
+            "this rule lowers corpus accuracy from {:.1}% to {:.1}%; saving it needs confirmation",
+            c.accuracy_before(),
+            c.accuracy_after()
+        ));
+    }
+    out
+}

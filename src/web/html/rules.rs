@@ -1,0 +1,547 @@
+//! Portal pages for rules: `/rules` (built-in and team rules with hit counts, edit history,
+//! reclassification runs), a rule's page (its recent matching reports and history), and the
+//! new/edit form whose "Preview" button renders the dry run and whose "Save" button stores the
+//! rule. Every form post checks the session's CSRF token; writes need the admin scope.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::Form;
+use axum::extract::rejection::{FormRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Layout;
+use crate::auth::Scope;
+use crate::rules::Category;
+use crate::rules::spec::RuleSpec;
+use crate::storage::reclassify::{self as runs, Run};
+use crate::storage::reports::ReportSummary;
+use crate::storage::rules::{self as store, HistoryEntry};
+use crate::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify};
+use crate::web::api::rules::warnings;
+use crate::web::auth::PortalUser;
+use crate::web::{AppError, AppState, PageError};
+
+/// A rule in the list.
+pub struct RuleRow {
+    pub id: String,
+    pub origin: &'static str,
+    pub category: String,
+    pub title: String,
+    pub enabled: bool,
+    pub overridden: bool,
+    pub hits: i64,
+}
+
+impl From<&RuleInfo> for RuleRow {
+    fn from(r: &RuleInfo) -> Self {
+        RuleRow {
+            id: r.spec.id.clone(),
+            origin: match r.origin {
+                Origin::Builtin => "built-in",
+                Origin::Team => "team",
+            },
+            category: r.spec.category.to_string(),
+            title: r.spec.title.clone(),
+            enabled: r.enabled,
+            overridden: r.overridden,
+            hits: r.hits,
+        }
+    }
+}
+
+/// A history line: who changed what, when.
+pub struct HistoryRow {
+    pub at: String,
+    pub actor: String,
+    pub action: String,
+    pub rule_id: String,
+    /// `field: old → new` for each field that changed.
+    pub changes: Vec<String>,
+}
+
+impl From<HistoryEntry> for HistoryRow {
+    fn from(h: HistoryEntry) -> Self {
+        HistoryRow {
+            changes: changes(h.old.as_ref(), h.new.as_ref()),
+            at: h.at,
+            actor: h.actor,
+            action: h.action,
+            rule_id: h.rule_id,
+        }
+    }
+}
+
+/// The fields that differ between two stored states (`{"spec": {...}, "enabled": bool}`).
+fn changes(old: Option<&Value>, new: Option<&Value>) -> Vec<String> {
+    let flat = |v: Option<&Value>| -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(v) = v {
+            out.push(("enabled".to_owned(), v["enabled"].to_string()));
+            if let Some(spec) = v["spec"].as_object() {
+                for (k, val) in spec {
+                    out.push((k.clone(), val.to_string()));
+                }
+            }
+        }
+        out
+    };
+    let (a, b) = (flat(old), flat(new));
+    let get = |list: &[(String, String)], k: &str| {
+        list.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| clip(v))
+            .unwrap_or_else(|| "—".to_owned())
+    };
+    let mut keys: Vec<&String> = a.iter().chain(&b).map(|(k, _)| k).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| get(&a, k) != get(&b, k))
+        .map(|k| format!("{k}: {} → {}", get(&a, k), get(&b, k)))
+        .collect()
+}
+
+fn clip(s: &str) -> String {
+    if s.len() <= 160 {
+        return s.to_owned();
+    }
+    format!("{}…", &s[..s.floor_char_boundary(160)])
+}
+
+/// A reclassification run with its progress.
+pub struct RunRow {
+    pub run: Run,
+    pub percent: String,
+}
+
+impl From<Run> for RunRow {
+    fn from(run: Run) -> Self {
+        let percent = if run.total > 0 {
+            format!("{:.0}%", run.done as f64 * 100.0 / run.total as f64)
+        } else {
+            "100%".to_owned()
+        };
+        RunRow { run, percent }
+    }
+}
+
+/// `GET /rules`
+#[derive(Template, WebTemplate)]
+#[template(path = "rules.html")]
+pub struct RulesPage {
+    layout: Layout,
+    builtin: Vec<RuleRow>,
+    team: Vec<RuleRow>,
+    version: i64,
+    history: Vec<HistoryRow>,
+    runs: Vec<RunRow>,
+    can_edit: bool,
+}
+
+/// `GET /rules`
+pub async fn list_rules(
+    State(state): State<AppState>,
+    user: PortalUser,
+) -> Result<RulesPage, PageError> {
+    user.require(&[Scope::Read])?;
+    let (rules, version) = team_rules::list(&state.db, true).await?;
+    let (builtin, team) = rules.iter().partition(|r| r.origin == Origin::Builtin);
+    let rows = |list: Vec<&RuleInfo>| list.into_iter().map(RuleRow::from).collect();
+    Ok(RulesPage {
+        layout: Layout::for_user(Some(&user)),
+        builtin: rows(builtin),
+        team: rows(team),
+        version,
+        history: history(&state, None).await?,
+        runs: runs::recent_runs(&state.db, 5)
+            .await?
+            .into_iter()
+            .map(RunRow::from)
+            .collect(),
+        can_edit: user.require(&[Scope::Admin]).is_ok(),
+    })
+}
+
+async fn history(state: &AppState, rule_id: Option<&str>) -> Result<Vec<HistoryRow>, AppError> {
+    Ok(store::history(&state.db, rule_id, 30)
+        .await?
+        .into_iter()
+        .map(HistoryRow::from)
+        .collect())
+}
+
+/// `GET /rules/{id}`
+#[derive(Template, WebTemplate)]
+#[template(path = "rule.html")]
+pub struct RulePage {
+    layout: Layout,
+    rule: RuleRow,
+    spec: RuleSpec,
+    shipped: Option<RuleSpec>,
+    reports: Vec<ReportSummary>,
+    history: Vec<HistoryRow>,
+    can_edit: bool,
+    /// A team entry exists (so it can be deleted / the override removed).
+    has_entry: bool,
+}
+
+/// `GET /rules/{id}`
+pub async fn show_rule(
+    State(state): State<AppState>,
+    user: PortalUser,
+    Path(id): Path<String>,
+) -> Result<RulePage, PageError> {
+    user.require(&[Scope::Read])?;
+    let (rules, _) = team_rules::list(&state.db, true).await?;
+    let info = rules
+        .into_iter()
+        .find(|r| r.spec.id == id)
+        .ok_or(AppError::NotFound("rule"))?;
+    Ok(RulePage {
+        layout: Layout::for_user(Some(&user)),
+        rule: RuleRow::from(&info),
+        reports: store::reports_naming_rule(&state.db, &id, 20).await?,
+        history: history(&state, Some(&id)).await?,
+        can_edit: user.require(&[Scope::Admin]).is_ok(),
+        has_entry: info.updated_at.is_some(),
+        shipped: info.shipped.clone(),
+        spec: info.spec,
+    })
+}
+
+/// The form's fields, as typed (lists one per line).
+#[derive(Debug, Default, Deserialize)]
+pub struct RuleForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    category: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    pattern: String,
+    #[serde(default)]
+    specificity: String,
+    #[serde(default)]
+    advice: String,
+    #[serde(default)]
+    examples: String,
+    #[serde(default)]
+    counter_examples: String,
+    /// Present when the "enabled" box is ticked.
+    enabled: Option<String>,
+    /// Present when "save even though it lowers corpus accuracy" is ticked.
+    confirm: Option<String>,
+    /// `preview` or `save` (which submit button).
+    #[serde(default)]
+    action: String,
+    /// Set when editing an existing rule (the id cannot change).
+    #[serde(default)]
+    editing: String,
+}
+
+fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+impl RuleForm {
+    fn from_spec(spec: &RuleSpec, enabled: bool) -> RuleForm {
+        RuleForm {
+            id: spec.id.clone(),
+            category: spec.category.to_string(),
+            title: spec.title.clone(),
+            pattern: spec.pattern.clone(),
+            specificity: spec.specificity.to_string(),
+            advice: spec.advice.join("\n"),
+            examples: spec.examples.join("\n"),
+            counter_examples: spec.counter_examples.join("\n"),
+            enabled: enabled.then(|| "on".to_owned()),
+            editing: "1".into(),
+            ..RuleForm::default()
+        }
+    }
+
+    fn spec(&self) -> Result<RuleSpec, String> {
+        let category: Category = self.category.parse()?;
+        let specificity = match self.specificity.trim() {
+            "" => 50,
+            s => s
+                .parse()
+                .map_err(|_| "specificity must be a number from 0 to 100".to_owned())?,
+        };
+        let required = |v: &str, name: &str| {
+            if v.trim().is_empty() {
+                Err(format!("{name} is required"))
+            } else {
+                Ok(v.trim().to_owned())
+            }
+        };
+        Ok(RuleSpec {
+            id: required(&self.id, "id")?,
+            category,
+            title: required(&self.title, "title")?,
+            pattern: required(&self.pattern, "pattern")?,
+            specificity,
+            advice: lines(&self.advice),
+            examples: lines(&self.examples),
+            counter_examples: lines(&self.counter_examples),
+        })
+    }
+}
+
+/// One example's result, for the preview table.
+pub struct ExampleRow {
+    pub line: String,
+    pub kind: &'static str,
+    pub ok: bool,
+    pub matched: bool,
+}
+
+/// The dry run as the form shows it.
+pub struct PreviewView {
+    pub ok: bool,
+    pub problems: Vec<String>,
+    pub examples: Vec<ExampleRow>,
+    pub scanned: usize,
+    pub stored: i64,
+    pub newly_matched: usize,
+    pub matched: usize,
+    pub category_changed: usize,
+    pub changed: Vec<(i64, String, String)>,
+    /// (cases, accuracy before, after, precision, lowers)
+    pub corpus: Option<(usize, String, String, String, bool)>,
+    pub warnings: Vec<String>,
+}
+
+impl From<&Preview> for PreviewView {
+    fn from(p: &Preview) -> Self {
+        PreviewView {
+            ok: p.check.problems.is_empty(),
+            problems: p.check.problems.clone(),
+            examples: p
+                .check
+                .examples
+                .iter()
+                .map(|e| ExampleRow {
+                    line: e.line.clone(),
+                    kind: if e.should_match {
+                        "example"
+                    } else {
+                        "counter-example"
+                    },
+                    ok: e.ok(),
+                    matched: e.matched,
+                })
+                .collect(),
+            scanned: p.reports.scanned,
+            stored: p.reports.stored,
+            newly_matched: p.reports.newly_matched,
+            matched: p.reports.matched,
+            category_changed: p.reports.category_changed,
+            changed: p
+                .reports
+                .changed
+                .iter()
+                .map(|(id, b, a)| (*id, b.to_string(), a.to_string()))
+                .collect(),
+            corpus: p.corpus.as_ref().map(|c| {
+                (
+                    c.cases,
+                    format!("{:.1}%", c.accuracy_before()),
+                    format!("{:.1}%", c.accuracy_after()),
+                    c.precision()
+                        .map_or("n/a (never the root cause)".to_owned(), |v| {
+                            format!("{v:.1}% of {} case(s)", c.rule_root)
+                        }),
+                    c.lowers_accuracy(),
+                )
+            }),
+            warnings: warnings(p),
+        }
+    }
+}
+
+/// `GET /rules/new` and the form re-rendered after Preview or a refused Save.
+#[derive(Template, WebTemplate)]
+#[template(path = "rule_form.html")]
+pub struct RuleFormPage {
+    layout: Layout,
+    form: RuleForm,
+    /// (name, selected)
+    categories: Vec<(&'static str, bool)>,
+    error: Option<String>,
+    preview: Option<PreviewView>,
+}
+
+fn form_page(user: &PortalUser, form: RuleForm) -> RuleFormPage {
+    RuleFormPage {
+        layout: Layout::for_user(Some(user)),
+        categories: Category::ALL
+            .iter()
+            .map(|c| (c.as_str(), c.as_str() == form.category))
+            .collect(),
+        form,
+        error: None,
+        preview: None,
+    }
+}
+
+/// `?edit=ID`: start from an existing rule (an override, for a built-in one).
+#[derive(Debug, Deserialize)]
+pub struct NewParams {
+    edit: Option<String>,
+}
+
+/// `GET /rules/new[?edit=ID]`
+pub async fn new_rule(
+    State(state): State<AppState>,
+    user: PortalUser,
+    params: Result<Query<NewParams>, QueryRejection>,
+) -> Result<RuleFormPage, PageError> {
+    user.require(&[Scope::Admin])?;
+    let Query(p) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
+    let mut form = RuleForm {
+        enabled: Some("on".into()),
+        specificity: "80".into(),
+        ..RuleForm::default()
+    };
+    if let Some(id) = p.edit {
+        let (rules, _) = team_rules::list(&state.db, false).await?;
+        let info = rules
+            .into_iter()
+            .find(|r| r.spec.id == id)
+            .ok_or(AppError::NotFound("rule"))?;
+        form = RuleForm::from_spec(&info.spec, info.enabled);
+    }
+    Ok(form_page(&user, form))
+}
+
+/// `POST /rules`: Preview (render the dry run) or Save (store, then the rule's page).
+pub async fn save_rule(
+    State(state): State<AppState>,
+    user: PortalUser,
+    headers: HeaderMap,
+    form: Result<Form<RuleForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    user.check_form(&headers, &form.csrf)?;
+    user.require(&[Scope::Admin])?;
+    let spec = match form.spec() {
+        Ok(s) => s,
+        Err(e) => return Ok(refused(&user, form, e)),
+    };
+    if form.action == "preview" {
+        return Ok(
+            match team_rules::preview(&state.db, &state.ruleset, spec).await {
+                Ok(p) => {
+                    let mut page = form_page(&user, form);
+                    page.preview = Some(PreviewView::from(&p));
+                    page.into_response()
+                }
+                Err(e) => refused(&user, form, AppError::from(e).to_string()),
+            },
+        );
+    }
+    let id = spec.id.clone();
+    let change = Change::Put {
+        id: id.clone(),
+        spec: Some(spec),
+        enabled: form.enabled.is_some(),
+    };
+    let confirm = form.confirm.is_some();
+    match team_rules::save(
+        &state.db,
+        &state.ruleset,
+        change,
+        &user.0.token.name,
+        confirm,
+    )
+    .await
+    {
+        Ok(_) => Ok(Redirect::to(&format!("/rules/{id}")).into_response()),
+        Err(e) => match AppError::from(e) {
+            e @ AppError::Unprocessable(..) => Ok(refused(&user, form, e.to_string())),
+            other => Err(other.into()),
+        },
+    }
+}
+
+/// The form again, with why it was refused (422).
+fn refused(user: &PortalUser, form: RuleForm, message: String) -> Response {
+    let mut page = form_page(user, form);
+    page.error = Some(message);
+    (StatusCode::UNPROCESSABLE_ENTITY, page).into_response()
+}
+
+/// The small forms (enable/disable, delete, reclassify).
+#[derive(Debug, Deserialize)]
+pub struct ActionForm {
+    csrf: String,
+    #[serde(default)]
+    enabled: String,
+}
+
+/// `POST /rules/{id}/enabled`: turn a rule on (`enabled=true`) or off.
+pub async fn set_enabled(
+    State(state): State<AppState>,
+    user: PortalUser,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    user.check_form(&headers, &form.csrf)?;
+    user.require(&[Scope::Admin])?;
+    let change = Change::SetEnabled {
+        id: id.clone(),
+        enabled: form.enabled == "true",
+    };
+    team_rules::save(&state.db, &state.ruleset, change, &user.0.token.name, false)
+        .await
+        .map_err(AppError::from)?;
+    Ok(Redirect::to(&format!("/rules/{id}")).into_response())
+}
+
+/// `POST /rules/{id}/delete`: remove a team rule, or an override (restoring the built-in rule).
+pub async fn delete_rule(
+    State(state): State<AppState>,
+    user: PortalUser,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    user.check_form(&headers, &form.csrf)?;
+    user.require(&[Scope::Admin])?;
+    let change = Change::Delete { id };
+    team_rules::save(&state.db, &state.ruleset, change, &user.0.token.name, false)
+        .await
+        .map_err(AppError::from)?;
+    Ok(Redirect::to("/rules").into_response())
+}
+
+/// `POST /rules/reclassify`: re-run the current rules over stored reports in the background.
+pub async fn start_reclassify(
+    State(state): State<AppState>,
+    user: PortalUser,
+    headers: HeaderMap,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Result<Response, PageError> {
+    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    user.check_form(&headers, &form.csrf)?;
+    user.require(&[Scope::Admin])?;
+    reclassify::start(&state.db, &state.ruleset, &user.0.token.name)
+        .await
+        .map_err(AppError::from)?;
+    Ok(Redirect::to("/rules#reclassify").into_response())
+}
