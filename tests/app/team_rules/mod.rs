@@ -120,6 +120,39 @@ async fn writing_rules_needs_the_admin_scope() {
     assert_eq!(app.count("rule_history").await, 0);
 }
 
+/// SECURITY.md item 7: a pattern that backtracking engines take exponential time on is
+/// accepted after its literal text and runs in linear time (the `regex` crate has no
+/// backtracking): a 1 MiB line of `a` after it is classified, and the rule still works.
+#[tokio::test]
+async fn a_nested_quantifier_after_literal_text_runs_in_linear_time_over_a_mib_of_input() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    let mut rule = kernel_rule();
+    rule["pattern"] = json!("MyKernel (a*)*b");
+    rule["examples"] = json!(["MyKernel aab"]);
+    rule["counter_examples"] = json!(["MyKernel aaa"]);
+    rule["advice"] = json!(["MyKernel failed."]);
+    let res = app.post_json(&admin, "/api/v1/rules", &rule).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let hostile = format!("MyKernel {}\n", "a".repeat(1 << 20));
+    let req = axum::http::Request::post("/api/v1/classify")
+        .header("authorization", format!("Bearer {admin}"))
+        .body(axum::body::Body::from(hostile))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    assert_ne!(res.json()["category"], "library_error", "no `b`, no match");
+    let req = axum::http::Request::post("/api/v1/classify")
+        .header("authorization", format!("Bearer {admin}"))
+        .body(axum::body::Body::from(format!(
+            "MyKernel {}b\n",
+            "a".repeat(1000)
+        )))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.json()["category"], "library_error", "{}", res.body);
+}
+
 #[tokio::test]
 async fn hostile_and_broken_patterns_get_422_with_the_reason_and_store_nothing() {
     let app = TestApp::spawn().await;
