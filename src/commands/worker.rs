@@ -100,6 +100,16 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         args.unsafe_no_sandbox,
     )
     .context("refusing to start (pass --unsafe-no-sandbox to run scripts without isolation)")?;
+    let minor = gpu
+        .as_ref()
+        .and_then(|g| g.pci_bus_id.as_deref())
+        .and_then(|pci| probe::device_minor(std::path::Path::new("/proc/driver/nvidia/gpus"), pci));
+    if gpu.is_some() && minor.is_none() {
+        tracing::warn!(
+            "could not tell which /dev/nvidiaN is this GPU; scripts see every GPU's device node"
+        );
+    }
+    let sandbox = sandbox.with_gpu_minor(minor);
     if args.unsafe_no_sandbox {
         tracing::warn!(
             "--unsafe-no-sandbox: scripts run unisolated as this user; results say sandbox \"none\""

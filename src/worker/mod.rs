@@ -123,9 +123,14 @@ pub fn work(client: &Client, sandbox: &Sandbox, config: &Config) -> anyhow::Resu
         control.set_busy(true);
         let outcome = job::handle(client, sandbox, config, &job, &control.abandon);
         control.set_busy(false);
-        outcome.with_context(|| format!("job {}", job.job_id))?;
+        let outcome = outcome.with_context(|| format!("job {}", job.job_id));
         if config.once {
-            return Ok(());
+            return outcome;
+        }
+        // A result that could not be delivered costs that job an attempt (its lease runs out
+        // and it is requeued), not the worker: a long-running worker goes on claiming.
+        if let Err(e) = outcome {
+            tracing::error!("{e:#}; the job will be retried when its lease expires");
         }
     }
 }

@@ -24,6 +24,9 @@ pub struct GpuInfo {
     pub total_memory_bytes: u64,
     /// "9.0".
     pub compute_capability: String,
+    /// PCI address, "0000:3b:00.0": tells which `/dev/nvidiaN` node is this GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
 }
 
 /// Why there is no GPU to run on.
@@ -112,12 +115,14 @@ fn probe_loaded(index: u32) -> Result<GpuInfo, ProbeError> {
     let dev = result::device::get(ordinal).map_err(driver_err("cuDeviceGet"))?;
     let name = result::device::get_name(dev).map_err(driver_err("cuDeviceGetName"))?;
     let (memory, major, minor) = device_numbers(dev)?;
+    let pci_bus_id = pci_bus_id(dev);
     Ok(GpuInfo {
         index,
         name: name.trim().to_owned(),
         driver_version: driver,
         total_memory_bytes: memory as u64,
         compute_capability: format!("{major}.{minor}"),
+        pci_bus_id,
     })
 }
 
@@ -146,6 +151,33 @@ fn device_numbers(dev: sys::CUdevice) -> Result<(usize, i32, i32), ProbeError> {
         let minor = result::device::get_attribute(dev, MINOR).map_err(&attr)?;
         Ok((memory, major, minor))
     }
+}
+
+/// The device's PCI address as the driver's `/proc/driver/nvidia/gpus/` names it, when the
+/// driver tells.
+#[allow(unsafe_code)]
+fn pci_bus_id(dev: sys::CUdevice) -> Option<String> {
+    use sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_PCI_BUS_ID as BUS, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID as DEVICE,
+        CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID as DOMAIN,
+    };
+    // SAFETY: `dev` was returned by cuDeviceGet, as cuDeviceGetAttribute requires.
+    let get = |a| unsafe { result::device::get_attribute(dev, a) }.ok();
+    Some(format!(
+        "{:04x}:{:02x}:{:02x}.0",
+        get(DOMAIN)?,
+        get(BUS)?,
+        get(DEVICE)?
+    ))
+}
+
+/// The `/dev/nvidia<minor>` number of the GPU at `pci_bus_id`, from the driver's
+/// `<gpus_dir>/<pci_bus_id>/information` ("Device Minor: 3").
+pub fn device_minor(gpus_dir: &std::path::Path, pci_bus_id: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(gpus_dir.join(pci_bus_id).join("information")).ok()?;
+    text.lines()
+        .find_map(|l| l.trim().strip_prefix("Device Minor:"))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// 12040 -> "12.4", 12080 -> "12.8", 11020 -> "11.2".
@@ -177,10 +209,25 @@ mod tests {
             driver_version: "12.4".into(),
             total_memory_bytes: 85_045_231_616,
             compute_capability: "9.0".into(),
+            pci_bus_id: None,
         };
         let json = serde_json::to_value(&gpu).unwrap_or_default();
         let want = serde_json::json!({"index":0,"name":"NVIDIA H100 80GB HBM3",
             "driver_version":"12.4","total_memory_bytes":85045231616u64,"compute_capability":"9.0"});
         assert_eq!(json, want);
+    }
+
+    #[test]
+    fn the_device_minor_comes_from_the_drivers_information_file() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let gpu = dir.path().join("0000:3b:00.0");
+        std::fs::create_dir(&gpu).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            gpu.join("information"),
+            "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 180\nDevice Minor: \t 3\nBus Location: \t 0000:3b:00.0\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(device_minor(dir.path(), "0000:3b:00.0"), Some(3));
+        assert_eq!(device_minor(dir.path(), "0000:5e:00.0"), None);
     }
 }

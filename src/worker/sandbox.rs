@@ -79,6 +79,8 @@ pub struct Sandbox {
     prlimit: Option<PathBuf>,
     python: PathBuf,
     gpu: Option<u32>,
+    /// `/dev/nvidia<minor>` of that GPU, when known: the other GPUs' nodes stay out.
+    gpu_minor: Option<u32>,
     max_procs: u32,
     drop_root: bool,
 }
@@ -118,9 +120,18 @@ impl Sandbox {
             prlimit: find_program(Path::new("prlimit")),
             python,
             gpu,
+            gpu_minor: None,
             max_procs,
             drop_root: rustix::process::geteuid().is_root(),
         })
+    }
+
+    /// Binds only `/dev/nvidia<minor>` of the GPU's nodes (plus the control nodes), so a script
+    /// cannot reach the host's other GPUs by changing `CUDA_VISIBLE_DEVICES`.
+    #[must_use]
+    pub fn with_gpu_minor(mut self, minor: Option<u32>) -> Sandbox {
+        self.gpu_minor = minor;
+        self
     }
 
     /// `bwrap` or `none`.
@@ -279,6 +290,9 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
             a,
             &["--die-with-parent", "--new-session", "--cap-drop", "ALL"],
         );
+        // No nested user namespaces: inside one a script would be root over new mount and
+        // network namespaces, the usual start of a kernel exploit.
+        push(a, &["--disable-userns", "--assert-userns-disabled"]);
         for dir in SYSTEM_DIRS {
             let path = Path::new(dir);
             match std::fs::read_link(path) {
@@ -290,16 +304,14 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         for file in ETC_FILES {
             push(a, &["--ro-bind-try", file, file]);
         }
-        push(
-            a,
-            &["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm"],
-        );
-        push(
-            a,
-            &["--tmpfs", "/tmp", "--tmpfs", "/run", "--tmpfs", "/var/tmp"],
-        );
+        push(a, &["--proc", "/proc", "--dev", "/dev"]);
+        // Sized tmpfs mounts: their pages belong to no process, so an unbounded one lets a
+        // script fill the host's memory where no OOM kill can reach it.
+        for (dir, size) in TMPFS {
+            push(a, &["--size", &size.to_string(), "--tmpfs", dir]);
+        }
         if self.gpu.is_some() {
-            for node in nvidia_device_nodes() {
+            for node in select_device_nodes(nvidia_device_nodes(), self.gpu_minor) {
                 push(a, &[Path::new("--dev-bind"), &node, &node]);
             }
             // The CUDA runtime reads PCI topology from /sys.
@@ -365,6 +377,34 @@ pub fn safe_script_name(name: &str) -> String {
     } else {
         "repro.py".to_owned()
     }
+}
+
+/// Writable mounts of the sandbox and their sizes in bytes.
+const TMPFS: [(&str, u64); 4] = [
+    ("/dev/shm", 1 << 30),
+    ("/tmp", 1 << 30),
+    ("/run", 16 << 20),
+    ("/var/tmp", 64 << 20),
+];
+
+/// The device nodes to bind: all control nodes (`nvidiactl`, `nvidia-uvm`, ...), and of the
+/// per-GPU nodes (`nvidia0`, `nvidia1`, ...) only `minor`'s when it is known.
+fn select_device_nodes(nodes: Vec<PathBuf>, minor: Option<u32>) -> Vec<PathBuf> {
+    let Some(minor) = minor else {
+        return nodes;
+    };
+    nodes
+        .into_iter()
+        .filter(|n| {
+            let name = n.file_name().map(|f| f.to_string_lossy().into_owned());
+            match name.as_deref().and_then(|f| f.strip_prefix("nvidia")) {
+                Some(num) if !num.is_empty() && num.bytes().all(|b| b.is_ascii_digit()) => {
+                    num.parse() == Ok(minor)
+                }
+                _ => true,
+            }
+        })
+        .collect()
 }
 
 /// `/dev/nvidia0`, `/dev/nvidiactl`, `/dev/nvidia-uvm`, `/dev/nvidia-caps`, ... when present.
@@ -472,6 +512,49 @@ mod tests {
         assert_eq!(visible_device(Some("2"), 4), "4");
     }
 
+    #[test]
+    fn only_the_chosen_gpus_node_is_bound_when_its_minor_is_known() {
+        let nodes: Vec<PathBuf> = [
+            "/dev/nvidia-caps",
+            "/dev/nvidia-uvm",
+            "/dev/nvidia0",
+            "/dev/nvidia1",
+            "/dev/nvidia10",
+            "/dev/nvidiactl",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let names = |v: Vec<PathBuf>| -> Vec<String> {
+            v.iter().map(|p| p.display().to_string()).collect()
+        };
+        assert_eq!(
+            names(select_device_nodes(nodes.clone(), Some(1))),
+            [
+                "/dev/nvidia-caps",
+                "/dev/nvidia-uvm",
+                "/dev/nvidia1",
+                "/dev/nvidiactl"
+            ]
+        );
+        assert_eq!(select_device_nodes(nodes.clone(), None), nodes);
+    }
+
+    #[test]
+    fn nested_user_namespaces_are_off_and_every_writable_mount_is_sized() {
+        let args: Vec<String> = sandbox(Some(0))
+            .bwrap_args("x.py")
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.iter().any(|a| a == "--disable-userns"));
+        for (i, a) in args.iter().enumerate() {
+            if a == "--tmpfs" {
+                assert_eq!(args[i - 2], "--size", "{} has no size", args[i + 1]);
+            }
+        }
+    }
+
     fn sandbox(gpu: Option<u32>) -> Sandbox {
         Sandbox {
             kind: SandboxKind::Bwrap,
@@ -479,6 +562,7 @@ mod tests {
             prlimit: None,
             python: "/srv/venv/bin/python".into(),
             gpu,
+            gpu_minor: None,
             max_procs: 64,
             drop_root: false,
         }
@@ -498,7 +582,7 @@ mod tests {
             "--clearenv --setenv PATH /srv/venv/bin:/usr/local/bin:/usr/bin:/bin \
              --setenv HOME /tmp --setenv CUDA_LAUNCH_BLOCKING 1 --setenv PYTHONUNBUFFERED 1 \
              --setenv CUDA_VISIBLE_DEVICES 2 --chdir /tmp --file 0 /tmp/repro.py",
-            "--tmpfs /tmp --tmpfs /run",
+            "--size 1073741824 --tmpfs /tmp --size 16777216 --tmpfs /run",
             "--ro-bind /srv/venv /srv/venv",
         ] {
             assert!(line.contains(want), "{want}\nnot in\n{line}");

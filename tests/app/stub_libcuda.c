@@ -63,6 +63,7 @@ CUresult cuDeviceGetAttribute(int *value, int attrib, CUdevice dev) {
     switch (attrib) {
     case ATTR_CC_MAJOR: *value = 9; return CUDA_SUCCESS;
     case ATTR_CC_MINOR: *value = 0; return CUDA_SUCCESS;
+    case 33: *value = 0x3b; return CUDA_SUCCESS; /* CU_DEVICE_ATTRIBUTE_PCI_BUS_ID */
     default: *value = 0; return CUDA_SUCCESS;
     }
 }

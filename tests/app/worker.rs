@@ -295,7 +295,8 @@ fn the_gpu_probe_reads_the_driver_and_says_plainly_when_there_is_none() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let gpu: Value = serde_json::from_slice(&out.stdout).unwrap();
     let want = json!({"index": 0, "name": "Stub GPU", "driver_version": "12.4",
-                      "total_memory_bytes": 85_899_345_920u64, "compute_capability": "9.0"});
+                      "total_memory_bytes": 85_899_345_920u64, "compute_capability": "9.0",
+                      "pci_bus_id": "0000:3b:00.0"});
     assert_eq!(gpu, want);
 
     let no_device = probe(&stub, &[("STUB_CUDA_DEVICES", "0")]);

@@ -89,7 +89,8 @@ fn the_posted_result_carries_the_synchronous_traceback_and_the_gpu_facts() {
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let gpu = json!({"index": 0, "name": "Stub GPU", "driver_version": "12.4",
-                     "total_memory_bytes": 85_899_345_920u64, "compute_capability": "9.0"});
+                     "total_memory_bytes": 85_899_345_920u64, "compute_capability": "9.0",
+                      "pci_bus_id": "0000:3b:00.0"});
     let claims = server.claims();
     assert_eq!(claims.len(), 1);
     assert_eq!(claims[0]["gpu"], gpu);
