@@ -270,7 +270,7 @@ fn complete_response(raw: &[u8]) -> Option<String> {
 }
 
 /// Polls `check` until it holds or `secs` pass; whether it held.
-pub fn eventually(secs: u64, check: impl Fn() -> bool) -> bool {
+pub fn eventually(secs: u64, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if check() {

@@ -400,3 +400,26 @@ async fn every_portal_form_refuses_a_foreign_origin_or_a_missing_csrf_token() {
         StatusCode::SEE_OTHER
     );
 }
+
+#[tokio::test]
+async fn the_session_cookie_is_httponly_samesite_lax_and_secure_behind_tls() {
+    for (secure, public) in [
+        (false, "http://triage.internal"),
+        (true, "https://triage.example"),
+    ] {
+        let app = TestApp::spawn_with(|mut s| {
+            s.public_url = public.to_owned();
+            s.secure_cookies = public.starts_with("https://");
+            s
+        })
+        .await;
+        let token = app.token("alice", &[Scope::Read]).await;
+        let res = post_urlencoded(&app, None, "/login", format!("token={token}"), None).await;
+        assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+        let cookie = res.headers["set-cookie"].to_str().unwrap().to_owned();
+        let attrs: Vec<&str> = cookie.split(';').map(str::trim).collect();
+        assert!(attrs.contains(&"HttpOnly"), "{cookie}");
+        assert!(attrs.contains(&"SameSite=Lax"), "{cookie}");
+        assert_eq!(attrs.contains(&"Secure"), secure, "{cookie}");
+    }
+}
