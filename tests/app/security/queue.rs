@@ -415,3 +415,48 @@ fn twenty_worker_processes_racing_for_ten_jobs_complete_each_exactly_once() {
     hosts.dedup();
     assert_eq!(hosts.len(), 10, "ten different workers: {hosts:?}");
 }
+
+#[test]
+fn a_poison_job_that_takes_its_worker_down_every_time_dies_with_its_reason() {
+    let q = Queue::start();
+    let dir = tempfile::tempdir().unwrap();
+    let job = q.job(1);
+    // Unsandboxed, the interpreter is the worker's child: it kills the worker, as an
+    // out-of-memory kill or a driver crash would.
+    let poison = interpreter(dir.path(), "poison", "kill -KILL $PPID\nsleep 1\n");
+    for attempt in 1..=3 {
+        let log = dir.path().join(format!("w{attempt}.log"));
+        let mut w = q.worker(&q.base(), &poison, &format!("host-{attempt}"), &log);
+        assert!(
+            !wait_exit(&mut w, &log),
+            "attempt {attempt}: the worker was killed"
+        );
+        let want = if attempt < 3 { "queued" } else { "dead" };
+        assert!(
+            eventually(60, || q.state(job) == want),
+            "attempt {attempt}: never {want}"
+        );
+    }
+    let (outcomes, recorded) = q.history(job);
+    assert_eq!(
+        outcomes,
+        vec!["expired:host-1", "expired:host-2", "expired:host-3"]
+    );
+    assert_eq!(recorded, 0);
+    let reason: String = q.scalar("SELECT dead_reason FROM jobs WHERE id = $1", job);
+    assert!(reason.contains("3 of 3 attempts"), "{reason}");
+    assert!(reason.contains("lease expired"), "{reason}");
+    // Nothing is handed out any more.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let res = agent
+        .post(format!("{}/api/v1/jobs/claim", q.base()))
+        .header("Authorization", format!("Bearer {}", q.worker))
+        .header("Content-Type", "application/json")
+        .send(r#"{"worker":"host-4","wait_secs":0,"gpu":null,"no_gpu":true,"sandbox":"none"}"#)
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 204);
+    assert_eq!(q.state(job), "dead");
+}
