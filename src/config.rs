@@ -70,6 +70,12 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_EVAL_CORPUS", value_name = "DIR")]
     pub eval_corpus: Option<PathBuf>,
 
+    /// Largest log an upload may carry, in bytes (decoded); beyond it, 413 before anything is
+    /// stored.
+    #[arg(long, env = "GPU_TRIAGE_MAX_LOG_BYTES", default_value_t = 128 << 20,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_log_bytes: u64,
+
     #[command(flatten)]
     pub database: DatabaseArgs,
 

@@ -103,6 +103,23 @@ impl Meta {
         }
         Ok(meta)
     }
+
+    /// The same fields with secrets replaced by `[REDACTED:kind]` (a CI job URL with
+    /// credentials in it, a token pasted into the environment text).
+    #[must_use]
+    pub fn scrubbed(self) -> Meta {
+        let clean = |s: String| match ingest::scrub::scrub(&s).text {
+            std::borrow::Cow::Borrowed(_) => s,
+            std::borrow::Cow::Owned(clean) => clean,
+        };
+        Meta {
+            project: clean(self.project),
+            job_url: clean(self.job_url),
+            commit: clean(self.commit),
+            branch: clean(self.branch),
+            environment: clean(self.environment),
+        }
+    }
 }
 
 /// Checks a reproduction script: UTF-8 text under the cap, with no secret in it (a script is
@@ -149,6 +166,9 @@ pub fn prepare(
     meta: Meta,
     script: Option<String>,
 ) -> Result<Prepared, UploadError> {
+    // Every stored and searchable field is scrubbed, not only the log.
+    let meta = meta.scrubbed();
+    let filename = &*ingest::scrub::scrub(filename).text;
     let mut blocks = Blocks::new(log);
     let mut sha = Sha256::new();
     let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
@@ -206,7 +226,7 @@ pub fn prepare(
         job_url: meta.job_url,
         commit_sha: meta.commit,
         branch: meta.branch,
-        environment: ingest::scrub::scrub(&meta.environment).text.into_owned(),
+        environment: meta.environment,
         filename: filename.to_owned(),
         category: classification.category.as_str().to_owned(),
         title: classification.title.clone(),

@@ -57,6 +57,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let mut state = AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load);
     state.jobs = args.jobs.settings();
+    state.limits.upload.max_log_bytes = args.max_log_bytes;
     let reaper = {
         let metrics = state.metrics.clone();
         tokio::spawn(crate::repro::run_reaper(

@@ -135,6 +135,16 @@ pub fn cookie_value<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// 403 when a browser says the request comes from another site: for forms that run before a
+/// session (and its CSRF token) exists, such as signing in (login CSRF).
+pub fn check_origin(headers: &HeaderMap) -> Result<(), AppError> {
+    if same_origin(headers) {
+        Ok(())
+    } else {
+        Err(AppError::Forbidden("cross-site form post refused".into()))
+    }
+}
+
 /// Whether the request's `Origin` (when present) names the same host as its `Host` header.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {

@@ -10,6 +10,7 @@ mod health;
 mod jobs;
 mod limits;
 mod portal;
+mod security;
 mod serve_binary;
 mod support;
 mod team_rules;

@@ -193,10 +193,13 @@ pub(crate) fn validate_fix(body: FixBody, author: &str) -> Result<groups::NewFix
     {
         return Err(bad("fields must not contain NUL"));
     }
+    // A fix is searchable and shown to everyone: a token pasted into it is scrubbed like one
+    // in a log (SECURITY.md item 3).
+    let scrub = |s: &str| crate::ingest::scrub::scrub(s).text.into_owned();
     Ok(groups::NewFix {
-        summary,
-        details: body.details,
-        link,
+        summary: scrub(&summary),
+        details: scrub(&body.details),
+        link: scrub(&link),
         author: author.to_owned(),
     })
 }

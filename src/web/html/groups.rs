@@ -105,6 +105,8 @@ pub async fn show_group(
 /// The fix form.
 #[derive(Debug, Deserialize)]
 pub struct FixForm {
+    // Missing is refused by the CSRF check (403), not by the form parser (400).
+    #[serde(default)]
     csrf: String,
     summary: String,
     #[serde(default)]

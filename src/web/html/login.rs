@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::Layout;
 use crate::auth;
 use crate::storage::tokens;
-use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, cookie_value};
+use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, check_origin, cookie_value};
 use crate::web::{AppError, AppState, PageError};
 
 /// How long a portal session lasts.
@@ -47,8 +47,12 @@ pub struct LoginForm {
 /// `POST /login`: a valid token starts a session; anything else re-shows the form with 401.
 pub async fn create_session(
     State(state): State<AppState>,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Result<Response, PageError> {
+    // No session yet, so no CSRF token: a cross-site sign-in (into the attacker's account) is
+    // refused by its Origin.
+    check_origin(&headers)?;
     let token = form.token.trim();
     let record = if auth::looks_like_token(token) {
         tokens::authenticate(&state.db, &auth::hash(token)).await?

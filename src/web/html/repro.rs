@@ -255,9 +255,23 @@ fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Locati
         moved,
         same,
         traces: vec![reported_view, sync_view],
-        stdout: r.stdout.clone(),
-        stderr: r.stderr.clone(),
+        stdout: shown_output(&r.stdout),
+        stderr: shown_output(&r.stderr),
     }
+}
+
+/// A run's output as the page shows it (SECURITY.md items 2 and 4), like the log pane:
+/// escape sequences dropped (an OSC 8 hyperlink keeps only its visible text, never its
+/// target), other control characters but newline, tab and carriage return shown as U+FFFD.
+fn shown_output(text: &str) -> String {
+    strip_ansi(text)
+        .chars()
+        .map(|c| match c {
+            '\n' | '\t' | '\r' => c,
+            c if c.is_control() => char::REPLACEMENT_CHARACTER,
+            c => c,
+        })
+        .collect()
 }
 
 fn outcome(r: &ReproductionView) -> String {
@@ -369,6 +383,8 @@ fn frame_lines(lines: &[String], log_line: usize) -> Vec<usize> {
 /// The re-queue form.
 #[derive(Debug, Deserialize)]
 pub struct RequeueForm {
+    // Missing is refused by the CSRF check (403), not by the form parser (400).
+    #[serde(default)]
     csrf: String,
 }
 

@@ -1,0 +1,199 @@
+//! SECURITY.md item 6: search input is data. Quote-and-comment injections, LIKE wildcards,
+//! backslashes and NUL bytes match literally (rows that a wildcard would match are seeded and
+//! must not come back), leave every table as it was, and never give a 500.
+
+use axum::http::StatusCode;
+use gpu_triage::auth::Scope;
+use serde_json::json;
+
+use super::{dump, page, sign_in};
+use crate::support::TestApp;
+
+const LOG: &str = "RuntimeError: CUDA error: an illegal memory access was encountered\n";
+
+/// Percent-encodes everything but unreserved characters.
+fn enc(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn hostile_search_terms_match_literally_and_change_nothing() {
+    let app = TestApp::spawn().await;
+    let t = app.token("root", &[Scope::Admin]).await;
+    // Projects are searchable: rows that only a wildcard, a pattern escape or an injected OR
+    // would return.
+    let mut ids = std::collections::HashMap::new();
+    for project in [
+        "alpha_beta",
+        "alphaXbeta",
+        "gamma%delta",
+        "gammaYYdelta",
+        r"eps\ilon",
+        "epsilon",
+        "zeta' OR 1=1 --",
+        "zeta",
+    ] {
+        let meta = json!({ "project": project }).to_string();
+        let log = format!("{project}\n{LOG}");
+        let res = app
+            .upload(
+                &t,
+                &[
+                    ("log", Some("a.log"), log.as_bytes()),
+                    ("meta", None, meta.as_bytes()),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+        ids.insert(project, res.json()["id"].as_i64().unwrap());
+    }
+    let b = sign_in(&app, &t).await;
+    let before = dump(&app.db).await;
+    let reports_found = |body: &serde_json::Value| -> Vec<i64> {
+        let mut v: Vec<i64> = body["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "report")
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    for (q, want) in [
+        ("alpha_beta", vec![ids["alpha_beta"]]),
+        ("ha_be", vec![ids["alpha_beta"]]),
+        ("gamma%delta", vec![ids["gamma%delta"]]),
+        ("%", vec![ids["gamma%delta"]]),
+        ("%%", vec![]),
+        (r"eps\ilon", vec![ids[r"eps\ilon"]]),
+        (r"\", vec![ids[r"eps\ilon"]]),
+        (r"\%", vec![]),
+        ("' OR 1=1 --", vec![ids["zeta' OR 1=1 --"]]),
+        // Web-search syntax: OR is an operator, so this asks for "x" or the word "1".
+        ("x' OR '1'='1", vec![ids["zeta' OR 1=1 --"]]),
+        ("'; DROP TABLE reports; --", vec![]),
+        ("\") OR true --", vec![]),
+        ("*", vec![]),
+        ("!!&&||:*", vec![]),
+    ] {
+        let res = app
+            .get_as(&t, &format!("/api/v1/search?q={}", enc(q)))
+            .await;
+        assert_eq!(res.status, StatusCode::OK, "{q}: {}", res.body);
+        assert_eq!(reports_found(&res.json()), want, "{q}: {}", res.body);
+        let html = page(&app, &b.cookie, &format!("/search?q={}", enc(q))).await;
+        assert_eq!(html.status, StatusCode::OK, "page {q}");
+    }
+    // Filters are bound parameters too.
+    for (name, value) in [
+        ("project", "alpha_beta' OR 1=1 --"),
+        ("project", "%"),
+        ("category", "out_of_bounds' OR '1'='1"),
+    ] {
+        let res = app
+            .get_as(&t, &format!("/api/v1/search?q=CUDA&{name}={}", enc(value)))
+            .await;
+        assert!(
+            res.status == StatusCode::OK || res.status == StatusCode::BAD_REQUEST,
+            "{name}={value}: {}",
+            res.body
+        );
+        if res.status == StatusCode::OK {
+            assert_eq!(
+                reports_found(&res.json()),
+                Vec::<i64>::new(),
+                "{name}={value}"
+            );
+        }
+    }
+    assert_eq!(dump(&app.db).await, before, "every table as it was");
+}
+
+#[tokio::test]
+async fn a_nul_byte_anywhere_in_text_input_is_a_clear_4xx() {
+    let app = TestApp::spawn().await;
+    let t = app.token("root", &[Scope::Admin]).await;
+    let up = app
+        .upload(&t, &[("log", Some("a.log"), LOG.as_bytes())], None)
+        .await
+        .json();
+    let group = up["group_id"].as_i64().unwrap();
+    let b = sign_in(&app, &t).await;
+    let before = dump(&app.db).await;
+    for path in [
+        "/api/v1/search?q=%00",
+        "/api/v1/search?q=CUDA%00",
+        "/api/v1/search?q=CUDA&project=%00",
+        "/api/v1/search?q=CUDA&project=a%00b",
+        "/api/v1/search?q=CUDA&category=%00",
+    ] {
+        let res = app.get_as(&t, path).await;
+        assert_eq!(res.status, StatusCode::BAD_REQUEST, "{path}: {}", res.body);
+        assert_eq!(res.error_code(), "bad_query", "{path}");
+    }
+    for path in [
+        "/search?q=%00",
+        "/search?q=CUDA&project=%00",
+        "/search?q=a%00b",
+    ] {
+        let res = page(&app, &b.cookie, path).await;
+        assert!(
+            res.status == StatusCode::BAD_REQUEST
+                || (res.status == StatusCode::OK && !super::texts(&res.body, "p.error").is_empty()),
+            "{path}: {} {}",
+            res.status,
+            res.body
+        );
+    }
+    // JSON bodies and metadata with a NUL: refused, not a database error.
+    let fix = app
+        .post_json(
+            &t,
+            &format!("/api/v1/groups/{group}/fixes"),
+            &json!({"summary": "a\u{0}b", "details": "x"}),
+        )
+        .await;
+    assert_eq!(fix.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", fix.body);
+    let fix = app
+        .post_json(
+            &t,
+            &format!("/api/v1/groups/{group}/fixes"),
+            &json!({"summary": "ok", "details": "a\u{0}b"}),
+        )
+        .await;
+    assert_eq!(fix.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", fix.body);
+    let meta = json!({"project": "a\u{0}b"}).to_string();
+    let res = app
+        .upload(
+            &t,
+            &[
+                ("log", Some("a.log"), LOG.as_bytes()),
+                ("meta", None, meta.as_bytes()),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    let res = app
+        .upload(&t, &[("log", Some("a\u{0}b.log"), LOG.as_bytes())], None)
+        .await;
+    assert!(
+        res.status.is_client_error() || res.status == StatusCode::CREATED,
+        "a NUL in the file name: {} {}",
+        res.status,
+        res.body
+    );
+    if res.status.is_client_error() {
+        assert_eq!(dump(&app.db).await, before, "nothing stored");
+    }
+}
