@@ -196,7 +196,11 @@ pub fn prepare(
         for line in block.split_inclusive(|&b| b == b'\n') {
             let text = String::from_utf8_lossy(line);
             // A private key spans lines: drop the whole block, whatever the line-wise scrubber
-            // sees.
+            // sees. The block ends at its END line, or at the first line that cannot be part
+            // of a key (a log that only mentions a BEGIN line keeps the rest of its text).
+            if in_key && !pem_body_line(&text) {
+                in_key = false;
+            }
             if in_key || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")) {
                 if !in_key {
                     gz.write_all(b"[REDACTED:private_key]\n")?;
@@ -292,7 +296,7 @@ impl<R: Read> Blocks<R> {
                 }
                 clean = self.buf.len();
                 if self.buf.len() >= 16 * BLOCK {
-                    self.start = utf8_boundary(&self.buf);
+                    self.start = long_line_cut(&self.buf);
                     break;
                 }
             }
@@ -329,6 +333,39 @@ impl Stored {
             }
         }
     }
+}
+
+/// Whether a line can sit inside a PEM block: base64 text, an encryption header
+/// (`Proc-Type:`, `DEK-Info:`), the END line, or blank.
+fn pem_body_line(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty()
+        || t.contains("-----END")
+        || t.starts_with("Proc-Type:")
+        || t.starts_with("DEK-Info:")
+        || t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+}
+
+/// Where to cut a line too long for one block: after its last `\r` (a progress bar's redraw)
+/// or space in the final 64 KiB, so that no token is split between two scrubbing passes, and
+/// never inside a PEM `-----BEGIN ...-----` header; else at a UTF-8 boundary.
+fn long_line_cut(buf: &[u8]) -> usize {
+    let from = buf.len().saturating_sub(64 << 10);
+    let tail = &buf[from..];
+    let Some(at) = memchr::memrchr(b'\r', tail).or_else(|| memchr::memrchr2(b' ', b'\t', tail))
+    else {
+        return utf8_boundary(buf);
+    };
+    let mut cut = from + at + 1;
+    // A header's words are separated by spaces: cut before the header instead.
+    let window = &buf[cut.saturating_sub(80)..cut];
+    if let Some(begin) = memchr::memmem::rfind(window, b"-----BEGIN")
+        && memchr::memmem::find(&window[begin + 10..], b"-----").is_none()
+    {
+        cut = cut.saturating_sub(80) + begin;
+    }
+    if cut == 0 { utf8_boundary(buf) } else { cut }
 }
 
 /// The longest prefix of `buf` that does not end inside a UTF-8 sequence.
@@ -451,6 +488,40 @@ mod tests {
             assert_eq!(p.report.log_bytes, log.len() as i64);
             assert_eq!(p.report.log_sha256, Sha256::digest(log.as_bytes()).to_vec());
         }
+    }
+
+    #[test]
+    fn a_token_where_a_huge_line_is_cut_is_still_scrubbed() {
+        let secret = "ghp_aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5";
+        // The token straddles the 4 MiB cut of a line with no newline.
+        let pad = "x ".repeat((16 * BLOCK - 20) / 2);
+        let log = format!("{pad}{secret} tail\nRuntimeError: CUDA error: out of memory\n");
+        let p =
+            prepare(&ruleset(), log.as_bytes(), "l.log", Meta::default(), None).expect("accepted");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&p.report.log_gz[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        assert!(!text.contains(secret), "the token survived the cut");
+        assert_eq!(
+            text.len(),
+            log.len() - secret.len() + "[REDACTED:github_token]".len()
+        );
+    }
+
+    #[test]
+    fn a_log_that_only_mentions_a_key_header_keeps_the_rest_of_its_text() {
+        let log = b"config check: -----BEGIN PRIVATE KEY----- marker missing\nRuntimeError: CUDA error: out of memory\n";
+        let p = prepare(&ruleset(), &log[..], "k.log", Meta::default(), None).expect("accepted");
+        assert_eq!(p.report.category, "out_of_memory");
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&p.report.log_gz[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        assert_eq!(
+            text,
+            "[REDACTED:private_key]\nRuntimeError: CUDA error: out of memory\n"
+        );
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let mut state = AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load);
     state.jobs = args.jobs.settings();
+    state.await_team_rules = true;
     state.limits.upload.max_log_bytes = args.max_log_bytes;
     let reaper = {
         let metrics = state.metrics.clone();
@@ -103,6 +104,7 @@ fn start_team_rules(
     handle: crate::team_rules::RulesetHandle,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
+        let mut delay = std::time::Duration::from_millis(250);
         loop {
             if db.ping().await.is_ok() {
                 match crate::team_rules::reload(&db, &handle).await {
@@ -110,10 +112,13 @@ fn start_team_rules(
                         tracing::info!(version, "team rules loaded");
                         break;
                     }
-                    Err(e) => tracing::error!(error = %e, "loading team rules; retrying"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "loading team rules; /readyz stays 503");
+                        delay = (delay * 2).min(std::time::Duration::from_secs(30));
+                    }
                 }
             }
-            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            tokio::time::sleep(delay).await;
         }
         crate::team_rules::watch_loop(db, handle).await;
     })

@@ -1,5 +1,6 @@
 //! Liveness and readiness probes for load balancers and orchestrators: `/healthz` answers while
-//! the process runs; `/readyz` answers 200 only while the database is migrated and reachable.
+//! the process runs; `/readyz` answers 200 only while the database is migrated and reachable
+//! and, in `serve`, once the stored team rules are in use.
 
 use axum::extract::State;
 use axum::response::IntoResponse;
@@ -17,5 +18,9 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
         tracing::debug!(error = %e, "not ready");
         AppError::Unavailable
     })?;
+    if state.await_team_rules && state.ruleset.version() < 0 {
+        tracing::debug!("not ready: team rules not loaded yet");
+        return Err(AppError::Unavailable);
+    }
     Ok("ready\n")
 }

@@ -109,6 +109,13 @@ impl Shed {
     }
 }
 
+/// A request's slot under the in-flight cap. Handlers that hand CPU work to a blocking thread
+/// move a clone into it: when the client goes away the request future is dropped at once, but
+/// the slot stays taken until that work ends, so abandoned uploads cannot pile up work beyond
+/// the cap.
+#[derive(Clone, Debug)]
+pub struct InFlight(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
+
 /// Paths the cap leaves alone: probes and metrics must answer under load, and a worker's
 /// long-poll claim waits by design.
 fn exempt(path: &str) -> bool {
@@ -124,7 +131,11 @@ pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) 
         return next.run(req).await;
     }
     match permits.clone().try_acquire_owned() {
-        Ok(_permit) => next.run(req).await,
+        Ok(permit) => {
+            let mut req = req;
+            req.extensions_mut().insert(InFlight(Arc::new(permit)));
+            next.run(req).await
+        }
         Err(_) => {
             state.metrics.request_shed();
             if req.uri().path().starts_with("/api/") {
@@ -177,6 +188,10 @@ struct GzipBody {
     decoder: Option<GzDecoder<Vec<u8>>>,
     /// Compressed bytes not yet fed to the decoder.
     input: Bytes,
+    /// gzip members decoded whole so far (a body may hold several, RFC 1952).
+    members: usize,
+    /// Whether the current member has been fed nothing yet.
+    fresh: bool,
 }
 
 impl GzipBody {
@@ -185,6 +200,8 @@ impl GzipBody {
             inner,
             decoder: Some(GzDecoder::new(Vec::new())),
             input: Bytes::new(),
+            members: 0,
+            fresh: true,
         }
     }
 }
@@ -208,10 +225,30 @@ impl HttpBody for GzipBody {
             // Feed what is buffered, a slice at a time, until a piece of output is ready.
             while !this.input.is_empty() && decoder.get_ref().len() < OUT_PIECE {
                 let n = this.input.len().min(IN_SLICE);
-                let slice = this.input.split_to(n);
-                if let Err(e) = decoder.write_all(&slice) {
-                    this.decoder = None;
-                    return Poll::Ready(Some(Err(format!("bad gzip body: {e}").into())));
+                let fed = match decoder.write(&this.input[..n]) {
+                    // The member ended; what follows must be another one, decoded into the
+                    // same output buffer.
+                    Ok(0) if !this.fresh => std::mem::replace(decoder, GzDecoder::new(Vec::new()))
+                        .finish()
+                        .map(|out| {
+                            *decoder = GzDecoder::new(out);
+                            this.members += 1;
+                            this.fresh = true;
+                            0
+                        }),
+                    Ok(0) => Err(std::io::Error::other("no gzip data")),
+                    Ok(k) => {
+                        this.fresh = false;
+                        Ok(k)
+                    }
+                    Err(e) => Err(e),
+                };
+                match fed {
+                    Ok(k) => drop(this.input.split_to(k)),
+                    Err(e) => {
+                        this.decoder = None;
+                        return Poll::Ready(Some(Err(format!("bad gzip body: {e}").into())));
+                    }
                 }
             }
             let ready = decoder.get_ref().len();
@@ -231,10 +268,16 @@ impl HttpBody for GzipBody {
                     return Poll::Ready(Some(Err(Box::new(e))));
                 }
                 Poll::Ready(None) => {
-                    let Some(decoder) = this.decoder.take() else {
+                    let Some(mut decoder) = this.decoder.take() else {
                         return Poll::Ready(None);
                     };
-                    return match decoder.finish() {
+                    let last = if this.fresh && this.members > 0 {
+                        // The body ended right after a whole member.
+                        Ok(std::mem::take(decoder.get_mut()))
+                    } else {
+                        decoder.finish()
+                    };
+                    return match last {
                         Ok(rest) if rest.is_empty() => Poll::Ready(None),
                         Ok(rest) => Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest))))),
                         Err(e) => Poll::Ready(Some(Err(format!("bad gzip body: {e}").into()))),

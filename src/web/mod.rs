@@ -42,6 +42,9 @@ pub struct AppState {
     pub limits: ApiLimits,
     /// Counters for `/metrics`.
     pub metrics: Arc<metrics::Metrics>,
+    /// Whether `/readyz` waits for the stored team rules to be loaded (`serve` loads them in the
+    /// background once the database answers; until then uploads would miss them).
+    pub await_team_rules: bool,
     /// Per-token request rate limit.
     pub rate: Arc<limits::RateLimiter>,
     /// Global cap on requests in flight.
@@ -88,6 +91,7 @@ impl AppState {
             ruleset: RulesetHandle::new(ruleset),
             limits: ApiLimits::default(),
             metrics: Arc::default(),
+            await_team_rules: false,
             rate: Arc::new(limits::RateLimiter::new(&limits::LoadLimits::default())),
             shed: Arc::new(limits::Shed::new(&limits::LoadLimits::default())),
             jobs: crate::repro::JobSettings::default(),

@@ -111,3 +111,22 @@ async fn data_written_before_a_cluster_restart_is_read_after_it() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn readyz_waits_for_the_stored_team_rules_when_serve_asks_it_to() {
+    let mut handle = None;
+    let app = crate::support::TestApp::spawn_with(|mut s| {
+        s.await_team_rules = true;
+        handle = Some(s.ruleset.clone());
+        s
+    })
+    .await;
+    let handle = handle.expect("state seen");
+    let res = app.get("/readyz").await;
+    assert_eq!(res.status, StatusCode::SERVICE_UNAVAILABLE, "{}", res.body);
+    assert!(res.headers.contains_key("retry-after"));
+    gpu_triage::team_rules::reload(&app.db, &handle)
+        .await
+        .expect("load team rules");
+    assert_eq!(app.get("/readyz").await.status, StatusCode::OK);
+}

@@ -181,3 +181,23 @@ async fn gzip_bodies_are_decoded_and_their_decoded_size_is_capped() {
         res.body
     );
 }
+
+#[tokio::test]
+async fn a_body_of_several_gzip_members_is_decoded_whole() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest]).await;
+    let first = b"epoch 1\nstep 2\n".repeat(5000);
+    let mut body = gzip(&first);
+    body.extend(gzip(OOM));
+    let res = app
+        .send(classify_request(&token, body.clone(), Some("gzip")))
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    let v = res.json();
+    assert_eq!(v["category"], "out_of_memory");
+    assert_eq!(v["stats"]["bytes"], (first.len() + OOM.len()) as u64);
+    // Bytes after the last member that are not gzip are refused.
+    body.extend_from_slice(b"trailing junk");
+    let res = app.send(classify_request(&token, body, Some("gzip"))).await;
+    assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.body);
+}

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::multipart::{Field, MultipartRejection};
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Multipart, Path, State};
+use axum::extract::{Extension, Multipart, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
@@ -18,6 +18,7 @@ use crate::report::{self, Meta, UploadError};
 use crate::storage::reports::{IdempotencyKey, InsertOutcome};
 use crate::storage::{groups, reports as store, reproductions};
 use crate::web::auth::ApiToken;
+use crate::web::limits::InFlight;
 use crate::web::{AppError, AppState};
 
 /// `POST /api/v1/classify`: classify the body, store nothing.
@@ -71,6 +72,7 @@ pub(crate) struct Created {
 pub async fn create_report(
     State(state): State<AppState>,
     token: ApiToken,
+    held: Option<Extension<InFlight>>,
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<impl IntoResponse, AppError> {
@@ -83,7 +85,7 @@ pub async fn create_report(
         ))
     })?;
     let upload = read_upload(&state, multipart).await?;
-    let created = store_upload(&state, &token, upload, key).await?;
+    let created = store_upload(&state, &token, upload, key, held.map(|e| e.0)).await?;
     Ok((StatusCode::CREATED, Json(created.body)))
 }
 
@@ -94,6 +96,7 @@ pub(crate) async fn store_upload(
     token: &ApiToken,
     upload: Upload,
     key: Option<String>,
+    held: Option<InFlight>,
 ) -> Result<Created, AppError> {
     let log = upload.log.into_std().await;
     let ruleset = state.ruleset.current();
@@ -102,6 +105,7 @@ pub(crate) async fn store_upload(
     let meta = upload.meta.clone();
     let prepared = tokio::task::spawn_blocking(move || {
         use std::io::Seek;
+        let _held = held;
         let mut log = log;
         log.rewind()?;
         report::prepare(&ruleset, log, &filename, meta, script)

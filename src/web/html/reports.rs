@@ -55,6 +55,7 @@ pub async fn home(
 pub async fn create_report(
     State(state): State<AppState>,
     user: PortalUser,
+    held: Option<axum::extract::Extension<crate::web::limits::InFlight>>,
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, PageError> {
@@ -121,7 +122,7 @@ pub async fn create_report(
         meta_raw,
     };
     let token = ApiToken(user.0.token.clone());
-    let created = api::store_upload(&state, &token, upload, None).await?;
+    let created = api::store_upload(&state, &token, upload, None, held.map(|e| e.0)).await?;
     Ok(Redirect::to(&format!("/reports/{}", created.report_id)).into_response())
 }
 
