@@ -421,18 +421,20 @@ fn nvidia_device_nodes() -> Vec<PathBuf> {
     nodes
 }
 
-/// The directory to bind for an interpreter outside the system directories: a virtualenv's
-/// root (the parent of its `bin/`), else the interpreter's own directory.
+/// What to bind for an interpreter outside the system directories: a virtualenv's or conda
+/// environment's root (the parent of its `bin/`, holding `pyvenv.cfg` or `conda-meta/`), else
+/// the interpreter file alone: binding "its directory" could hand a script the worker user's
+/// home (`--python ~/python3`) with its keys and tokens.
 fn interpreter_root(python: &Path) -> Option<PathBuf> {
     if !python.is_absolute() || SYSTEM_DIRS.iter().any(|d| python.starts_with(d)) {
         return None;
     }
-    let dir = python.parent()?;
-    let root = match dir.file_name() {
-        Some(name) if name == "bin" => dir.parent().unwrap_or(dir),
-        _ => dir,
-    };
-    (root != Path::new("/")).then(|| root.to_owned())
+    let env_root = python
+        .parent()
+        .filter(|dir| dir.file_name().is_some_and(|n| n == "bin"))
+        .and_then(Path::parent)
+        .filter(|root| root.join("pyvenv.cfg").is_file() || root.join("conda-meta").is_dir());
+    Some(env_root.unwrap_or(python).to_owned())
 }
 
 /// `name` as given when it has a slash, else its first match on PATH.
@@ -486,11 +488,17 @@ mod tests {
 
     #[test]
     fn interpreters_outside_the_system_bind_their_environment_root() {
+        let venv = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(venv.path().join("pyvenv.cfg"), "home = /usr/bin\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let venv_python = venv.path().join("bin/python");
         let cases = [
             ("/usr/bin/python3", None),
             ("/opt/conda/bin/python", None),
-            ("/srv/venv/bin/python", Some("/srv/venv")),
-            ("/srv/tools/python", Some("/srv/tools")),
+            (venv_python.to_str().unwrap_or(""), venv.path().to_str()),
+            // Not an environment: only the file, never its directory (a home, say).
+            ("/srv/venv/bin/python", Some("/srv/venv/bin/python")),
+            ("/home/u/python3", Some("/home/u/python3")),
             ("python3", None),
         ];
         for (python, want) in cases {
@@ -583,7 +591,7 @@ mod tests {
              --setenv HOME /tmp --setenv CUDA_LAUNCH_BLOCKING 1 --setenv PYTHONUNBUFFERED 1 \
              --setenv CUDA_VISIBLE_DEVICES 2 --chdir /tmp --file 0 /tmp/repro.py",
             "--size 1073741824 --tmpfs /tmp --size 16777216 --tmpfs /run",
-            "--ro-bind /srv/venv /srv/venv",
+            "--ro-bind /srv/venv/bin/python /srv/venv/bin/python",
         ] {
             assert!(line.contains(want), "{want}\nnot in\n{line}");
         }
