@@ -146,6 +146,15 @@ pub fn section(
         .iter()
         .any(|j| j.state == "queued" || j.state == "running");
     let reported_loc = reported.tb.as_ref().and_then(repro::location);
+    // Full panels (both traces, outputs) for the newest runs only: a report re-queued many
+    // times would otherwise render every run's megabytes of output.
+    let mut with_output: Vec<i64> = jobs
+        .iter()
+        .filter(|j| j.reproduction.is_some())
+        .map(|j| j.id)
+        .collect();
+    with_output.sort_unstable_by(|a, b| b.cmp(a));
+    with_output.truncate(FULL_PANELS);
     let jobs = jobs
         .into_iter()
         .map(|j| JobRow {
@@ -153,6 +162,7 @@ pub fn section(
             repro: j
                 .reproduction
                 .as_ref()
+                .filter(|_| with_output.contains(&j.id))
                 .map(|r| panel(r, reported, reported_loc.as_ref())),
             id: j.id,
             state: j.state,
@@ -263,15 +273,31 @@ fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Locati
 /// A run's output as the page shows it (SECURITY.md items 2 and 4), like the log pane:
 /// escape sequences dropped (an OSC 8 hyperlink keeps only its visible text, never its
 /// target), other control characters but newline, tab and carriage return shown as U+FFFD.
+/// Runs shown with their traces and outputs; older ones show their state and attempts.
+const FULL_PANELS: usize = 3;
+
+/// Most of a stream the page shows: its end, where the traceback is (the API has it whole).
+const SHOWN_OUTPUT: usize = 256 << 10;
+
 fn shown_output(text: &str) -> String {
-    strip_ansi(text)
+    let cut = text.len().saturating_sub(SHOWN_OUTPUT);
+    let cut = text.ceil_char_boundary(cut);
+    let note = if cut > 0 {
+        format!(
+            "[{cut} earlier bytes not shown; GET /api/v1/reports/{{id}} has the whole output]\n"
+        )
+    } else {
+        String::new()
+    };
+    let shown: String = strip_ansi(&text[cut..])
         .chars()
         .map(|c| match c {
             '\n' | '\t' | '\r' => c,
             c if c.is_control() => char::REPLACEMENT_CHARACTER,
             c => c,
         })
-        .collect()
+        .collect();
+    note + &shown
 }
 
 fn outcome(r: &ReproductionView) -> String {
@@ -424,6 +450,20 @@ pub async fn requeue_job(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_huge_output_shows_its_end_with_a_note() {
+        let text = format!(
+            "{}Traceback (most recent call last):\nRuntimeError: boom\n",
+            "é".repeat(300 << 10)
+        );
+        let shown = shown_output(&text);
+        assert!(shown.len() < SHOWN_OUTPUT + 200, "{}", shown.len());
+        assert!(shown.starts_with('['), "{}", &shown[..80]);
+        assert!(shown.ends_with("RuntimeError: boom\n"));
+        assert_eq!(shown_output("short\n"), "short\n");
+    }
+
     use super::*;
 
     fn lines(text: &str) -> Vec<String> {
