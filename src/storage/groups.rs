@@ -82,10 +82,8 @@ pub async fn get_group(db: &Db, id: i64) -> Result<Option<Group>, DbError> {
 pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS} FROM ( \
-             SELECT g.* FROM groups g \
-             ORDER BY coalesce((SELECT max(r.created_at) FROM reports r WHERE r.group_id = g.id), \
-                               g.first_seen) DESC, g.id DESC \
-             LIMIT $1) g {GROUP_STATS} \
+             SELECT g.* FROM groups g ORDER BY g.last_seen DESC, g.id DESC LIMIT $1) g \
+         {GROUP_STATS} \
          ORDER BY coalesce(s.last_seen, g.first_seen) DESC, g.id DESC"
     )))
     .bind(limit)

@@ -198,6 +198,14 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
                 .await?
         }
     };
+    // Once in a while, not per upload: see migration 0007.
+    sqlx::query(
+        "UPDATE groups SET last_seen = now() \
+         WHERE id = $1 AND last_seen < now() - interval '30 seconds'",
+    )
+    .bind(group_id)
+    .execute(&mut *tx)
+    .await?;
     let report_id: i64 = sqlx::query_scalar(
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \

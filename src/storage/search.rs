@@ -76,12 +76,12 @@ pub async fn search(db: &Db, q: &Query) -> Result<Vec<Hit>, DbError> {
                     ORDER BY r.created_at DESC LIMIT 1000) r, q \
            UNION ALL \
            SELECT 'group', g.id, g.id, g.title, g.category, '', g.root_cause_text, ",
-        rfc3339!("g.last_seen"),
+        rfc3339!("g.seen"),
         ", \
                   ts_rank(g.search, q.tsq) + CASE WHEN g.root_cause_text ILIKE $2 THEN 0.5::real ELSE 0::real END, \
-                  g.last_seen \
+                  g.seen \
              FROM (SELECT g.*, coalesce((SELECT max(r.created_at) FROM reports r \
-                                         WHERE r.group_id = g.id), g.first_seen) AS last_seen \
+                                         WHERE r.group_id = g.id), g.first_seen) AS seen \
                      FROM groups g) g, q \
             WHERE (g.search @@ q.tsq OR g.root_cause_text ILIKE $2 OR g.title ILIKE $2) \
               AND ($3::text IS NULL OR g.category = $3) \

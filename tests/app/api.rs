@@ -544,3 +544,29 @@ async fn concurrent_uploads_of_one_failure_all_count_in_its_group() {
     assert_eq!(group["count"], 12);
     assert!(group["last_seen"].as_str().unwrap() >= group["first_seen"].as_str().unwrap());
 }
+
+#[tokio::test]
+async fn groups_are_listed_newest_first_with_counts_from_their_reports() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    let oom = app
+        .upload(&t, &[("log", Some("a.log"), OOM_LOG)], None)
+        .await
+        .json();
+    let oob = app
+        .upload(&t, &[("log", Some("b.log"), OOB_LOG)], None)
+        .await
+        .json();
+    let groups = gpu_triage::storage::groups::recent_groups(&app.db, 10)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = groups.iter().map(|g| g.id).collect();
+    assert_eq!(
+        ids,
+        [
+            oob["group_id"].as_i64().unwrap(),
+            oom["group_id"].as_i64().unwrap()
+        ]
+    );
+    assert!(groups.iter().all(|g| g.report_count == 1));
+}
