@@ -25,11 +25,13 @@ const PREVIEW_LOG_BYTES: u64 = 32 << 20;
 #[derive(Debug, Clone)]
 pub enum Change {
     /// Create or replace an entry. `spec: None` is only for built-in ids (enable/disable the
-    /// built-in rule as shipped).
+    /// built-in rule as shipped). With `create`, an existing entry for the id is refused
+    /// ([`TeamRulesError::Exists`]), checked under the edit lock so two creates cannot both win.
     Put {
         id: String,
         spec: Option<RuleSpec>,
         enabled: bool,
+        create: bool,
     },
     /// Turn an entry on or off, keeping its rule (for a built-in id without an entry, the
     /// built-in rule as shipped).
@@ -69,7 +71,15 @@ fn apply(current: &[TeamEntry], change: &Change) -> Result<Vec<TeamEntry>, TeamR
     let mut next: Vec<TeamEntry> = current.to_vec();
     let at = next.iter().position(|e| e.id == change.id());
     match change {
-        Change::Put { id, spec, enabled } => {
+        Change::Put {
+            id,
+            spec,
+            enabled,
+            create,
+        } => {
+            if *create && at.is_some() {
+                return Err(TeamRulesError::Exists(id.clone()));
+            }
             if spec.is_none() && !is_builtin {
                 return Err(TeamRulesError::BadInput(
                     "a team rule needs category, title and pattern".into(),
@@ -141,6 +151,7 @@ pub async fn save(
             id,
             spec: Some(spec),
             enabled: true,
+            ..
         },
         Some(dir),
     ) = (&change, handle.corpus())
@@ -199,6 +210,7 @@ pub async fn preview(
         id: spec.id.clone(),
         spec: Some(spec.clone()),
         enabled: true,
+        create: false,
     };
     let next = apply(&current, &change)?;
     // The candidate set compiled even when the rule's examples fail, to show its effect.

@@ -37,6 +37,9 @@ pub enum TeamRulesError {
     /// No team entry with this id: 404.
     #[error("rule not found")]
     NotFound,
+    /// A create for an id that already has an entry: 409.
+    #[error("rule {0} exists; change it with PUT /api/v1/rules/{0}")]
+    Exists(String),
     /// The rule lowers corpus accuracy and the save was not confirmed: 422.
     #[error(
         "this rule lowers accuracy on the labelled corpus from {before:.1}% to {after:.1}%; \

@@ -29,6 +29,7 @@ impl From<TeamRulesError> for AppError {
                 AppError::Unprocessable("lowers_accuracy", e.to_string())
             }
             e @ TeamRulesError::Busy => AppError::Conflict("busy", e.to_string()),
+            e @ TeamRulesError::Exists(_) => AppError::Conflict("rule_exists", e.to_string()),
             TeamRulesError::Db(e) => e.into(),
             TeamRulesError::Internal(m) => AppError::Internal(anyhow::anyhow!(m)),
         }
@@ -90,6 +91,7 @@ impl RuleBody {
                 id: id.to_owned(),
                 spec: Some(spec),
                 enabled: self.enabled.unwrap_or(true),
+                create: false,
             }),
             None => match self.enabled {
                 Some(enabled) => Ok(Change::SetEnabled {
@@ -168,17 +170,20 @@ pub async fn create_rule(
     let id =
         b.id.clone()
             .ok_or_else(|| AppError::Unprocessable("invalid_rule", "id is required".into()))?;
-    let (rules, _) = team_rules::list(&state.db, false).await?;
-    if rules
-        .iter()
-        .any(|r| r.spec.id == id && r.updated_at.is_some())
-    {
-        return Err(AppError::Conflict(
-            "rule_exists",
-            format!("rule {id} exists; change it with PUT /api/v1/rules/{id}"),
+    let spec = b.spec(&id)?;
+    if spec.is_none() && b.enabled.is_none() {
+        return Err(AppError::Unprocessable(
+            "invalid_rule",
+            "nothing to create: give the rule's fields, or enabled for a built-in id".into(),
         ));
     }
-    let change = b.change(&id)?;
+    // Create-only: an existing entry is refused inside the save, under the edit lock.
+    let change = Change::Put {
+        id: id.clone(),
+        spec,
+        enabled: b.enabled.unwrap_or(true),
+        create: true,
+    };
     let saved =
         team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
     Ok((

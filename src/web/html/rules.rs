@@ -457,6 +457,7 @@ pub async fn save_rule(
         id: id.clone(),
         spec: Some(spec),
         enabled: form.enabled.is_some(),
+        create: false,
     };
     let confirm = form.confirm.is_some();
     match team_rules::save(

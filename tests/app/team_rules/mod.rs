@@ -196,6 +196,77 @@ async fn hostile_and_broken_patterns_get_422_with_the_reason_and_store_nothing()
 }
 
 #[tokio::test]
+async fn a_disabled_rule_is_validated_like_an_enabled_one() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    // Stored disabled, a broken rule would break export/import and enabling it later.
+    let mut bad = kernel_rule();
+    bad["pattern"] = json!("MyKernel (unclosed");
+    bad["enabled"] = json!(false);
+    let res = app.post_json(&admin, "/api/v1/rules", &bad).await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    assert!(res.body.contains("unclosed group"), "{}", res.body);
+    let res = app.post_json(&admin, "/api/v1/rules", &kernel_rule()).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let mut failing = kernel_rule();
+    failing["examples"] = json!(["MyKernel is fine"]);
+    failing["enabled"] = json!(false);
+    let res = send_json(&app, "PUT", &admin, "/api/v1/rules/team.mykernel", &failing).await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    assert!(res.body.contains("example does not match"), "{}", res.body);
+    let stored: (bool, Value) =
+        sqlx::query_as("SELECT enabled, spec FROM team_rules WHERE rule_id = 'team.mykernel'")
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(stored.0, true);
+    assert_eq!(stored.1["pattern"], kernel_rule()["pattern"]);
+    assert_eq!(app.count("rule_history").await, 1);
+}
+
+#[tokio::test]
+async fn concurrent_creates_of_one_id_store_it_once_and_the_other_gets_409() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    for round in 0..5 {
+        let id = format!("team.race{round}");
+        let mut rule = kernel_rule();
+        rule["id"] = json!(id);
+        let (a, b) = tokio::join!(
+            app.post_json(&admin, "/api/v1/rules", &rule),
+            app.post_json(&admin, "/api/v1/rules", &rule)
+        );
+        let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [201, 409], "{} / {}", a.body, b.body);
+        let loser = if a.status == StatusCode::CONFLICT {
+            &a
+        } else {
+            &b
+        };
+        assert_eq!(loser.error_code(), "rule_exists");
+        let created: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM rule_history WHERE rule_id = $1 AND action = 'create'",
+        )
+        .bind(&id)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+        assert_eq!(created, 1, "{id}");
+    }
+    // A body with nothing to create is refused, not stored as an empty entry.
+    let res = app
+        .post_json(
+            &admin,
+            "/api/v1/rules",
+            &json!({"id": "cuda.assert.kernel"}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    assert_eq!(app.count("team_rules").await, 5);
+}
+
+#[tokio::test]
 async fn a_saved_rule_classifies_the_very_next_report() {
     let app = TestApp::spawn().await;
     let admin = app.token("alice", &[Scope::Admin]).await;
