@@ -219,7 +219,7 @@ async fn a_disabled_rule_is_validated_like_an_enabled_one() {
             .fetch_one(app.db.pool())
             .await
             .unwrap();
-    assert_eq!(stored.0, true);
+    assert!(stored.0, "the stored rule stays enabled");
     assert_eq!(stored.1["pattern"], kernel_rule()["pattern"]);
     assert_eq!(app.count("rule_history").await, 1);
 }
