@@ -216,10 +216,12 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     let mut group_id = old_group;
     if old_fp != new.fingerprint {
         group_id = sqlx::query_scalar(
-            "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen) \
-             SELECT $1, $2, $3, $4, created_at FROM reports WHERE id = $5 \
+            "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen, \
+                 last_seen) \
+             SELECT $1, $2, $3, $4, created_at, created_at FROM reports WHERE id = $5 \
              ON CONFLICT (fingerprint) DO UPDATE SET \
-                 first_seen = LEAST(groups.first_seen, excluded.first_seen) \
+                 first_seen = LEAST(groups.first_seen, excluded.first_seen), \
+                 last_seen = GREATEST(groups.last_seen, excluded.last_seen) \
              RETURNING id",
         )
         .bind(&new.fingerprint)
@@ -230,10 +232,26 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
         .fetch_one(&mut *tx)
         .await?;
     }
+    // A report whose headline follows a reproduction (the synchronous run was more specific)
+    // keeps that headline: the new log classification becomes what "the log alone said", and
+    // the reproduction's root-cause line stays searchable.
     sqlx::query(
-        "UPDATE reports SET group_id = $2, category = $3, title = $4, confidence = $5, \
+        "UPDATE reports r SET group_id = $2, \
+             category = CASE WHEN r.category_source = 'reproduction' THEN r.category ELSE $3 END, \
+             title = CASE WHEN r.category_source = 'reproduction' THEN r.title ELSE $4 END, \
+             confidence = CASE WHEN r.category_source = 'reproduction' \
+                 THEN r.confidence ELSE $5 END, \
+             original_category = CASE WHEN r.category_source = 'reproduction' \
+                 THEN $3 ELSE r.original_category END, \
+             original_title = CASE WHEN r.category_source = 'reproduction' \
+                 THEN $4 ELSE r.original_title END, \
              root_cause_line = $6, root_cause_text = $7, fingerprint = $8, async_hint = $9, \
-             classification = $10, search_text = $11 WHERE id = $1",
+             classification = $10, \
+             search_text = CASE WHEN r.category_source = 'reproduction' \
+                 THEN left($11 || E'\\n' || coalesce((SELECT p.classification -> 'root_cause' ->> 'text' \
+                     FROM reproductions p WHERE p.id = r.category_reproduction_id), ''), 65536) \
+                 ELSE $11 END \
+         WHERE r.id = $1",
     )
     .bind(report_id)
     .bind(group_id)
@@ -249,15 +267,25 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     .execute(&mut *tx)
     .await?;
     if group_id != old_group {
-        // Counts are read from reports; a group left with no report and no fix goes.
-        sqlx::query(
+        // Counts are read from reports; a group left with no report and no fix goes. An upload
+        // or a fix landing in it meanwhile makes the delete fail on the foreign key: then the
+        // group stays, and only this savepoint is rolled back.
+        let mut sp = sqlx::Connection::begin(&mut *tx).await?;
+        let deleted = sqlx::query(
             "DELETE FROM groups g WHERE g.id = $1 \
              AND NOT EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) \
              AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.group_id = g.id)",
         )
         .bind(old_group)
-        .execute(&mut *tx)
-        .await?;
+        .execute(&mut *sp)
+        .await;
+        match deleted {
+            Ok(_) => sp.commit().await?,
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("23503") => {
+                sp.rollback().await?;
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     tx.commit().await?;
     Ok(if group_id == old_group {

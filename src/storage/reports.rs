@@ -173,31 +173,43 @@ async fn job_for_report(
         .transpose()
 }
 
-async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored, DbError> {
-    // No row lock on an existing group (`DO NOTHING`), so uploads of one failure don't queue on
-    // it; when another transaction inserted the group first, this statement waited for it, and
-    // the next statement's snapshot sees its row.
-    let inserted: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO groups (fingerprint, category, title, root_cause_text) \
-         VALUES ($1, $2, $3, $4) \
-         ON CONFLICT (fingerprint) DO NOTHING \
-         RETURNING id",
-    )
-    .bind(&r.fingerprint)
-    .bind(&r.category)
-    .bind(&r.title)
-    .bind(&r.root_cause_text)
-    .fetch_optional(&mut *tx)
-    .await?;
-    let group_id: i64 = match inserted {
-        Some(id) => id,
-        None => {
-            sqlx::query_scalar("SELECT id FROM groups WHERE fingerprint = $1")
-                .bind(&r.fingerprint)
-                .fetch_one(&mut *tx)
-                .await?
+/// The id of the group for `r`'s fingerprint, created when new. An existing group is held with
+/// `FOR KEY SHARE` until the transaction ends: that does not queue uploads of one failure behind
+/// each other (they all take the shared lock), but it keeps a reclassification from deleting the
+/// group it just emptied before this report lands in it. When such a delete won the race, the
+/// group is created again.
+async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, DbError> {
+    loop {
+        // When another transaction inserted the group first, this statement waits for it, and
+        // the next statement's snapshot sees its row.
+        let inserted: Option<i64> = sqlx::query_scalar(
+            "INSERT INTO groups (fingerprint, category, title, root_cause_text) \
+             VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (fingerprint) DO NOTHING \
+             RETURNING id",
+        )
+        .bind(&r.fingerprint)
+        .bind(&r.category)
+        .bind(&r.title)
+        .bind(&r.root_cause_text)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(id) = inserted {
+            return Ok(id);
         }
-    };
+        let existing: Option<i64> =
+            sqlx::query_scalar("SELECT id FROM groups WHERE fingerprint = $1 FOR KEY SHARE")
+                .bind(&r.fingerprint)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some(id) = existing {
+            return Ok(id);
+        }
+    }
+}
+
+async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored, DbError> {
+    let group_id = group_for(tx, r).await?;
     // Once in a while, not per upload: see migration 0007.
     sqlx::query(
         "UPDATE groups SET last_seen = now() \

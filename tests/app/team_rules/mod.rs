@@ -14,6 +14,7 @@ use crate::support::{TestApp, TestResponse, fresh_db};
 
 mod deploy;
 mod portal;
+mod races;
 
 const KERNEL_LOG: &[u8] =
     b"step 10 loss 0.42\nMyKernel failed: code 7 (launch 2)\nTraceback (most recent call last):\n";

@@ -1,0 +1,171 @@
+//! Reclassification against everything else that touches groups: an upload landing in the group
+//! a reclassification just emptied, and a report whose headline follows a reproduction.
+
+use std::time::Duration;
+
+use gpu_triage::auth::Scope;
+use gpu_triage::storage::reclassify::{self, Applied, Reclassified};
+use serde_json::json;
+
+use super::{ILLEGAL_LOG, KERNEL_LOG, upload};
+use crate::support::TestApp;
+
+fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
+    Reclassified {
+        category: category.into(),
+        title: "MyKernel failed".into(),
+        confidence: "high".into(),
+        root_cause_line: Some(2),
+        root_cause_text: "MyKernel failed: code 7 (launch 2)".into(),
+        fingerprint: fingerprint.into(),
+        async_hint: false,
+        classification: json!({"category": category, "findings": [], "root_cause": null}),
+        search_text: "MyKernel failed".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run_goes_on() {
+    let app = TestApp::spawn().await;
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let first = upload(&app, &ingest, KERNEL_LOG).await;
+    let (report, group) = (
+        first["id"].as_i64().unwrap(),
+        first["group_id"].as_i64().unwrap(),
+    );
+    // An upload of the same failure, not yet committed: its report references the group.
+    let mut upload_tx = app.db.pool().begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
+             confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
+             classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
+         SELECT token_id, 'other', filename, group_id, category, title, confidence, \
+             root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
+             log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1",
+    )
+    .bind(report)
+    .execute(&mut *upload_tx)
+    .await
+    .unwrap();
+    // Reclassification moves the only committed report out and tries to drop the group.
+    let db = app.db.clone();
+    let apply = tokio::spawn(async move {
+        reclassify::apply(&db, report, &moved_to("fp-new", "library_error")).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    upload_tx.commit().await.unwrap();
+    let applied = tokio::time::timeout(Duration::from_secs(10), apply)
+        .await
+        .expect("apply finishes once the upload commits")
+        .unwrap();
+    assert_eq!(applied.unwrap(), Applied::Regrouped);
+    let left: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, project FROM reports WHERE group_id = $1")
+            .bind(group)
+            .fetch_all(app.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(left.len(), 1, "the upload's report stays in its group");
+    assert_eq!(left[0].1, "other");
+    assert_eq!(app.count("reports").await, 2);
+}
+
+#[tokio::test]
+async fn uploads_racing_a_reclassification_that_empties_their_group_all_land() {
+    let app = TestApp::spawn().await;
+    let mut uploaded = 0;
+    for round in 0..60i64 {
+        // A token per round keeps the test under the per-token rate limit.
+        let ingest = app.token(&format!("ci{round}"), &[Scope::Ingest]).await;
+        // One report in the group; reclassification moves it away (and drops the group)
+        // while another upload of the same failure is on its way in.
+        let log = format!("round {round} a\nMyKernel failed: code 7 (launch 2)\n");
+        let first = upload(&app, &ingest, log.as_bytes()).await;
+        uploaded += 1;
+        let id = first["id"].as_i64().unwrap();
+        let fingerprint: String =
+            sqlx::query_scalar("SELECT fingerprint FROM reports WHERE id = $1")
+                .bind(id)
+                .fetch_one(app.db.pool())
+                .await
+                .unwrap();
+        let db = app.db.clone();
+        let away = format!("fp-away-{round}");
+        let apply = tokio::spawn(async move {
+            reclassify::apply(&db, id, &moved_to(&away, "library_error")).await
+        });
+        let next = format!("round {round} b\nMyKernel failed: code 7 (launch 2)\n");
+        let res = app
+            .upload(&ingest, &[("log", Some("ci.log"), next.as_bytes())], None)
+            .await;
+        assert_eq!(res.status.as_u16(), 201, "round {round}: {}", res.body);
+        uploaded += 1;
+        apply
+            .await
+            .unwrap()
+            .expect("the reclassification step succeeds");
+        let in_group: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM reports r JOIN groups g ON g.id = r.group_id \
+             WHERE g.fingerprint = $1",
+        )
+        .bind(&fingerprint)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+        // Every round's second upload stays; every first one was moved away.
+        assert_eq!(
+            in_group,
+            round + 1,
+            "round {round}: the second uploads are in their group"
+        );
+    }
+    assert_eq!(app.count("reports").await, uploaded);
+    let orphans: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM groups g WHERE NOT EXISTS \
+         (SELECT 1 FROM reports r WHERE r.group_id = g.id)",
+    )
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(orphans, 0, "emptied groups are removed");
+}
+
+#[tokio::test]
+async fn reclassifying_keeps_a_headline_that_follows_a_reproduction() {
+    let app = TestApp::spawn().await;
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let stored = upload(&app, &ingest, ILLEGAL_LOG).await;
+    let id = stored["id"].as_i64().unwrap();
+    sqlx::query(
+        "UPDATE reports SET category_source = 'reproduction', \
+             original_category = category, original_title = title, \
+             category = 'out_of_bounds', title = 'Index out of bounds (device-side assert)' \
+         WHERE id = $1",
+    )
+    .bind(id)
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    let applied = reclassify::apply(&app.db, id, &moved_to("fp-team", "library_error"))
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Regrouped);
+    let row: (String, String, String, Option<String>, String) = sqlx::query_as(
+        "SELECT category, title, category_source, original_category, fingerprint \
+         FROM reports WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        row,
+        (
+            "out_of_bounds".into(),
+            "Index out of bounds (device-side assert)".into(),
+            "reproduction".into(),
+            Some("library_error".into()),
+            "fp-team".into()
+        )
+    );
+}
