@@ -38,6 +38,26 @@ fn names(c: &Classification, rule_id: &str) -> bool {
     c.findings.iter().any(|f| f.rule == rule_id)
 }
 
+/// Splits `(id, size)` items, in order, into runs whose sizes add up to at most `budget`
+/// (an item larger than the budget goes alone), so a dry run holds one batch of logs at a time.
+pub fn batches_by_size(items: &[(i64, i64)], budget: i64) -> Vec<Vec<i64>> {
+    let mut out: Vec<Vec<i64>> = Vec::new();
+    let mut used = 0i64;
+    for &(id, size) in items {
+        match out.last_mut() {
+            Some(batch) if used.saturating_add(size) <= budget => {
+                batch.push(id);
+                used = used.saturating_add(size);
+            }
+            _ => {
+                out.push(vec![id]);
+                used = size;
+            }
+        }
+    }
+    out
+}
+
 /// The dry run over stored reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReportsDryRun {
@@ -223,5 +243,15 @@ mod tests {
         corpus.add(Category::IllegalMemoryAccess, Category::OutOfMemory, &c);
         assert!(corpus.lowers_accuracy());
         assert_eq!(corpus.precision(), Some(0.0));
+    }
+
+    #[test]
+    fn batches_keep_order_and_stay_within_the_budget() {
+        let items = [(9, 40), (8, 50), (7, 20), (6, 500), (5, 1), (4, 99), (3, 1)];
+        assert_eq!(
+            batches_by_size(&items, 100),
+            vec![vec![9, 8], vec![7], vec![6], vec![5, 4], vec![3]]
+        );
+        assert!(batches_by_size(&[], 100).is_empty());
     }
 }

@@ -257,17 +257,31 @@ pub async fn reports_naming_rule(
     rows.iter().map(summary_from_row).collect()
 }
 
-/// The newest stored logs (id, gzip-compressed log), for a dry run; and how many are stored.
-pub async fn recent_logs(db: &Db, limit: i64) -> Result<(Vec<(i64, Vec<u8>)>, i64), DbError> {
-    let logs =
-        sqlx::query_as("SELECT id, log_gz FROM reports ORDER BY created_at DESC, id DESC LIMIT $1")
-            .bind(limit)
-            .fetch_all(db.pool())
-            .await?;
+/// The newest stored reports as (id, compressed log size in bytes), for a dry run to read in
+/// batches; and how many reports are stored. The sizes come from the stored values' headers,
+/// without reading the logs.
+pub async fn recent_log_sizes(db: &Db, limit: i64) -> Result<(Vec<(i64, i64)>, i64), DbError> {
+    let sizes = sqlx::query_as(
+        "SELECT id, octet_length(log_gz)::bigint FROM reports \
+         ORDER BY created_at DESC, id DESC LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(db.pool())
+    .await?;
     let total = sqlx::query_scalar("SELECT count(*) FROM reports")
         .fetch_one(db.pool())
         .await?;
-    Ok((logs, total))
+    Ok((sizes, total))
+}
+
+/// The gzip-compressed logs of `ids` (those still stored), in the order given.
+pub async fn logs_by_id(db: &Db, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT id, log_gz FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)",
+    )
+    .bind(ids)
+    .fetch_all(db.pool())
+    .await?)
 }
 
 /// A dedicated connection listening on [`CHANNEL`]: wakes replicas when an edit commits.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{RulesetHandle, TeamRulesError, compile, entries};
-use crate::rules::preview::{CorpusDryRun, ReportsDryRun, compare};
+use crate::rules::preview::{CorpusDryRun, ReportsDryRun, batches_by_size, compare};
 use crate::rules::spec::RuleSpec;
 use crate::rules::team::{self, RuleCheck, TeamEntry};
 use crate::rules::{Ruleset, corpus};
@@ -20,6 +20,8 @@ use crate::storage::rules::{self as store, RuleWrite};
 pub const PREVIEW_REPORTS: i64 = 500;
 /// Decompressed bytes of one stored log a dry run reads at most.
 const PREVIEW_LOG_BYTES: u64 = 32 << 20;
+/// Compressed bytes of stored logs a dry run holds in memory at once (one batch).
+const PREVIEW_BATCH_BYTES: i64 = 16 << 20;
 
 /// One change to the team rules.
 #[derive(Debug, Clone)]
@@ -223,14 +225,17 @@ pub async fn preview(
         .map_err(|e| TeamRulesError::Internal(e.to_string()))??,
     );
     let before = Arc::new(compile(current).await?);
-    let (logs, stored_count) = store::recent_logs(db, PREVIEW_REPORTS).await?;
-    let reports = {
+    let (sizes, stored_count) = store::recent_log_sizes(db, PREVIEW_REPORTS).await?;
+    let mut reports = ReportsDryRun {
+        stored: stored_count,
+        ..ReportsDryRun::default()
+    };
+    // One batch of compressed logs in memory at a time, however large the stored logs are.
+    for ids in batches_by_size(&sizes, PREVIEW_BATCH_BYTES) {
+        let logs = store::logs_by_id(db, &ids).await?;
         let (before, after, id) = (before.clone(), after.clone(), spec.id.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut run = ReportsDryRun {
-                stored: stored_count,
-                ..ReportsDryRun::default()
-            };
+        reports = tokio::task::spawn_blocking(move || {
+            let mut run = reports;
             for (report_id, gz) in logs {
                 let mut log = Vec::new();
                 let mut rd = flate2::read::GzDecoder::new(&gz[..]).take(PREVIEW_LOG_BYTES);
@@ -241,8 +246,8 @@ pub async fn preview(
             run
         })
         .await
-        .map_err(|e| TeamRulesError::Internal(e.to_string()))?
-    };
+        .map_err(|e| TeamRulesError::Internal(e.to_string()))?;
+    }
     let corpus = match handle.corpus() {
         Some(dir) => {
             Some(corpus_dry_run(dir, before, after, spec.id.clone(), spec.category).await?)
