@@ -309,6 +309,26 @@ fn main() -> anyhow::Result<()> {
         if p95 < 50.0 { "PASS" } else { "FAIL" }
     );
 
+    // The rule list counts each rule's hits over every stored report.
+    let mut rlat = Vec::new();
+    for _ in 0..10 {
+        let head = format!(
+            "GET /api/v1/rules HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer {token}\r\n\r\n"
+        );
+        let t = Instant::now();
+        let (status, _) = conn.request(&head, &mut std::io::empty())?;
+        rlat.push(t.elapsed().as_secs_f64() * 1e3);
+        if status != 200 {
+            bail!("GET /api/v1/rules answered {status}");
+        }
+    }
+    rlat.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "GET /api/v1/rules (hit counts over {seed} reports): p50 {:.1} ms  max {:.1} ms",
+        percentile(&rlat, 0.5),
+        rlat.last().copied().unwrap_or(0.0)
+    );
+
     // 3. One 100 MB upload, streamed.
     println!("\n== one 100 MB upload");
     let big = dir.path().join("big.log");
