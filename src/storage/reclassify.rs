@@ -192,6 +192,47 @@ pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<Stor
     .await?)
 }
 
+/// The transaction-id horizon now: every transaction that may still commit a report whose id
+/// an id-order scan already passed has an id below it.
+pub async fn xid_horizon(db: &Db) -> Result<String, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")
+            .fetch_one(db.pool())
+            .await?,
+    )
+}
+
+/// Whether every transaction below `horizon` has ended (committed or not).
+pub async fn settled(db: &Db, horizon: &str) -> Result<bool, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8")
+            .bind(horizon)
+            .fetch_one(db.pool())
+            .await?,
+    )
+}
+
+/// The ids of the stored reports with ids at most `upto`, in order.
+pub async fn ids_upto(db: &Db, upto: i64) -> Result<Vec<i64>, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM reports WHERE id <= $1 ORDER BY id")
+            .bind(upto)
+            .fetch_all(db.pool())
+            .await?,
+    )
+}
+
+/// The reports with these ids (those still stored), in id order.
+pub async fn reports_by_id(db: &Db, ids: &[i64]) -> Result<Vec<StoredLog>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT id, filename, project, branch, log_gz FROM reports WHERE id = ANY($1) \
+         ORDER BY id",
+    )
+    .bind(ids)
+    .fetch_all(db.pool())
+    .await?)
+}
+
 /// Stores a report's new classification. When the fingerprint changed, the report moves to the
 /// group of the new fingerprint (created or counted up, as an upload would) and its old group is
 /// counted down, and removed when it has no report and no fix left.

@@ -3,9 +3,11 @@
 //! updated in its own transaction (moving it to its new group when the fingerprint changed), so
 //! an interrupted run loses nothing: every report keeps either its old or its new
 //! classification. Reports uploaded during the run are included (the scan runs until no report
-//! is left after the last id seen).
+//! is left after the last id seen), and so are reports whose id the scan passed before their
+//! upload committed (a final sweep once the transactions open at the end of the scan are over).
 
 use std::io::Read;
+use std::time::{Duration, Instant};
 
 use super::{RulesetHandle, TeamRulesError};
 use crate::report::{Meta, search_text};
@@ -37,30 +39,84 @@ pub async fn start(db: &Db, handle: &RulesetHandle, actor: &str) -> Result<Run, 
     Ok(run)
 }
 
-/// Runs to completion (used by [`start`]'s task).
+/// How long the final sweep waits for uploads that were in flight when the scan ended.
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// Counts kept while a run goes.
+#[derive(Default)]
+struct Tally {
+    done: i64,
+    changed: i64,
+    regrouped: i64,
+}
+
+/// Runs to completion (used by [`start`]'s task): every report in id order, then a sweep for
+/// reports with ids the scan already passed that committed only after it passed them (an
+/// upload's id is taken when its transaction inserts, not when it commits).
 pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), TeamRulesError> {
-    let (mut after, mut done, mut changed, mut regrouped) = (0i64, 0i64, 0i64, 0i64);
+    let mut tally = Tally::default();
+    let mut seen: Vec<i64> = Vec::new();
+    let mut after = 0i64;
     loop {
         let batch = store::next_reports(db, after, BATCH).await?;
         let Some(last) = batch.last() else { break };
         after = last.id;
-        // The ruleset in use now: a save during the run applies to the reports still ahead.
-        let ruleset = handle.current();
-        let updates = tokio::task::spawn_blocking(move || classify_batch(&ruleset, batch))
-            .await
-            .map_err(|e| TeamRulesError::Internal(e.to_string()))?;
-        for (id, update) in updates {
-            match store::apply(db, id, &update).await? {
-                Applied::Changed => changed += 1,
-                Applied::Regrouped => {
-                    changed += 1;
-                    regrouped += 1;
-                }
-                Applied::Missing | Applied::Unchanged => {}
-            }
-            done += 1;
+        seen.extend(batch.iter().map(|r| r.id));
+        process(db, handle, batch, &mut tally).await?;
+        store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
+    }
+    // Wait for the transactions open now, then take the reports the scan could not see.
+    let horizon = store::xid_horizon(db).await?;
+    let deadline = Instant::now() + SETTLE;
+    while !store::settled(db, &horizon).await? {
+        if Instant::now() > deadline {
+            tracing::warn!(
+                run = run.id,
+                "transactions still open after {SETTLE:?}; sweeping now"
+            );
+            break;
         }
-        store::record_progress(db, run, done, changed, regrouped).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let missed = not_seen(&store::ids_upto(db, after).await?, &seen);
+    for ids in missed.chunks(BATCH as usize) {
+        let batch = store::reports_by_id(db, ids).await?;
+        process(db, handle, batch, &mut tally).await?;
+        store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
+    }
+    Ok(())
+}
+
+/// The ids of `all` (sorted) that are not in `seen` (sorted).
+fn not_seen(all: &[i64], seen: &[i64]) -> Vec<i64> {
+    all.iter()
+        .copied()
+        .filter(|id| seen.binary_search(id).is_err())
+        .collect()
+}
+
+/// Classifies one batch with the ruleset in use now (a save during the run applies to the
+/// reports still ahead) and stores each result in its own transaction.
+async fn process(
+    db: &Db,
+    handle: &RulesetHandle,
+    batch: Vec<StoredLog>,
+    tally: &mut Tally,
+) -> Result<(), TeamRulesError> {
+    let ruleset = handle.current();
+    let updates = tokio::task::spawn_blocking(move || classify_batch(&ruleset, batch))
+        .await
+        .map_err(|e| TeamRulesError::Internal(e.to_string()))?;
+    for (id, update) in updates {
+        match store::apply(db, id, &update).await? {
+            Applied::Changed => tally.changed += 1,
+            Applied::Regrouped => {
+                tally.changed += 1;
+                tally.regrouped += 1;
+            }
+            Applied::Missing | Applied::Unchanged => {}
+        }
+        tally.done += 1;
     }
     Ok(())
 }
@@ -102,5 +158,17 @@ fn columns(c: &Classification, r: &StoredLog) -> Reclassified {
         async_hint: c.async_hint,
         classification: serde_json::to_value(c).unwrap_or_default(),
         search_text: search_text(c, &meta, &r.filename),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::not_seen;
+
+    #[test]
+    fn the_sweep_takes_exactly_the_ids_the_scan_did_not_see() {
+        assert_eq!(not_seen(&[1, 2, 3, 5, 8], &[1, 3, 8]), vec![2, 5]);
+        assert!(not_seen(&[1, 2], &[1, 2]).is_empty());
+        assert!(not_seen(&[], &[4]).is_empty());
     }
 }

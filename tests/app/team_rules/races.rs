@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use gpu_triage::storage::reclassify::{self, Applied, Reclassified};
 use serde_json::json;
@@ -167,5 +168,78 @@ async fn reclassifying_keeps_a_headline_that_follows_a_reproduction() {
             Some("library_error".into()),
             "fp-team".into()
         )
+    );
+}
+
+#[tokio::test]
+async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id() {
+    let app = TestApp::spawn().await;
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    let first = upload(&app, &ingest, KERNEL_LOG).await;
+    let res = app
+        .post_json(&admin, "/api/v1/rules", &super::kernel_rule())
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    // An upload that took its id before the run and commits only after the scan passed it.
+    let mut late_tx = app.db.pool().begin().await.unwrap();
+    let late: i64 = sqlx::query_scalar(
+        "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
+             confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
+             classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
+         SELECT token_id, 'late', filename, group_id, category, title, confidence, \
+             root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
+             log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1 \
+         RETURNING id",
+    )
+    .bind(first["id"].as_i64().unwrap())
+    .fetch_one(&mut *late_tx)
+    .await
+    .unwrap();
+    let after = upload(
+        &app,
+        &ingest,
+        b"later run\nMyKernel failed: code 9 (launch 1)\n",
+    )
+    .await;
+    assert!(after["id"].as_i64().unwrap() > late);
+
+    let before: String = sqlx::query_scalar("SELECT category FROM reports WHERE id = $1")
+        .bind(first["id"].as_i64().unwrap())
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(before, "unknown", "classified before the team rule existed");
+    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
+        gpu_triage::rules::Ruleset::builtin().unwrap(),
+    ));
+    gpu_triage::team_rules::reload(&app.db, &handle)
+        .await
+        .unwrap();
+    let run = reclassify::start_run(&app.db, handle.version(), "test")
+        .await
+        .unwrap()
+        .unwrap();
+    let db = app.db.clone();
+    let task_run = run.clone();
+    let task = tokio::spawn(async move {
+        gpu_triage::team_rules::reclassify::run_all(&db, &handle, &task_run).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!task.is_finished(), "the run waits for the open upload");
+    late_tx.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the run ends once the upload committed")
+        .unwrap()
+        .unwrap();
+    let categories: Vec<(i64, String)> =
+        sqlx::query_as("SELECT id, category FROM reports ORDER BY id")
+            .fetch_all(app.db.pool())
+            .await
+            .unwrap();
+    assert!(
+        categories.iter().all(|(_, c)| c == "library_error"),
+        "{categories:?}"
     );
 }
