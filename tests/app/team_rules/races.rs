@@ -25,6 +25,24 @@ fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
     }
 }
 
+/// Inserts a copy of report `id` under `project` in `tx` (an upload not yet committed).
+async fn copy_report(tx: &mut sqlx::PgConnection, id: i64, project: &str) -> i64 {
+    sqlx::query_scalar(
+        "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
+             confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
+             classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
+         SELECT token_id, $2, filename, group_id, category, title, confidence, \
+             root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
+             log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1 \
+         RETURNING id",
+    )
+    .bind(id)
+    .bind(project)
+    .fetch_one(tx)
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run_goes_on() {
     let app = TestApp::spawn().await;
@@ -36,18 +54,7 @@ async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run
     );
     // An upload of the same failure, not yet committed: its report references the group.
     let mut upload_tx = app.db.pool().begin().await.unwrap();
-    sqlx::query(
-        "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
-             confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
-             classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
-         SELECT token_id, 'other', filename, group_id, category, title, confidence, \
-             root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
-             log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1",
-    )
-    .bind(report)
-    .execute(&mut *upload_tx)
-    .await
-    .unwrap();
+    copy_report(&mut upload_tx, report, "other").await;
     // Reclassification moves the only committed report out and tries to drop the group.
     let db = app.db.clone();
     let apply = tokio::spawn(async move {
@@ -183,19 +190,7 @@ async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id()
     assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
     // An upload that took its id before the run and commits only after the scan passed it.
     let mut late_tx = app.db.pool().begin().await.unwrap();
-    let late: i64 = sqlx::query_scalar(
-        "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
-             confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
-             classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
-         SELECT token_id, 'late', filename, group_id, category, title, confidence, \
-             root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
-             log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1 \
-         RETURNING id",
-    )
-    .bind(first["id"].as_i64().unwrap())
-    .fetch_one(&mut *late_tx)
-    .await
-    .unwrap();
+    let late = copy_report(&mut late_tx, first["id"].as_i64().unwrap(), "late").await;
     let after = upload(
         &app,
         &ingest,
