@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::client::{self, Client, Job, JobResult, Reply};
 use super::run::{self, Limits};
-use super::sandbox::{Sandbox, SandboxKind};
+use super::sandbox::{self, Sandbox, SandboxKind};
 use super::{Config, peak_rss_bytes, probe};
 
 /// Result post attempts before giving up.
@@ -91,10 +91,15 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     let outcome = sandbox
         .prepare(&job.script_name, &job.script)
         .map_err(|e| e.to_string())
-        .and_then(|prepared| run::run(prepared.command, limits, cancel).map_err(|e| e.to_string()));
+        .and_then(|prepared| {
+            let marker = prepared.started_marker;
+            run::run(prepared.command, limits, cancel)
+                .map(|out| (out, marker))
+                .map_err(|e| e.to_string())
+        });
     result.gpu = reprobe(config);
-    let out = match outcome {
-        Ok(out) => out,
+    let (mut out, marker) = match outcome {
+        Ok(done) => done,
         Err(e) => {
             tracing::error!("job {}: the run could not start: {e}", job.job_id);
             result.error = Some(format!("the run could not start: {e}"));
@@ -107,8 +112,12 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     result.timed_out = out.timed_out;
     result.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
     result.truncated = out.stdout.truncated || out.stderr.truncated;
-    // bubblewrap's own failures (bad bind, interpreter missing) exit 1 with "bwrap: ...".
-    if sandboxed && exit_code == Some(1) && out.stderr.text.starts_with("bwrap: ") {
+    // bubblewrap's own failures (bad bind, interpreter missing) exit 1 with "bwrap: ..."
+    // before the start marker; a script printing the same words comes after it.
+    let started = marker
+        .as_deref()
+        .is_none_or(|m| sandbox::strip_started_marker(&mut out.stderr.text, m));
+    if !started && exit_code == Some(1) && out.stderr.text.starts_with("bwrap: ") {
         let line = out.stderr.text.lines().next().unwrap_or_default();
         result.error = Some(format!("the sandbox could not start the script: {line}"));
     }

@@ -89,6 +89,10 @@ pub struct Sandbox {
 pub struct Prepared {
     /// The command (stdin already set).
     pub command: Command,
+    /// The line the sandbox prints on stderr right before it execs the interpreter (a fresh
+    /// random value per run): present, the script ran; absent, the sandbox failed to start it.
+    /// A script cannot forge its absence, whatever it prints. `None` when unsandboxed.
+    pub started_marker: Option<String>,
     /// The private script directory of an unsandboxed run.
     _dir: Option<tempfile::TempDir>,
 }
@@ -210,13 +214,27 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         let Some(bwrap) = &self.bwrap else {
             return self.prepare_unsandboxed(&name, script);
         };
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)
+            .map_err(|e| std::io::Error::other(format!("no randomness from the OS: {e}")))?;
+        let marker = format!("gpu-triage: sandbox started {}", hex::encode(nonce));
         let mut args = self.bwrap_args(&name);
         args.push("--".into());
+        // `sh` prints the marker, then becomes the interpreter (same pid, same process group).
+        for a in [
+            "/bin/sh",
+            "-c",
+            "printf '%s\\n' \"$0\" >&2; exec \"$@\"",
+            &marker,
+        ] {
+            args.push(a.into());
+        }
         args.push(self.python.clone().into());
         args.push(format!("/tmp/{name}").into());
         let command = self.wrap(bwrap, args, script_file(script)?);
         Ok(Prepared {
             command,
+            started_marker: Some(marker),
             _dir: None,
         })
     }
@@ -238,6 +256,7 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
             .stdin(Stdio::null());
         Ok(Prepared {
             command,
+            started_marker: None,
             _dir: Some(dir),
         })
     }
@@ -354,6 +373,19 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         }
         command
     }
+}
+
+/// Removes the sandbox's start marker from the head of `stderr`; whether it was there (the
+/// sandbox started the script).
+pub fn strip_started_marker(stderr: &mut String, marker: &str) -> bool {
+    let Some(rest) = stderr.strip_prefix(marker) else {
+        return false;
+    };
+    let Some(rest) = rest.strip_prefix('\n') else {
+        return false;
+    };
+    *stderr = rest.to_owned();
+    true
 }
 
 /// The script in an unlinked, private temporary file, rewound for reading.
@@ -600,6 +632,22 @@ mod tests {
         assert!(
             !cpu.iter()
                 .any(|a| a == "CUDA_VISIBLE_DEVICES" || a == "/sys")
+        );
+    }
+
+    #[test]
+    fn the_start_marker_is_stripped_only_from_the_head_of_stderr() {
+        let marker = "gpu-triage: sandbox started 00ff";
+        let mut started = format!("{marker}\nTraceback ...\n");
+        assert!(strip_started_marker(&mut started, marker));
+        assert_eq!(started, "Traceback ...\n");
+        let mut failed = "bwrap: Can't mount proc on /newroot/proc\n".to_owned();
+        assert!(!strip_started_marker(&mut failed, marker));
+        assert_eq!(failed, "bwrap: Can't mount proc on /newroot/proc\n");
+        let mut other = format!("{marker}00\n");
+        assert!(
+            !strip_started_marker(&mut other, marker),
+            "another run's marker"
         );
     }
 }

@@ -266,3 +266,27 @@ fn a_script_that_sleeps_forever_is_killed_at_the_timeout_with_its_children() {
     );
     assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
+
+#[test]
+fn a_script_cannot_pass_its_own_failure_off_as_the_sandboxs() {
+    if !have_bwrap() || !have_python() {
+        return;
+    }
+    let script = "import sys\n\
+                  sys.stderr.write('bwrap: execvp python3: No such file or directory\\n')\n\
+                  sys.exit(1)\n";
+    let server = JobServer::start(vec![job(21, "forge.py", script, 60)]);
+    let out = run_worker(&server, &["--no-gpu", "--python", "/usr/bin/python3"], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result = server.only_result(21);
+    assert_eq!(result["sandbox"], "bwrap");
+    assert_eq!(result["exit_code"], 1, "{result}");
+    assert!(
+        result["error"].is_null(),
+        "a script's exit, not a worker error: {result}"
+    );
+    assert_eq!(
+        result["stderr"], "bwrap: execvp python3: No such file or directory\n",
+        "the sandbox's start marker is not part of the script's output"
+    );
+}
