@@ -307,7 +307,11 @@ pub async fn record_result(db: &Db, r: &NewReproduction) -> Result<Outcome, DbEr
     let locked = match lock_for_result(&mut tx, r.job_id, &r.lease_token, &r.request_sha256).await?
     {
         Ok(l) => l,
-        Err(outcome) => return Ok(outcome),
+        Err(outcome) => {
+            // Release the job's row lock now, not when the pool gets round to it.
+            tx.rollback().await?;
+            return Ok(outcome);
+        }
     };
     let worker = if r.worker.is_empty() {
         &locked.worker
@@ -371,7 +375,11 @@ pub async fn record_failure(db: &Db, f: &FailedAttempt) -> Result<Outcome, DbErr
     let locked = match lock_for_result(&mut tx, f.job_id, &f.lease_token, &f.request_sha256).await?
     {
         Ok(l) => l,
-        Err(outcome) => return Ok(outcome),
+        Err(outcome) => {
+            // Release the job's row lock now, not when the pool gets round to it.
+            tx.rollback().await?;
+            return Ok(outcome);
+        }
     };
     let worker = if f.worker.is_empty() {
         &locked.worker
@@ -443,11 +451,13 @@ pub async fn requeue(db: &Db, job_id: i64, by: &str) -> Result<Requeue, DbError>
         .fetch_optional(&mut *tx)
         .await?
     else {
+        tx.rollback().await?;
         return Ok(Requeue::UnknownJob);
     };
     let report_id: i64 = job.try_get("report_id")?;
     let state: String = job.try_get("state")?;
     if state == "queued" || state == "running" {
+        tx.rollback().await?;
         return Ok(Requeue::NotFinished { report_id });
     }
     // Serialises re-queues of one report, so two clicks give one new job.
@@ -462,6 +472,7 @@ pub async fn requeue(db: &Db, job_id: i64, by: &str) -> Result<Requeue, DbError>
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(job_id) = pending {
+        tx.rollback().await?;
         return Ok(Requeue::AlreadyQueued { report_id, job_id });
     }
     let new_id: i64 = sqlx::query_scalar(

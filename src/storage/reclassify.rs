@@ -74,6 +74,7 @@ pub async fn start_run(db: &Db, ruleset_version: i64, actor: &str) -> Result<Opt
             .fetch_one(&mut *tx)
             .await?;
     if busy {
+        tx.rollback().await?;
         return Ok(None);
     }
     let id: i64 = sqlx::query_scalar(
@@ -246,12 +247,15 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     .fetch_optional(&mut *tx)
     .await?
     else {
+        tx.rollback().await?;
         return Ok(Applied::Missing);
     };
     let old_group: i64 = row.try_get("group_id")?;
     let old_fp: String = row.try_get("fingerprint")?;
     let old_c: serde_json::Value = row.try_get("classification")?;
     if old_c == new.classification && old_fp == new.fingerprint {
+        // Release the report's row lock now, not when the pool gets round to it.
+        tx.rollback().await?;
         return Ok(Applied::Unchanged);
     }
     let mut group_id = old_group;

@@ -96,11 +96,13 @@ pub async fn insert_report(
         if let Some(row) = first {
             let sha: Vec<u8> = row.try_get("request_sha256")?;
             if sha != idem.request_sha256 {
+                tx.rollback().await?;
                 return Ok(InsertOutcome::KeyReused);
             }
             let response: serde_json::Value = row.try_get("response")?;
             if let Some(stored) = stored_from_json(&response) {
                 let job = job_for_report(&mut tx, stored.report_id).await?;
+                tx.rollback().await?;
                 return Ok(InsertOutcome::Stored(Stored { job, ..stored }));
             }
         }

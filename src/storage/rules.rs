@@ -122,6 +122,12 @@ fn state_json(spec: &Option<serde_json::Value>, enabled: bool) -> serde_json::Va
 }
 
 impl Edit {
+    /// Ends the edit without writing, releasing the version row's lock at once.
+    pub async fn rollback(self) -> Result<(), DbError> {
+        self.tx.rollback().await?;
+        Ok(())
+    }
+
     /// Writes `changes`, records each in the history as `action` (`None`: create, update or
     /// delete as it turns out) by `actor`, bumps the version, notifies replicas and commits.
     /// Returns the new version. Writes that change nothing are skipped.

@@ -144,8 +144,29 @@ pub async fn save(
     confirm: bool,
 ) -> Result<Saved, TeamRulesError> {
     let edit = store::begin_edit(db).await?;
+    let (ruleset, corpus, write) = match checked_write(&edit, handle, &change, confirm).await {
+        Ok(checked) => checked,
+        Err(e) => {
+            // Release the lock other edits wait on now, not when the pool gets round to it.
+            edit.rollback().await?;
+            return Err(e);
+        }
+    };
+    let version = edit.commit(&[write], None, actor).await?;
+    handle.install(version, ruleset);
+    Ok(Saved { version, corpus })
+}
+
+/// Everything [`save`] checks under the edit lock: the merged ruleset, the corpus gate, and the
+/// write to make.
+async fn checked_write(
+    edit: &store::Edit,
+    handle: &RulesetHandle,
+    change: &Change,
+    confirm: bool,
+) -> Result<(Arc<Ruleset>, Option<CorpusDryRun>, RuleWrite), TeamRulesError> {
     let current = entries(&edit.rules)?;
-    let next = apply(&current, &change)?;
+    let next = apply(&current, change)?;
     let ruleset = Arc::new(compile(next.clone()).await?);
     let mut corpus_run = None;
     if let (
@@ -156,7 +177,7 @@ pub async fn save(
             ..
         },
         Some(dir),
-    ) = (&change, handle.corpus())
+    ) = (change, handle.corpus())
     {
         let before = Arc::new(compile(current).await?);
         let run = corpus_dry_run(dir, before, ruleset.clone(), id.clone(), spec.category).await?;
@@ -168,7 +189,7 @@ pub async fn save(
         }
         corpus_run = Some(run);
     }
-    let write = match &change {
+    let write = match change {
         Change::Delete { id } => RuleWrite::Delete {
             rule_id: id.clone(),
         },
@@ -177,12 +198,7 @@ pub async fn save(
             write_of(entry.ok_or(TeamRulesError::NotFound)?)?
         }
     };
-    let version = edit.commit(&[write], None, actor).await?;
-    handle.install(version, ruleset);
-    Ok(Saved {
-        version,
-        corpus: corpus_run,
-    })
+    Ok((ruleset, corpus_run, write))
 }
 
 /// The dry run of a candidate rule, shown before saving.
