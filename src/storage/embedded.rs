@@ -386,10 +386,15 @@ impl EmbeddedPostgres {
                 .stdout(Stdio::null())
                 .status()
                 .map_err(|e| cluster_err(&self.bins.program("pg_ctl"), "run", e))?;
-            if !status.success() {
+            // The killed run's watchdog may be stopping it too (it does when its parent dies):
+            // then `pg_ctl` finds the server gone, which is what was wanted.
+            if !status.success() && is_postgres_process(pid) {
                 return Err(DbError::Cluster(format!(
                     "could not stop the orphaned server (pid {pid})"
                 )));
+            }
+            if read_postmaster_pid(&pid_file) == Some(pid) && !is_postgres_process(pid) {
+                fs::remove_file(&pid_file).map_err(|e| cluster_err(&pid_file, "remove", e))?;
             }
         } else {
             tracing::info!(pid, "removing a stale postmaster.pid left by a crash");
