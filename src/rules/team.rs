@@ -73,8 +73,8 @@ pub fn merge(builtin: &RuleFile, team: &[TeamEntry]) -> RuleFile {
     file
 }
 
-/// Compiles the built-in ruleset with the team's entries. Every team rule, enabled or not, is
-/// validated eagerly (pattern limits, examples), so a bad entry is refused with its id; built-in patterns compile
+/// Compiles the built-in ruleset with the team's entries. Every enabled team rule is validated
+/// eagerly (pattern limits, examples), so a bad entry is refused with its id; built-in patterns compile
 /// on first use as in [`Ruleset::builtin`].
 pub fn compile_with_team(builtin: &RuleFile, team: &[TeamEntry]) -> Result<Ruleset, Error> {
     compile_team(builtin, team, true)
@@ -101,11 +101,11 @@ fn compile_team(builtin: &RuleFile, team: &[TeamEntry], checked: bool) -> Result
                     reason: format!("the rule inside is named {:?}", spec.id),
                 });
             }
-            // Disabled entries are held to the same standard: they are exported, imported and
-            // turned back on later, so none may be stored that could not be saved enabled.
-            if checked {
+            // Disabled entries take no part in matching, so a stored one that newer limits
+            // refuse does not stop the ruleset loading; writes validate them (see `save`).
+            if e.enabled && checked {
                 validate_rule(spec)?;
-            } else {
+            } else if e.enabled {
                 check_fields(spec)?;
                 compile_pattern(&spec.id, &spec.pattern)?;
             }

@@ -292,6 +292,7 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
                  THEN $4 ELSE r.original_title END, \
              root_cause_line = $6, root_cause_text = $7, fingerprint = $8, async_hint = $9, \
              classification = $10, \
+             finding_rules = jsonb_path_query_array($10, '$.findings[*].rule'), \
              search_text = CASE WHEN r.category_source = 'reproduction' \
                  THEN left($11 || E'\\n' || coalesce((SELECT p.classification -> 'root_cause' ->> 'text' \
                      FROM reproductions p WHERE p.id = r.category_reproduction_id), ''), 65536) \
@@ -313,8 +314,9 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     .await?;
     if group_id != old_group {
         // Counts are read from reports; a group left with no report and no fix goes. An upload
-        // or a fix landing in it meanwhile makes the delete fail on the foreign key: then the
-        // group stays, and only this savepoint is rolled back.
+        // or a fix landing in it meanwhile makes the delete fail on the foreign key (neither
+        // cascades, migration 0009): then the group stays, and only this savepoint is rolled
+        // back.
         let mut sp = sqlx::Connection::begin(&mut *tx).await?;
         let deleted = sqlx::query(
             "DELETE FROM groups g WHERE g.id = $1 \

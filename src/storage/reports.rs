@@ -224,9 +224,9 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
              fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, log_gz, \
-             script, search_text) \
+             script, search_text, finding_rules) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, $22) \
+             $18, $19, $20, $21, $22, jsonb_path_query_array($16, '$.findings[*].rule')) \
          RETURNING id",
     )
     .bind(r.token_id)

@@ -237,6 +237,7 @@ pub async fn history(
 /// Stored reports per rule id named in their classification's findings.
 pub async fn rule_hit_counts(db: &Db) -> Result<Vec<(String, i64)>, DbError> {
     // `finding_rules` (migration 0008) is the findings' rule ids, small and stored inline.
+    // (`jsonb_array_elements_text` of a NULL, a row written before the column, yields nothing.)
     Ok(sqlx::query_as(
         "SELECT f.rule, count(*) FROM reports r, \
              LATERAL (SELECT DISTINCT jsonb_array_elements_text(r.finding_rules) AS rule) f \

@@ -167,6 +167,14 @@ async fn checked_write(
 ) -> Result<(Arc<Ruleset>, Option<CorpusDryRun>, RuleWrite), TeamRulesError> {
     let current = entries(&edit.rules)?;
     let next = apply(&current, change)?;
+    // A rule written disabled meets the same checks as an enabled one: it is exported,
+    // imported and turned on later.
+    if let Change::Put {
+        spec: Some(spec), ..
+    } = change
+    {
+        team::validate_rule(spec)?;
+    }
     let ruleset = Arc::new(compile(next.clone()).await?);
     let mut corpus_run = None;
     if let (

@@ -56,16 +56,10 @@ struct Tally {
 pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), TeamRulesError> {
     let mut tally = Tally::default();
     let mut seen: Vec<i64> = Vec::new();
-    let mut after = 0i64;
-    loop {
-        let batch = store::next_reports(db, after, BATCH).await?;
-        let Some(last) = batch.last() else { break };
-        after = last.id;
-        seen.extend(batch.iter().map(|r| r.id));
-        process(db, handle, batch, &mut tally).await?;
-        store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
-    }
-    // Wait for the transactions open now, then take the reports the scan could not see.
+    let mut after = scan_from(db, handle, run, 0, &mut seen, &mut tally).await?;
+    // Wait for the transactions open now, then take the reports the scan could not see: those
+    // that commit after its end (ids above `after`) and those whose id it passed before they
+    // committed (ids below, not seen).
     let horizon = store::xid_horizon(db).await?;
     let deadline = Instant::now() + SETTLE;
     while !store::settled(db, &horizon).await? {
@@ -78,6 +72,8 @@ pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), T
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    after = scan_from(db, handle, run, after, &mut seen, &mut tally).await?;
+    seen.sort_unstable();
     let missed = not_seen(&store::ids_upto(db, after).await?, &seen);
     for ids in missed.chunks(BATCH as usize) {
         let batch = store::reports_by_id(db, ids).await?;
@@ -85,6 +81,28 @@ pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), T
         store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
     }
     Ok(())
+}
+
+/// Reclassifies the reports after id `after`, in id order, until none is left; returns the
+/// last id seen.
+async fn scan_from(
+    db: &Db,
+    handle: &RulesetHandle,
+    run: &Run,
+    mut after: i64,
+    seen: &mut Vec<i64>,
+    tally: &mut Tally,
+) -> Result<i64, TeamRulesError> {
+    loop {
+        let batch = store::next_reports(db, after, BATCH).await?;
+        let Some(last) = batch.last() else {
+            return Ok(after);
+        };
+        after = last.id;
+        seen.extend(batch.iter().map(|r| r.id));
+        process(db, handle, batch, tally).await?;
+        store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
+    }
 }
 
 /// The ids of `all` (sorted) that are not in `seen` (sorted).

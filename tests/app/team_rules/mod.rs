@@ -226,6 +226,46 @@ async fn a_disabled_rule_is_validated_like_an_enabled_one() {
 }
 
 #[tokio::test]
+async fn a_stored_disabled_rule_that_newer_limits_refuse_does_not_stop_loading() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    let mut old = kernel_rule();
+    old["id"] = json!("team.old");
+    old["pattern"] = json!("(unclosed");
+    sqlx::query("INSERT INTO team_rules (rule_id, spec, enabled) VALUES ('team.old', $1, false)")
+        .bind(&old)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE ruleset_version SET version = version + 1")
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
+        gpu_triage::rules::Ruleset::builtin().unwrap(),
+    ));
+    let version = gpu_triage::team_rules::reload(&app.db, &handle).await;
+    assert_eq!(
+        version.unwrap(),
+        1,
+        "loaded despite the stored disabled rule"
+    );
+    // Other rules can still be saved; turning the broken one on is refused with its reason.
+    let res = app.post_json(&admin, "/api/v1/rules", &kernel_rule()).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let res = send_json(
+        &app,
+        "PUT",
+        &admin,
+        "/api/v1/rules/team.old",
+        &json!({"enabled": true}),
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    assert!(res.body.contains("team.old"), "{}", res.body);
+}
+
+#[tokio::test]
 async fn concurrent_creates_of_one_id_store_it_once_and_the_other_gets_409() {
     let app = TestApp::spawn().await;
     let admin = app.token("admin", &[Scope::Admin]).await;

@@ -25,19 +25,26 @@ fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
     }
 }
 
-/// Inserts a copy of report `id` under `project` in `tx` (an upload not yet committed).
-async fn copy_report(tx: &mut sqlx::PgConnection, id: i64, project: &str) -> i64 {
+/// Inserts a copy of report `id` under `project` in `tx` (an upload not yet committed), in
+/// `group` or else the report's own group.
+async fn copy_report(
+    tx: &mut sqlx::PgConnection,
+    id: i64,
+    project: &str,
+    group: Option<i64>,
+) -> i64 {
     sqlx::query_scalar(
         "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
              confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
              classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
-         SELECT token_id, $2, filename, group_id, category, title, confidence, \
+         SELECT token_id, $2, filename, coalesce($3, group_id), category, title, confidence, \
              root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
              log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1 \
          RETURNING id",
     )
     .bind(id)
     .bind(project)
+    .bind(group)
     .fetch_one(tx)
     .await
     .unwrap()
@@ -54,7 +61,7 @@ async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run
     );
     // An upload of the same failure, not yet committed: its report references the group.
     let mut upload_tx = app.db.pool().begin().await.unwrap();
-    copy_report(&mut upload_tx, report, "other").await;
+    copy_report(&mut upload_tx, report, "other", None).await;
     // Reclassification moves the only committed report out and tries to drop the group.
     let db = app.db.clone();
     let apply = tokio::spawn(async move {
@@ -76,6 +83,42 @@ async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run
     assert_eq!(left.len(), 1, "the upload's report stays in its group");
     assert_eq!(left[0].1, "other");
     assert_eq!(app.count("reports").await, 2);
+}
+
+#[tokio::test]
+async fn a_fix_recorded_in_the_group_being_emptied_keeps_the_group_and_the_fix() {
+    let app = TestApp::spawn().await;
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let first = upload(&app, &ingest, KERNEL_LOG).await;
+    let (report, group) = (
+        first["id"].as_i64().unwrap(),
+        first["group_id"].as_i64().unwrap(),
+    );
+    let mut fix_tx = app.db.pool().begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO fixes (group_id, summary, details, link, author) \
+         VALUES ($1, 'pin the kernel version', '', '', 'alice')",
+    )
+    .bind(group)
+    .execute(&mut *fix_tx)
+    .await
+    .unwrap();
+    let db = app.db.clone();
+    let apply = tokio::spawn(async move {
+        reclassify::apply(&db, report, &moved_to("fp-new", "library_error")).await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    fix_tx.commit().await.unwrap();
+    let applied = tokio::time::timeout(Duration::from_secs(10), apply)
+        .await
+        .expect("apply finishes once the fix commits")
+        .unwrap();
+    assert_eq!(applied.unwrap(), Applied::Regrouped);
+    let fixes: Vec<(i64, String)> = sqlx::query_as("SELECT group_id, summary FROM fixes")
+        .fetch_all(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(fixes, [(group, "pin the kernel version".to_owned())]);
 }
 
 #[tokio::test]
@@ -190,7 +233,7 @@ async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id()
     assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
     // An upload that took its id before the run and commits only after the scan passed it.
     let mut late_tx = app.db.pool().begin().await.unwrap();
-    let late = copy_report(&mut late_tx, first["id"].as_i64().unwrap(), "late").await;
+    let late = copy_report(&mut late_tx, first["id"].as_i64().unwrap(), "late", None).await;
     let after = upload(
         &app,
         &ingest,
@@ -236,5 +279,76 @@ async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id()
     assert!(
         categories.iter().all(|(_, c)| c == "library_error"),
         "{categories:?}"
+    );
+}
+
+#[tokio::test]
+async fn reclassify_takes_an_upload_still_open_at_the_end_of_the_scan_with_the_newest_id() {
+    let app = TestApp::spawn().await;
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    let first = upload(&app, &ingest, KERNEL_LOG).await;
+    let res = app
+        .post_json(&admin, "/api/v1/rules", &super::kernel_rule())
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    // Another group, which the run leaves in place: the late upload's lock on its group then
+    // holds nothing up.
+    let other = upload(&app, &ingest, ILLEGAL_LOG).await;
+    let mut late_tx = app.db.pool().begin().await.unwrap();
+    let late = copy_report(
+        &mut late_tx,
+        first["id"].as_i64().unwrap(),
+        "late",
+        other["group_id"].as_i64(),
+    )
+    .await;
+    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
+        gpu_triage::rules::Ruleset::builtin().unwrap(),
+    ));
+    gpu_triage::team_rules::reload(&app.db, &handle)
+        .await
+        .unwrap();
+    let run = reclassify::start_run(&app.db, handle.version(), "test")
+        .await
+        .unwrap()
+        .unwrap();
+    let run_id = run.id;
+    let db = app.db.clone();
+    let task = tokio::spawn(async move {
+        gpu_triage::team_rules::reclassify::run_all(&db, &handle, &run).await
+    });
+    // Commit only once the scan has gone past every committed report (and found no more).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let done: i64 = sqlx::query_scalar("SELECT done FROM reclassify_runs WHERE id = $1")
+            .bind(run_id)
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+        if done >= 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scan made no progress"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    late_tx.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the run ends once the upload committed")
+        .unwrap()
+        .unwrap();
+    let category: String = sqlx::query_scalar("SELECT category FROM reports WHERE id = $1")
+        .bind(late)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        category, "library_error",
+        "the late report {late} was reclassified"
     );
 }
