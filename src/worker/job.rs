@@ -72,6 +72,8 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     let limits = Limits {
         timeout,
         output_cap: config.output_cap,
+        // The sandbox's start marker line, stripped before the result is sent.
+        stderr_extra: 128,
     };
     let sandboxed = sandbox.kind() == SandboxKind::Bwrap;
     let mut result = JobResult {
@@ -112,14 +114,21 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     result.timed_out = out.timed_out;
     result.duration_ms = u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX);
     result.truncated = out.stdout.truncated || out.stderr.truncated;
-    // bubblewrap's own failures (bad bind, interpreter missing) exit 1 with "bwrap: ..."
-    // before the start marker; a script printing the same words comes after it.
-    let started = marker
-        .as_deref()
-        .is_none_or(|m| sandbox::strip_started_marker(&mut out.stderr.text, m));
-    if !started && exit_code == Some(1) && out.stderr.text.starts_with("bwrap: ") {
-        let line = out.stderr.text.lines().next().unwrap_or_default();
-        result.error = Some(format!("the sandbox could not start the script: {line}"));
+    // bubblewrap's own failures (bad bind, interpreter missing) come before the start
+    // marker; a script printing the same words comes after it.
+    if let Some(m) = marker.as_deref()
+        && let Some(why) = sandbox::sandbox_failure(&mut out.stderr.text, m, exit_code)
+    {
+        result.error = Some(format!("the sandbox could not start the script: {why}"));
+    }
+    // The allowance for the marker is not the script's: its stderr keeps the same cap.
+    if out.stderr.text.len() > config.output_cap {
+        let mut end = config.output_cap;
+        while !out.stderr.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.stderr.text.truncate(end);
+        result.truncated = true;
     }
     result.stdout = out.stdout.text;
     result.stderr = out.stderr.text;

@@ -25,6 +25,9 @@ pub struct Limits {
     pub timeout: Duration,
     /// Bytes kept of stdout and of stderr, each.
     pub output_cap: usize,
+    /// Bytes of stderr kept beyond the cap, for what the sandbox itself prints first (its start
+    /// marker), so the script keeps its whole allowance.
+    pub stderr_extra: usize,
 }
 
 /// One captured stream.
@@ -66,7 +69,10 @@ pub fn run(
     let started = Instant::now();
     let mut child = cmd.spawn()?;
     let stdout = child.stdout.take().map(|s| capture(s, limits.output_cap));
-    let stderr = child.stderr.take().map(|s| capture(s, limits.output_cap));
+    let stderr = child
+        .stderr
+        .take()
+        .map(|s| capture(s, limits.output_cap.saturating_add(limits.stderr_extra)));
     let deadline = started + limits.timeout;
     let (mut timed_out, mut cancelled) = (false, false);
     let status = loop {
@@ -189,6 +195,7 @@ mod tests {
         Limits {
             timeout: Duration::from_secs(secs),
             output_cap: cap,
+            stderr_extra: 0,
         }
     }
 

@@ -174,6 +174,7 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         let limits = Limits {
             timeout: Duration::from_secs(30),
             output_cap: 64 * 1024,
+            stderr_extra: 0,
         };
         let out = run::run(command, limits, &|| false)?;
         let facts = out.stdout.text;
@@ -220,13 +221,9 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         let marker = format!("gpu-triage: sandbox started {}", hex::encode(nonce));
         let mut args = self.bwrap_args(&name);
         args.push("--".into());
-        // `sh` prints the marker, then becomes the interpreter (same pid, same process group).
-        for a in [
-            "/bin/sh",
-            "-c",
-            "printf '%s\\n' \"$0\" >&2; exec \"$@\"",
-            &marker,
-        ] {
+        // `sh` checks the interpreter, prints the marker, then becomes the interpreter (same
+        // pid, same process group).
+        for a in ["/bin/sh", "-c", START, SH_NAME, &marker] {
             args.push(a.into());
         }
         args.push(self.python.clone().into());
@@ -373,6 +370,43 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         }
         command
     }
+}
+
+/// `$0` of the shell that starts the interpreter: dash prefixes its own errors with it.
+const SH_NAME: &str = "gpu-triage-sandbox";
+
+/// Run by `/bin/sh -c` inside the sandbox with `$1` the marker, then the interpreter and the
+/// script: a missing interpreter exits 1 before the marker, like bubblewrap's own failures.
+const START: &str = r#"m=$1; shift
+[ -x "$1" ] || { printf '%s: the interpreter %s is not executable inside the sandbox\n' "$0" "$1" >&2; exit 1; }
+printf '%s\n' "$m" >&2
+exec "$@""#;
+
+/// After a sandboxed run: strips the start marker from the head of `stderr`, and says why
+/// when the sandbox, not the script, ended the run: no marker and exit code 1 (bubblewrap's
+/// own failures, a missing interpreter), or the interpreter's `exec` failing just after it
+/// (exit 126/127 with the shell's one-line message). A script cannot remove the marker, which
+/// is printed before it starts.
+pub fn sandbox_failure(
+    stderr: &mut String,
+    marker: &str,
+    exit_code: Option<i32>,
+) -> Option<String> {
+    let first_line = |s: &str| {
+        let line = s.lines().next().unwrap_or_default().trim();
+        if line.is_empty() {
+            "(no message)".to_owned()
+        } else {
+            line.to_owned()
+        }
+    };
+    if strip_started_marker(stderr, marker) {
+        let exec_failed = matches!(exit_code, Some(126 | 127))
+            && stderr.starts_with(&format!("{SH_NAME}: "))
+            && stderr.lines().count() == 1;
+        return exec_failed.then(|| first_line(stderr));
+    }
+    (exit_code == Some(1)).then(|| first_line(stderr))
 }
 
 /// Removes the sandbox's start marker from the head of `stderr`; whether it was there (the
@@ -633,6 +667,31 @@ mod tests {
             !cpu.iter()
                 .any(|a| a == "CUDA_VISIBLE_DEVICES" || a == "/sys")
         );
+    }
+
+    #[test]
+    fn only_the_sandbox_failing_before_or_at_exec_is_a_sandbox_failure() {
+        let m = "gpu-triage: sandbox started 00ff";
+        let case = |stderr: String, code: Option<i32>| {
+            let mut s = stderr;
+            let why = sandbox_failure(&mut s, m, code);
+            (why, s)
+        };
+        // bubblewrap's own failure, or the interpreter check: no marker, exit 1.
+        let (why, _) = case("bwrap: Can't find source path /x\n".into(), Some(1));
+        assert_eq!(why.as_deref(), Some("bwrap: Can't find source path /x"));
+        // The script printing the same words and exiting 1, after the marker.
+        let (why, rest) = case(format!("{m}\nbwrap: fake\n"), Some(1));
+        assert_eq!((why, rest.as_str()), (None, "bwrap: fake\n"));
+        // exec of the interpreter failing right after the marker.
+        let msg = format!("{SH_NAME}: 4: exec: /venv/bin/python: not found\n");
+        let (why, _) = case(format!("{m}\n{msg}"), Some(127));
+        assert_eq!(why.as_deref(), Some(msg.trim()));
+        // A script exiting 127 with more to say is the script's.
+        let (why, _) = case(format!("{m}\n{msg}Traceback\n"), Some(127));
+        assert_eq!(why, None);
+        // Killed before the shell printed anything: not a sandbox failure.
+        assert_eq!(case(String::new(), None).0, None);
     }
 
     #[test]
