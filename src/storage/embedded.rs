@@ -388,7 +388,12 @@ impl EmbeddedPostgres {
                 .map_err(|e| cluster_err(&self.bins.program("pg_ctl"), "run", e))?;
             // The killed run's watchdog may be stopping it too (it does when its parent dies):
             // then `pg_ctl` finds the server gone, which is what was wanted.
-            if !status.success() && is_postgres_process(pid) {
+            // (A pid reused by another server, or a zombie, still reads `postgres`; the PID file
+            // naming it is what says the server is still there.)
+            if !status.success()
+                && read_postmaster_pid(&pid_file) == Some(pid)
+                && is_postgres_process(pid)
+            {
                 return Err(DbError::Cluster(format!(
                     "could not stop the orphaned server (pid {pid})"
                 )));
