@@ -50,30 +50,48 @@ async fn copy_report(
     .unwrap()
 }
 
-#[tokio::test]
-async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run_goes_on() {
-    let app = TestApp::spawn().await;
-    let ingest = app.token("ci", &[Scope::Ingest]).await;
-    let first = upload(&app, &ingest, KERNEL_LOG).await;
-    let (report, group) = (
-        first["id"].as_i64().unwrap(),
-        first["group_id"].as_i64().unwrap(),
-    );
-    // An upload of the same failure, not yet committed: its report references the group.
-    let mut upload_tx = app.db.pool().begin().await.unwrap();
-    copy_report(&mut upload_tx, report, "other", None).await;
-    // Reclassification moves the only committed report out and tries to drop the group.
+/// Moves `report` to a new group with reclassification while `tx` (an upload or a fix in the
+/// report's group) is open; commits `tx` meanwhile, and returns what the move did.
+async fn move_out_while_open(
+    app: &TestApp,
+    report: i64,
+    tx: sqlx::Transaction<'static, sqlx::Postgres>,
+) -> Applied {
     let db = app.db.clone();
     let apply = tokio::spawn(async move {
         reclassify::apply(&db, report, &moved_to("fp-new", "library_error")).await
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    upload_tx.commit().await.unwrap();
-    let applied = tokio::time::timeout(Duration::from_secs(10), apply)
+    tx.commit().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), apply)
         .await
-        .expect("apply finishes once the upload commits")
-        .unwrap();
-    assert_eq!(applied.unwrap(), Applied::Regrouped);
+        .expect("apply finishes once the other transaction commits")
+        .unwrap()
+        .unwrap()
+}
+
+/// Uploads the kernel log: (report id, group id).
+async fn kernel_report(app: &TestApp) -> (i64, i64) {
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let first = upload(app, &ingest, KERNEL_LOG).await;
+    (
+        first["id"].as_i64().unwrap(),
+        first["group_id"].as_i64().unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run_goes_on() {
+    let app = TestApp::spawn().await;
+    let (report, group) = kernel_report(&app).await;
+    // An upload of the same failure, not yet committed: its report references the group.
+    let mut upload_tx = app.db.pool().begin().await.unwrap();
+    copy_report(&mut upload_tx, report, "other", None).await;
+    // Reclassification moves the only committed report out and tries to drop the group.
+    assert_eq!(
+        move_out_while_open(&app, report, upload_tx).await,
+        Applied::Regrouped
+    );
     let left: Vec<(i64, String)> =
         sqlx::query_as("SELECT id, project FROM reports WHERE group_id = $1")
             .bind(group)
@@ -88,12 +106,7 @@ async fn a_report_landing_in_the_group_being_emptied_keeps_the_group_and_the_run
 #[tokio::test]
 async fn a_fix_recorded_in_the_group_being_emptied_keeps_the_group_and_the_fix() {
     let app = TestApp::spawn().await;
-    let ingest = app.token("ci", &[Scope::Ingest]).await;
-    let first = upload(&app, &ingest, KERNEL_LOG).await;
-    let (report, group) = (
-        first["id"].as_i64().unwrap(),
-        first["group_id"].as_i64().unwrap(),
-    );
+    let (report, group) = kernel_report(&app).await;
     let mut fix_tx = app.db.pool().begin().await.unwrap();
     sqlx::query(
         "INSERT INTO fixes (group_id, summary, details, link, author) \
@@ -103,17 +116,10 @@ async fn a_fix_recorded_in_the_group_being_emptied_keeps_the_group_and_the_fix()
     .execute(&mut *fix_tx)
     .await
     .unwrap();
-    let db = app.db.clone();
-    let apply = tokio::spawn(async move {
-        reclassify::apply(&db, report, &moved_to("fp-new", "library_error")).await
-    });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    fix_tx.commit().await.unwrap();
-    let applied = tokio::time::timeout(Duration::from_secs(10), apply)
-        .await
-        .expect("apply finishes once the fix commits")
-        .unwrap();
-    assert_eq!(applied.unwrap(), Applied::Regrouped);
+    assert_eq!(
+        move_out_while_open(&app, report, fix_tx).await,
+        Applied::Regrouped
+    );
     let fixes: Vec<(i64, String)> = sqlx::query_as("SELECT group_id, summary FROM fixes")
         .fetch_all(app.db.pool())
         .await
@@ -221,16 +227,48 @@ async fn reclassifying_keeps_a_headline_that_follows_a_reproduction() {
     );
 }
 
-#[tokio::test]
-async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id() {
-    let app = TestApp::spawn().await;
+/// Uploads the kernel log, then saves the team rule that classifies it: (ingest token, the
+/// upload's answer).
+async fn kernel_report_then_rule(app: &TestApp) -> (String, serde_json::Value) {
     let ingest = app.token("ci", &[Scope::Ingest]).await;
     let admin = app.token("admin", &[Scope::Admin]).await;
-    let first = upload(&app, &ingest, KERNEL_LOG).await;
+    let first = upload(app, &ingest, KERNEL_LOG).await;
     let res = app
         .post_json(&admin, "/api/v1/rules", &super::kernel_rule())
         .await;
     assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    (ingest, first)
+}
+
+/// Starts a reclassification run with the stored rules, in the background: (run id, its task).
+async fn start_reclassify(
+    app: &TestApp,
+) -> (
+    i64,
+    tokio::task::JoinHandle<Result<(), gpu_triage::team_rules::TeamRulesError>>,
+) {
+    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
+        gpu_triage::rules::Ruleset::builtin().unwrap(),
+    ));
+    gpu_triage::team_rules::reload(&app.db, &handle)
+        .await
+        .unwrap();
+    let run = reclassify::start_run(&app.db, handle.version(), "test")
+        .await
+        .unwrap()
+        .unwrap();
+    let db = app.db.clone();
+    let id = run.id;
+    let task = tokio::spawn(async move {
+        gpu_triage::team_rules::reclassify::run_all(&db, &handle, &run).await
+    });
+    (id, task)
+}
+
+#[tokio::test]
+async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id() {
+    let app = TestApp::spawn().await;
+    let (ingest, first) = kernel_report_then_rule(&app).await;
     // An upload that took its id before the run and commits only after the scan passed it.
     let mut late_tx = app.db.pool().begin().await.unwrap();
     let late = copy_report(&mut late_tx, first["id"].as_i64().unwrap(), "late", None).await;
@@ -248,21 +286,7 @@ async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id()
         .await
         .unwrap();
     assert_eq!(before, "unknown", "classified before the team rule existed");
-    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
-        gpu_triage::rules::Ruleset::builtin().unwrap(),
-    ));
-    gpu_triage::team_rules::reload(&app.db, &handle)
-        .await
-        .unwrap();
-    let run = reclassify::start_run(&app.db, handle.version(), "test")
-        .await
-        .unwrap()
-        .unwrap();
-    let db = app.db.clone();
-    let task_run = run.clone();
-    let task = tokio::spawn(async move {
-        gpu_triage::team_rules::reclassify::run_all(&db, &handle, &task_run).await
-    });
+    let (_, task) = start_reclassify(&app).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!task.is_finished(), "the run waits for the open upload");
     late_tx.commit().await.unwrap();
@@ -285,13 +309,7 @@ async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id()
 #[tokio::test]
 async fn reclassify_takes_an_upload_still_open_at_the_end_of_the_scan_with_the_newest_id() {
     let app = TestApp::spawn().await;
-    let ingest = app.token("ci", &[Scope::Ingest]).await;
-    let admin = app.token("admin", &[Scope::Admin]).await;
-    let first = upload(&app, &ingest, KERNEL_LOG).await;
-    let res = app
-        .post_json(&admin, "/api/v1/rules", &super::kernel_rule())
-        .await;
-    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let (ingest, first) = kernel_report_then_rule(&app).await;
     // Another group, which the run leaves in place: the late upload's lock on its group then
     // holds nothing up.
     let other = upload(&app, &ingest, ILLEGAL_LOG).await;
@@ -303,21 +321,7 @@ async fn reclassify_takes_an_upload_still_open_at_the_end_of_the_scan_with_the_n
         other["group_id"].as_i64(),
     )
     .await;
-    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
-        gpu_triage::rules::Ruleset::builtin().unwrap(),
-    ));
-    gpu_triage::team_rules::reload(&app.db, &handle)
-        .await
-        .unwrap();
-    let run = reclassify::start_run(&app.db, handle.version(), "test")
-        .await
-        .unwrap()
-        .unwrap();
-    let run_id = run.id;
-    let db = app.db.clone();
-    let task = tokio::spawn(async move {
-        gpu_triage::team_rules::reclassify::run_all(&db, &handle, &run).await
-    });
+    let (run_id, task) = start_reclassify(&app).await;
     // Commit only once the scan has gone past every committed report (and found no more).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
