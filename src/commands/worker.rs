@@ -54,9 +54,61 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "N", default_value_t = 4096,
           value_parser = clap::value_parser!(u32).range(16..))]
     pub max_procs: u32,
+    /// Memory a run may use, in MiB, enforced through a memory cgroup where the worker may
+    /// create one (cgroup v1 as root, or a delegated cgroup v2 subtree); 0 turns it off.
+    /// Default: 80% of this machine's memory.
+    #[arg(long, value_name = "MIB")]
+    pub memory_max: Option<u64>,
     /// Name shown in the portal (default: hostname:pid).
     #[arg(long)]
     pub name: Option<String>,
+}
+
+/// The memory cgroup and limit for runs, or `None` (said in the log) where there is none.
+fn memory_limit(
+    memory_max: Option<u64>,
+    unsandboxed: bool,
+) -> Option<(worker::cgroup::Memory, u64)> {
+    let limit = match memory_max {
+        Some(0) => {
+            tracing::info!("--memory-max 0: runs have no memory limit");
+            return None;
+        }
+        Some(mib) => mib.saturating_mul(1 << 20),
+        None => physical_memory()? / 5 * 4,
+    };
+    if unsandboxed {
+        tracing::warn!("--unsafe-no-sandbox: runs have no memory limit");
+        return None;
+    }
+    match worker::cgroup::detect() {
+        Ok(memory) => {
+            tracing::info!(
+                "runs are limited to {} MiB of memory ({})",
+                limit >> 20,
+                memory.describe()
+            );
+            Some((memory, limit))
+        }
+        Err(why) => {
+            tracing::warn!("runs have no memory limit: {why}");
+            None
+        }
+    }
+}
+
+/// `MemTotal` from `/proc/meminfo`, in bytes.
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// Runs the command.
@@ -109,7 +161,9 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
             "could not tell which /dev/nvidiaN is this GPU; scripts see every GPU's device node"
         );
     }
-    let sandbox = sandbox.with_gpu_minor(minor);
+    let sandbox = sandbox
+        .with_gpu_minor(minor)
+        .with_memory_limit(memory_limit(args.memory_max, args.unsafe_no_sandbox));
     if args.unsafe_no_sandbox {
         tracing::warn!(
             "--unsafe-no-sandbox: scripts run unisolated as this user; results say sandbox \"none\""

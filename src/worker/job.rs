@@ -95,7 +95,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         .map_err(|e| e.to_string())
         .and_then(|prepared| {
             let marker = prepared.started_marker;
-            run::run(prepared.command, limits, cancel)
+            run::run(prepared.command, limits, cancel, prepared.gate)
                 .map(|out| (out, marker))
                 .map_err(|e| e.to_string())
         });
@@ -121,14 +121,27 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     {
         result.error = Some(format!("the sandbox could not start the script: {why}"));
     }
+    // Said where the user reads the traceback; the kernel's kill leaves no message of its own.
+    let oom_note = out.oom_limit.map(|limit| {
+        format!(
+            "\ngpu-triage: the run was killed at its memory limit ({} MiB; worker --memory-max)\n",
+            limit >> 20
+        )
+    });
+    let room = config
+        .output_cap
+        .saturating_sub(oom_note.as_ref().map_or(0, String::len));
     // The allowance for the marker is not the script's: its stderr keeps the same cap.
-    if out.stderr.text.len() > config.output_cap {
-        let mut end = config.output_cap;
+    if out.stderr.text.len() > room {
+        let mut end = room;
         while !out.stderr.text.is_char_boundary(end) {
             end -= 1;
         }
         out.stderr.text.truncate(end);
         result.truncated = true;
+    }
+    if let Some(note) = oom_note {
+        out.stderr.text.push_str(&note);
     }
     result.stdout = out.stdout.text;
     result.stderr = out.stderr.text;

@@ -4,6 +4,7 @@
 //! `sandbox` (isolation), `run` (process control and output caps), `client` (the wire contract)
 //! and `job` (one job from claim to posted result).
 
+pub mod cgroup;
 pub mod client;
 mod job;
 pub mod probe;

@@ -5,7 +5,7 @@
 //! keeping the first `cap` bytes and draining the rest into nothing, so worker memory stays
 //! bounded whatever the script does.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -39,6 +39,17 @@ pub struct Captured {
     pub truncated: bool,
 }
 
+/// What happens between spawn and the script starting, for a command that waits on its stdin
+/// for a first line (the sandbox's gate): the child enters its memory cgroup, then gets the line
+/// and the script after it.
+#[derive(Debug)]
+pub struct Gate {
+    /// The run's cgroup (removed, with anything left in it, when the run is over).
+    pub cgroup: super::cgroup::RunCgroup,
+    /// What follows the gate line on stdin.
+    pub script: Vec<u8>,
+}
+
 /// How a run ended.
 #[derive(Debug)]
 pub struct Outcome {
@@ -54,20 +65,49 @@ pub struct Outcome {
     pub stdout: Captured,
     /// Captured stderr.
     pub stderr: Captured,
+    /// The memory limit it was killed at (bytes), when its cgroup saw an OOM kill.
+    pub oom_limit: Option<u64>,
 }
 
 /// Spawns `cmd` (stdout and stderr piped, its own process group) and waits for it. `cancel`
-/// returning true kills it early (lease lost, worker stopping). Spawn failures are returned as errors.
+/// returning true kills it early (lease lost, worker stopping). With a `gate`, the child is
+/// moved into the gate's cgroup before it is let go. Spawn failures are returned as errors.
 pub fn run(
     mut cmd: Command,
     limits: Limits,
     cancel: &dyn Fn() -> bool,
+    gate: Option<Gate>,
 ) -> std::io::Result<Outcome> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if gate.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
     let started = Instant::now();
     let mut child = cmd.spawn()?;
+    let cgroup = match gate {
+        Some(Gate { cgroup, script }) => {
+            if let Err(e) = cgroup.enter(child.id()) {
+                kill_group(&mut child);
+                let _ = child.wait();
+                return Err(std::io::Error::other(format!(
+                    "cannot move the run into its memory cgroup: {e}"
+                )));
+            }
+            if let Some(mut stdin) = child.stdin.take() {
+                // A thread: a script larger than the pipe is read while it is written. A run
+                // that stops reading (it failed) only ends the write.
+                thread::spawn(move || {
+                    let _ = stdin
+                        .write_all(b"go\n")
+                        .and_then(|()| stdin.write_all(&script));
+                });
+            }
+            Some(cgroup)
+        }
+        None => None,
+    };
     let stdout = child.stdout.take().map(|s| capture(s, limits.output_cap));
     let stderr = child
         .stderr
@@ -114,6 +154,10 @@ pub fn run(
         duration,
         stdout: collect(stdout),
         stderr: collect(stderr),
+        oom_limit: cgroup
+            .as_ref()
+            .filter(|c| c.oom_killed())
+            .map(|c| c.limit()),
     })
 }
 
@@ -205,6 +249,7 @@ mod tests {
             sh("printf 0123456789; printf abc >&2; exit 3"),
             limits(30, 4),
             &|| false,
+            None,
         )?;
         assert_eq!(code_and_signal(out.status, false), (Some(3), None));
         assert_eq!(
@@ -224,7 +269,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let marker = dir.path().join("survivor");
         let script = format!("(sleep 3; touch {}) & sleep 600", marker.display());
-        let out = run(sh(&script), limits(1, 1024), &|| false)?;
+        let out = run(sh(&script), limits(1, 1024), &|| false, None)?;
         assert!(out.timed_out);
         assert_eq!(code_and_signal(out.status, false), (None, Some(9)));
         thread::sleep(Duration::from_secs(4));
@@ -234,7 +279,7 @@ mod tests {
 
     #[test]
     fn cancelling_kills_the_run() -> std::io::Result<()> {
-        let out = run(sh("sleep 600"), limits(600, 1024), &|| true)?;
+        let out = run(sh("sleep 600"), limits(600, 1024), &|| true, None)?;
         assert!(out.cancelled && !out.timed_out);
         Ok(())
     }

@@ -83,6 +83,8 @@ pub struct Sandbox {
     gpu_minor: Option<u32>,
     max_procs: u32,
     drop_root: bool,
+    /// Where runs get a memory cgroup, and its limit in bytes.
+    memory: Option<(super::cgroup::Memory, u64)>,
 }
 
 /// A command ready to spawn, with what must live as long as it runs.
@@ -93,6 +95,8 @@ pub struct Prepared {
     /// random value per run): present, the script ran; absent, the sandbox failed to start it.
     /// A script cannot forge its absence, whatever it prints. `None` when unsandboxed.
     pub started_marker: Option<String>,
+    /// The memory cgroup to move the run into before it starts, with its script.
+    pub gate: Option<run::Gate>,
     /// The private script directory of an unsandboxed run.
     _dir: Option<tempfile::TempDir>,
 }
@@ -127,7 +131,15 @@ impl Sandbox {
             gpu_minor: None,
             max_procs,
             drop_root: rustix::process::geteuid().is_root(),
+            memory: None,
         })
+    }
+
+    /// Runs each script in its own memory cgroup under `memory`, limited to `limit` bytes.
+    #[must_use]
+    pub fn with_memory_limit(mut self, memory: Option<(super::cgroup::Memory, u64)>) -> Sandbox {
+        self.memory = memory;
+        self
     }
 
     /// Binds only `/dev/nvidia<minor>` of the GPU's nodes (plus the control nodes), so a script
@@ -170,13 +182,13 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         args.extend(["--setenv", "GPU_TRIAGE_PYTHON"].map(OsString::from));
         args.push(self.python.clone().into());
         args.extend(["--", "/bin/sh", "/tmp/self-test.sh"].map(OsString::from));
-        let command = self.wrap(bwrap, args, script_file(CHECK)?);
+        let command = self.wrap(bwrap, args, Some(script_file(CHECK)?));
         let limits = Limits {
             timeout: Duration::from_secs(30),
             output_cap: 64 * 1024,
             stderr_extra: 0,
         };
-        let out = run::run(command, limits, &|| false)?;
+        let out = run::run(command, limits, &|| false, None)?;
         let facts = out.stdout.text;
         let want = ["system=readonly", "tmp=writable", "net=lo,", "python=ok"];
         let uid_ok = facts.lines().any(|l| {
@@ -228,10 +240,28 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         }
         args.push(self.python.clone().into());
         args.push(format!("/tmp/{name}").into());
-        let command = self.wrap(bwrap, args, script_file(script)?);
+        let Some((memory, limit)) = &self.memory else {
+            let command = self.wrap(bwrap, args, Some(script_file(script)?));
+            return Ok(Prepared {
+                command,
+                started_marker: Some(marker),
+                gate: None,
+                _dir: None,
+            });
+        };
+        // Gated: the command waits for a first line on stdin, which comes once the worker has
+        // moved it into the run's cgroup, so every process of the run is born inside.
+        let cgroup = memory.for_run(
+            &format!("gpu-triage-run-{}", &marker[marker.len() - 12..]),
+            *limit,
+        )?;
         Ok(Prepared {
-            command,
+            command: self.wrap(bwrap, args, None),
             started_marker: Some(marker),
+            gate: Some(run::Gate {
+                cgroup,
+                script: script.as_bytes().to_vec(),
+            }),
             _dir: None,
         })
     }
@@ -254,6 +284,7 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         Ok(Prepared {
             command,
             started_marker: None,
+            gate: None,
             _dir: Some(dir),
         })
     }
@@ -348,23 +379,31 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         std::mem::take(a)
     }
 
-    /// `prlimit --nproc=N:N bwrap ARGS`, as the sandbox user when the worker is root.
-    fn wrap(&self, bwrap: &Path, args: Vec<OsString>, script: File) -> Command {
-        let mut command = match &self.prlimit {
-            Some(prlimit) => {
-                let mut c = Command::new(prlimit);
-                let n = self.max_procs;
-                c.arg(format!("--nproc={n}:{n}")).arg("--").arg(bwrap);
+    /// `prlimit --nproc=N:N bwrap ARGS`, as the sandbox user when the worker is root, reading
+    /// the script from `script`; without one, behind a gate that waits for a first line on
+    /// stdin (`sh -c 'read -r _ && exec "$@"'`), the script following on the same stdin.
+    fn wrap(&self, bwrap: &Path, args: Vec<OsString>, script: Option<File>) -> Command {
+        let mut command = match script {
+            Some(_) => Command::new(self.prlimit.as_deref().unwrap_or(bwrap)),
+            None => {
+                let mut c = Command::new("/bin/sh");
+                c.args(["-c", "read -r _ && exec \"$@\"", "gpu-triage-gate"]);
+                c.arg(self.prlimit.as_deref().unwrap_or(bwrap));
                 c
             }
-            None => Command::new(bwrap),
         };
+        if self.prlimit.is_some() {
+            let n = self.max_procs;
+            command.arg(format!("--nproc={n}:{n}")).arg("--").arg(bwrap);
+        }
         command
             .args(args)
             .current_dir("/")
             .env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .stdin(Stdio::from(script));
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+        if let Some(script) = script {
+            command.stdin(Stdio::from(script));
+        }
         if self.drop_root {
             command.uid(SANDBOX_ID).gid(SANDBOX_ID);
         }
@@ -639,6 +678,7 @@ mod tests {
             gpu_minor: None,
             max_procs: 64,
             drop_root: false,
+            memory: None,
         }
     }
 

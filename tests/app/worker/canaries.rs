@@ -290,3 +290,48 @@ fn a_script_cannot_pass_its_own_failure_off_as_the_sandboxs() {
         "the sandbox's start marker is not part of the script's output"
     );
 }
+
+#[test]
+fn a_run_over_its_memory_limit_is_killed_and_says_so() {
+    if !have_bwrap() || !have_python() {
+        return;
+    }
+    if let Err(why) = gpu_triage::worker::cgroup::detect() {
+        // Where the worker cannot create memory cgroups it runs without a limit (and logs so).
+        eprintln!("SKIPPED a_run_over_its_memory_limit_is_killed_and_says_so: {why}");
+        return;
+    }
+    let script = "import sys\n\
+                  print('allocating', flush=True)\n\
+                  blob = b'x' * (512 << 20)\n\
+                  print('survived', len(blob))\n";
+    let server = JobServer::start(vec![job(22, "hog.py", script, 60)]);
+    let out = run_worker(
+        &server,
+        &[
+            "--no-gpu",
+            "--python",
+            "/usr/bin/python3",
+            "--memory-max",
+            "128",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("runs are limited to 128 MiB of memory"),
+        "{}",
+        text(&out.stderr)
+    );
+    let result = server.only_result(22);
+    let stdout = result["stdout"].as_str().unwrap_or_default();
+    assert!(stdout.contains("allocating"), "{result}");
+    assert!(!stdout.contains("survived"), "{result}");
+    assert_ne!(result["exit_code"], 0, "{result}");
+    assert!(result["error"].is_null(), "the script's outcome: {result}");
+    let stderr = result["stderr"].as_str().unwrap_or_default();
+    assert!(
+        stderr.contains("killed at its memory limit (128 MiB"),
+        "{result}"
+    );
+}
