@@ -47,20 +47,24 @@ pub fn run(args: ClassifyArgs) -> anyhow::Result<()> {
                 out.flush()?;
             }
             Err(message) => {
-                eprintln!("gpu-triage classify: {message}");
+                // One input: its message is the one line (below); several: one line each,
+                // then the count.
+                if inputs.len() > 1 {
+                    eprintln!("gpu-triage classify: {message}");
+                }
                 failed.push(message);
             }
         }
     }
-    if failed.is_empty() {
-        Ok(())
-    } else {
-        Err(BadInput(format!(
+    match failed.as_slice() {
+        [] => Ok(()),
+        [only] if inputs.len() == 1 => Err(BadInput(only.clone()).into()),
+        _ => Err(BadInput(format!(
             "{} of {} inputs could not be read",
             failed.len(),
             inputs.len()
         ))
-        .into())
+        .into()),
     }
 }
 

@@ -68,6 +68,8 @@ pub struct Stored {
     pub report_id: i64,
     pub group_id: i64,
     pub duplicate: bool,
+    /// The answer replayed for a repeated idempotency key (nothing new was stored).
+    pub replayed: bool,
     /// The reproduction job queued for its script, with its state.
     pub job: Option<(i64, String)>,
 }
@@ -103,7 +105,11 @@ pub async fn insert_report(
             if let Some(stored) = stored_from_json(&response) {
                 let job = job_for_report(&mut tx, stored.report_id).await?;
                 tx.rollback().await?;
-                return Ok(InsertOutcome::Stored(Stored { job, ..stored }));
+                return Ok(InsertOutcome::Stored(Stored {
+                    job,
+                    replayed: true,
+                    ..stored
+                }));
             }
         }
     }
@@ -127,6 +133,7 @@ pub async fn insert_report(
                 report_id,
                 group_id: row.try_get("group_id")?,
                 duplicate: true,
+                replayed: false,
                 job: job_for_report(&mut tx, report_id).await?,
             }
         }
@@ -158,6 +165,7 @@ fn stored_from_json(v: &serde_json::Value) -> Option<Stored> {
         report_id: v.get("report_id")?.as_i64()?,
         group_id: v.get("group_id")?.as_i64()?,
         duplicate: v.get("duplicate")?.as_bool()?,
+        replayed: false,
         job: None,
     })
 }
@@ -268,6 +276,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         report_id,
         group_id,
         duplicate: false,
+        replayed: false,
         job,
     })
 }

@@ -26,6 +26,9 @@ pub enum AppError {
     /// 404.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// 405: the path exists, the method does not.
+    #[error("method not allowed on this path")]
+    MethodNotAllowed,
     /// 409: a conflict with the current state (a lost lease).
     #[error("{1}")]
     Conflict(&'static str, String),
@@ -73,6 +76,16 @@ struct ErrorDetail<'a> {
 }
 
 impl AppError {
+    /// A body extractor's rejection: 413 when the body was over its cap (SECURITY.md item 1),
+    /// else 400 with `code`.
+    pub fn rejected(code: &'static str, status: StatusCode, text: String) -> AppError {
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            AppError::TooLarge(text)
+        } else {
+            AppError::BadRequest(code, text)
+        }
+    }
+
     /// The status and the stable snake_case code clients can match on.
     pub fn status_and_code(&self) -> (StatusCode, &'static str) {
         match self {
@@ -80,6 +93,7 @@ impl AppError {
             AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            AppError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             AppError::Conflict(code, _) => (StatusCode::CONFLICT, code),
             AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             AppError::UnsupportedMediaType(_) => {

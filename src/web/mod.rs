@@ -143,6 +143,7 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics::show_metrics))
         .merge(api::routes(&state))
         .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(limits::decode_request_body))
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -163,6 +164,16 @@ async fn fallback(uri: axum::http::Uri) -> Response {
         AppError::NotFound("endpoint").into_response()
     } else {
         html::not_found().await.into_response()
+    }
+}
+
+/// A known path with the wrong method: 405 with the JSON error (the HTML page elsewhere).
+async fn method_not_allowed(uri: axum::http::Uri) -> Response {
+    use axum::response::IntoResponse;
+    if uri.path().starts_with("/api/") {
+        AppError::MethodNotAllowed.into_response()
+    } else {
+        crate::web::error::PageError(AppError::MethodNotAllowed).into_response()
     }
 }
 

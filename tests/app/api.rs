@@ -495,8 +495,13 @@ async fn classify_stores_nothing_and_metrics_count_ingested_reports() {
         StatusCode::UNPROCESSABLE_ENTITY
     );
 
-    app.upload(&t, &[("log", Some("a.log"), OOM_LOG)], None)
-        .await;
+    // Retries with one Idempotency-Key are one report, counted once.
+    for _ in 0..3 {
+        let res = app
+            .upload(&t, &[("log", Some("a.log"), OOM_LOG)], Some("ci-run-7"))
+            .await;
+        assert!(res.status.is_success(), "{}", res.body);
+    }
     let metrics = app.get("/metrics").await;
     assert_eq!(metrics.status, StatusCode::OK);
     assert!(
@@ -569,4 +574,52 @@ async fn groups_are_listed_newest_first_with_counts_from_their_reports() {
         ]
     );
     assert!(groups.iter().all(|g| g.report_count == 1));
+}
+
+#[tokio::test]
+async fn oversize_json_bodies_get_413_and_wrong_methods_get_a_json_405() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin, Scope::Ingest]).await;
+    let uploaded = app
+        .upload(&admin, &[("log", Some("ci.log"), OOB_LOG)], None)
+        .await;
+    assert_eq!(uploaded.status, StatusCode::CREATED, "{}", uploaded.body);
+    let group = uploaded.json()["group_id"].as_i64().unwrap();
+    let huge = serde_json::json!({"summary": "x".repeat(3 << 20)});
+    for path in [
+        format!("/api/v1/groups/{group}/fixes"),
+        "/api/v1/rules".to_owned(),
+        "/api/v1/rules/preview".to_owned(),
+    ] {
+        let res = app.post_json(&admin, &path, &huge).await;
+        assert_eq!(
+            res.status,
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "{path}: {}",
+            res.body
+        );
+        assert_eq!(res.error_code(), "too_large", "{path}");
+    }
+    assert_eq!(app.count("fixes").await, 0);
+    assert_eq!(app.count("team_rules").await, 0);
+    for (method, path) in [("GET", "/api/v1/classify"), ("DELETE", "/api/v1/reports/1")] {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {admin}"))
+            .body(Body::empty())
+            .unwrap();
+        let res = app.send(req).await;
+        assert_eq!(
+            res.status,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(
+            res.error_code(),
+            "method_not_allowed",
+            "{method} {path}: {}",
+            res.body
+        );
+    }
 }

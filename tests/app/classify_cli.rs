@@ -131,6 +131,7 @@ fn unreadable_inputs_exit_2_with_one_line_each() {
         assert_eq!(out.status.code(), Some(2), "{arg:?}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
         assert!(out.stdout.is_empty());
     }
 }

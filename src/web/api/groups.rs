@@ -218,7 +218,7 @@ pub async fn create_fix(
             AppError::UnsupportedMediaType("expected Content-Type: application/json".into())
         }
         JsonRejection::JsonDataError(e) => AppError::Unprocessable("bad_fix", e.body_text()),
-        other => AppError::BadRequest("bad_json", other.body_text()),
+        other => AppError::rejected("bad_json", other.status(), other.body_text()),
     })?;
     let fix = validate_fix(body, &token.0.name)?;
     let stored = groups::insert_fix(&state.db, id, &fix)

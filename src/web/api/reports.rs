@@ -137,9 +137,12 @@ pub(crate) async fn store_upload(
             ));
         }
     };
-    state
-        .metrics
-        .report_ingested(prepared.classification.category, stored.duplicate);
+    // A replayed idempotent answer was counted when it was first given.
+    if !stored.replayed {
+        state
+            .metrics
+            .report_ingested(prepared.classification.category, stored.duplicate);
+    }
     if stored.job.as_ref().is_some_and(|(_, st)| st == "queued") {
         // Long-polling workers on this server claim it now rather than at their next poll.
         state.job_wake.notify_waiters();

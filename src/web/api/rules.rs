@@ -112,7 +112,7 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
         if e.status() == StatusCode::UNPROCESSABLE_ENTITY {
             AppError::Unprocessable("invalid_rule", e.body_text())
         } else {
-            AppError::BadRequest("bad_json", e.body_text())
+            AppError::rejected("bad_json", e.status(), e.body_text())
         }
     })
 }

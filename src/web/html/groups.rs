@@ -123,7 +123,7 @@ pub async fn create_fix(
     Path(id): Path<String>,
     form: Result<Form<FixForm>, axum::extract::rejection::FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let id = parse_id(&id, "group")?;
@@ -168,7 +168,7 @@ pub async fn search(
     State(state): State<AppState>,
     user: PortalUser,
     params: Result<Query<PageSearch>, QueryRejection>,
-) -> Result<SearchPage, PageError> {
+) -> Result<Response, PageError> {
     user.require(&[Scope::Read])?;
     let Query(p) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
     let mut page = SearchPage {
@@ -185,14 +185,15 @@ pub async fn search(
         error: None,
     };
     if page.q.trim().is_empty() {
-        return Ok(page);
+        return Ok(page.into_response());
     }
     let params = SearchParams::new(page.q.clone(), p.category, p.project);
     let (query, _, per_page) = match search_query(&params) {
         Ok(q) => q,
         Err(e) => {
+            // The form again with the reason, as a 400 like the API's `bad_query`.
             page.error = Some(e.to_string());
-            return Ok(page);
+            return Ok((axum::http::StatusCode::BAD_REQUEST, page).into_response());
         }
     };
     let mut hits = find::search(&state.db, &query).await?;
@@ -220,7 +221,7 @@ pub async fn search(
         })
         .collect();
     page.searched = true;
-    Ok(page)
+    Ok(page.into_response())
 }
 
 /// Query parameters of the search page (all optional: an empty form is just the page).

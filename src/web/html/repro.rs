@@ -422,7 +422,7 @@ pub async fn requeue_job(
     Path(id): Path<String>,
     form: Result<Form<RequeueForm>, axum::extract::rejection::FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let id = parse_id(&id, "job")?;

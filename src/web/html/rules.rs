@@ -433,7 +433,7 @@ pub async fn save_rule(
     headers: HeaderMap,
     form: Result<Form<RuleForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let spec = match form.spec() {
@@ -500,7 +500,7 @@ pub async fn set_enabled(
     Path(id): Path<String>,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::SetEnabled {
@@ -521,7 +521,7 @@ pub async fn delete_rule(
     Path(id): Path<String>,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::Delete { id };
@@ -538,7 +538,7 @@ pub async fn start_reclassify(
     headers: HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::BadRequest("bad_form", e.body_text()))?;
+    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     reclassify::start(&state.db, &state.ruleset, &user.0.token.name)
