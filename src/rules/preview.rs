@@ -19,18 +19,38 @@ pub struct Comparison {
     pub hit_after: bool,
     /// The candidate rule names the root cause.
     pub root_after: bool,
+    /// The candidate's pattern matches a line of the log, whether or not it takes part in the
+    /// classification (a line keeps only its most specific rule's finding).
+    pub text_hit: bool,
 }
 
-/// Classifies `log` with both rulesets and compares what `rule_id` does.
-pub fn compare(before: &Ruleset, after: &Ruleset, rule_id: &str, log: &[u8]) -> Comparison {
-    let b = before.classify_bytes("-", log);
-    let a = after.classify_bytes("-", log);
-    Comparison {
-        before: b.category,
-        after: a.category,
-        hit_before: names(&b, rule_id),
-        hit_after: names(&a, rule_id),
-        root_after: a.root_cause.as_ref().is_some_and(|r| r.rule == rule_id),
+/// What a dry run compares: the ruleset in use, the same with the candidate rule, and the
+/// candidate alone (to see where its pattern matches even when other rules outrank it).
+#[derive(Clone, Copy)]
+pub struct Candidate<'a> {
+    pub before: &'a Ruleset,
+    pub after: &'a Ruleset,
+    pub alone: &'a Ruleset,
+    pub rule_id: &'a str,
+}
+
+impl Candidate<'_> {
+    /// Classifies `log` with each ruleset and compares what the candidate does.
+    pub fn compare(&self, log: &[u8]) -> Comparison {
+        let b = self.before.classify_bytes("-", log);
+        let a = self.after.classify_bytes("-", log);
+        let hit_after = names(&a, self.rule_id);
+        Comparison {
+            before: b.category,
+            after: a.category,
+            hit_before: names(&b, self.rule_id),
+            hit_after,
+            root_after: a
+                .root_cause
+                .as_ref()
+                .is_some_and(|r| r.rule == self.rule_id),
+            text_hit: hit_after || names(&self.alone.classify_bytes("-", log), self.rule_id),
+        }
     }
 }
 
@@ -71,6 +91,9 @@ pub struct ReportsDryRun {
     pub matched: usize,
     /// Reports whose category would change.
     pub category_changed: usize,
+    /// Reports where the pattern matches a line that more specific rules already name, so the
+    /// rule changes nothing there.
+    pub shadowed: usize,
     /// Up to [`MAX_SAMPLES`] changed reports: (report id, before, after).
     pub changed: Vec<(i64, Category, Category)>,
 }
@@ -87,6 +110,8 @@ impl ReportsDryRun {
             if !c.hit_before {
                 self.newly_matched += 1;
             }
+        } else if c.text_hit {
+            self.shadowed += 1;
         }
         if c.before != c.after {
             self.category_changed += 1;
@@ -168,12 +193,16 @@ mod tests {
     use crate::rules::team::{TeamEntry, builtin_file, compile_with_team};
 
     fn with_rule(pattern: &str, example: &str, category: Category) -> Ruleset {
+        with_rule_at(pattern, example, category, 99)
+    }
+
+    fn with_rule_at(pattern: &str, example: &str, category: Category, specificity: u8) -> Ruleset {
         let spec = RuleSpec {
             id: "team.x".into(),
             category,
             title: "X".into(),
             pattern: pattern.into(),
-            specificity: 99,
+            specificity,
             advice: vec![],
             examples: vec![example.into()],
             counter_examples: vec![],
@@ -186,10 +215,55 @@ mod tests {
         compile_with_team(&builtin_file().expect("builtin"), &[entry]).expect("compiles")
     }
 
+    fn alone(pattern: &str, category: Category) -> Ruleset {
+        Ruleset::compile(crate::rules::spec::RuleFile {
+            rule: vec![RuleSpec {
+                id: "team.x".into(),
+                category,
+                title: "X".into(),
+                pattern: pattern.into(),
+                specificity: 99,
+                advice: vec![],
+                examples: vec![],
+                counter_examples: vec![],
+            }],
+            ..crate::rules::spec::RuleFile::default()
+        })
+        .expect("compiles")
+    }
+
+    #[test]
+    fn a_pattern_that_more_specific_rules_outrank_counts_as_shadowed() {
+        let before = Ruleset::builtin().expect("builtin");
+        let after = with_rule_at("illegal memory", "an illegal memory", Category::Unknown, 1);
+        let only = alone("illegal memory", Category::Unknown);
+        let candidate = Candidate {
+            before: &before,
+            after: &after,
+            alone: &only,
+            rule_id: "team.x",
+        };
+        let mut reports = ReportsDryRun::default();
+        let log = b"RuntimeError: CUDA error: an illegal memory access was encountered\n";
+        let c = candidate.compare(log);
+        reports.add(1, &c);
+        assert!(c.text_hit && !c.hit_after, "{c:?}");
+        assert_eq!((reports.matched, reports.shadowed), (0, 1));
+        reports.add(2, &candidate.compare(b"nothing here\n"));
+        assert_eq!((reports.matched, reports.shadowed), (0, 1));
+    }
+
     #[test]
     fn tallies_count_new_matches_category_changes_and_precision() {
         let before = Ruleset::builtin().expect("builtin");
         let after = with_rule("FancyOp blew up", "FancyOp blew up", Category::NcclError);
+        let only = alone("FancyOp blew up", Category::NcclError);
+        let candidate = Candidate {
+            before: &before,
+            after: &after,
+            alone: &only,
+            rule_id: "team.x",
+        };
         // (log, label)
         let logs: [(&[u8], Category); 4] = [
             (b"ok\nFancyOp blew up\n", Category::NcclError),
@@ -206,7 +280,7 @@ mod tests {
         };
         let mut corpus = CorpusDryRun::default();
         for (i, (log, label)) in logs.iter().enumerate() {
-            let c = compare(&before, &after, "team.x", log);
+            let c = candidate.compare(log);
             reports.add(i as i64 + 1, &c);
             corpus.add(*label, Category::NcclError, &c);
         }
@@ -238,7 +312,14 @@ mod tests {
             "an illegal memory access",
             Category::OutOfMemory,
         );
-        let c = compare(&before, &after, "team.x", log);
+        let only = alone("illegal memory access", Category::OutOfMemory);
+        let c = Candidate {
+            before: &before,
+            after: &after,
+            alone: &only,
+            rule_id: "team.x",
+        }
+        .compare(log);
         let mut corpus = CorpusDryRun::default();
         corpus.add(Category::IllegalMemoryAccess, Category::OutOfMemory, &c);
         assert!(corpus.lowers_accuracy());

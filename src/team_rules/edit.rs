@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{RulesetHandle, TeamRulesError, compile, entries};
-use crate::rules::preview::{CorpusDryRun, ReportsDryRun, batches_by_size, compare};
+use crate::rules::preview::{Candidate, CorpusDryRun, ReportsDryRun, batches_by_size};
 use crate::rules::spec::RuleSpec;
 use crate::rules::team::{self, RuleCheck, TeamEntry};
 use crate::rules::{Ruleset, corpus};
@@ -188,7 +188,8 @@ async fn checked_write(
     ) = (change, handle.corpus())
     {
         let before = Arc::new(compile(current).await?);
-        let run = corpus_dry_run(dir, before, ruleset.clone(), id.clone(), spec.category).await?;
+        let sets = [before, ruleset.clone(), alone(spec).await?];
+        let run = corpus_dry_run(dir, sets, id.clone(), spec.category).await?;
         if run.lowers_accuracy() && !confirm {
             return Err(TeamRulesError::LowersAccuracy {
                 before: run.accuracy_before(),
@@ -249,6 +250,7 @@ pub async fn preview(
         .map_err(|e| TeamRulesError::Internal(e.to_string()))??,
     );
     let before = Arc::new(compile(current).await?);
+    let alone = alone(&spec).await?;
     let (sizes, stored_count) = store::recent_log_sizes(db, PREVIEW_REPORTS).await?;
     let mut reports = ReportsDryRun {
         stored: stored_count,
@@ -257,14 +259,25 @@ pub async fn preview(
     // One batch of compressed logs in memory at a time, however large the stored logs are.
     for ids in batches_by_size(&sizes, PREVIEW_BATCH_BYTES) {
         let logs = store::logs_by_id(db, &ids).await?;
-        let (before, after, id) = (before.clone(), after.clone(), spec.id.clone());
+        let (before, after, alone, id) = (
+            before.clone(),
+            after.clone(),
+            alone.clone(),
+            spec.id.clone(),
+        );
         reports = tokio::task::spawn_blocking(move || {
+            let candidate = Candidate {
+                before: &before,
+                after: &after,
+                alone: &alone,
+                rule_id: &id,
+            };
             let mut run = reports;
             for (report_id, gz) in logs {
                 let mut log = Vec::new();
                 let mut rd = flate2::read::GzDecoder::new(&gz[..]).take(PREVIEW_LOG_BYTES);
                 if rd.read_to_end(&mut log).is_ok() {
-                    run.add(report_id, &compare(&before, &after, &id, &log));
+                    run.add(report_id, &candidate.compare(&log));
                 }
             }
             run
@@ -274,7 +287,7 @@ pub async fn preview(
     }
     let corpus = match handle.corpus() {
         Some(dir) => {
-            Some(corpus_dry_run(dir, before, after, spec.id.clone(), spec.category).await?)
+            Some(corpus_dry_run(dir, [before, after, alone], spec.id.clone(), spec.category).await?)
         }
         None => None,
     };
@@ -285,10 +298,24 @@ pub async fn preview(
     })
 }
 
+/// The candidate alone: where its pattern matches even when other rules outrank it.
+async fn alone(spec: &RuleSpec) -> Result<Arc<Ruleset>, TeamRulesError> {
+    let spec = spec.clone();
+    let ruleset = tokio::task::spawn_blocking(move || {
+        Ruleset::compile(crate::rules::spec::RuleFile {
+            rule: vec![spec],
+            ..crate::rules::spec::RuleFile::default()
+        })
+    })
+    .await
+    .map_err(|e| TeamRulesError::Internal(e.to_string()))??;
+    Ok(Arc::new(ruleset))
+}
+
+/// `sets`: the ruleset in use, with the candidate, and the candidate alone.
 async fn corpus_dry_run(
     dir: std::path::PathBuf,
-    before: Arc<Ruleset>,
-    after: Arc<Ruleset>,
+    sets: [Arc<Ruleset>; 3],
     id: String,
     category: crate::rules::Category,
 ) -> Result<CorpusDryRun, TeamRulesError> {
@@ -306,10 +333,17 @@ async fn corpus_dry_run(
             .map(|b| String::from_utf8_lossy(&b).into_owned());
         let cases = corpus::parse_corpus(&labels, evidence.as_deref())
             .map_err(|e| TeamRulesError::Internal(format!("eval corpus labels.csv: {e}")))?;
+        let [before, after, alone] = &sets;
+        let candidate = Candidate {
+            before,
+            after,
+            alone,
+            rule_id: &id,
+        };
         let mut run = CorpusDryRun::default();
         for case in cases {
             let log = read(&dir.join("cases").join(format!("{}.log", case.id)))?;
-            run.add(case.label, category, &compare(&before, &after, &id, &log));
+            run.add(case.label, category, &candidate.compare(&log));
         }
         Ok(run)
     })

@@ -239,7 +239,10 @@ async fn groups_fixes_search_and_raw_download_work_from_the_portal() {
             .any(|m| m.eq_ignore_ascii_case("indexselectsmallindex")),
         "{marks:?}"
     );
-    for garbage in ["/search?q=x&category=bogus", "/search?q=x&category=OUT_OF_BOUNDS%27"] {
+    for garbage in [
+        "/search?q=x&category=bogus",
+        "/search?q=x&category=OUT_OF_BOUNDS%27",
+    ] {
         let bad = get(&app, &b.cookie, garbage).await;
         assert_eq!(bad.status, StatusCode::BAD_REQUEST, "{garbage}");
         assert_eq!(select_text(&bad.body, "p.error").len(), 1, "{garbage}");

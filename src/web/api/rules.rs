@@ -272,6 +272,7 @@ fn reports_json(r: &ReportsDryRun) -> Value {
         "capped": r.capped(),
         "matched": r.matched,
         "newly_matched": r.newly_matched,
+        "shadowed": r.shadowed,
         "category_changed": r.category_changed,
         "changed": r.changed.iter().map(|(id, b, a)| Changed { report_id: *id, before: *b, after: *a }).collect::<Vec<_>>(),
     })
@@ -298,6 +299,13 @@ pub fn warnings(p: &Preview) -> Vec<String> {
         out.push(format!(
             "only the newest {} of {} stored reports were scanned",
             p.reports.scanned, p.reports.stored
+        ));
+    }
+    if p.reports.shadowed > 0 {
+        out.push(format!(
+            "the pattern matches lines in {} stored reports that more specific rules already \
+             name, so it changes nothing there; raise its specificity to take them over",
+            p.reports.shadowed
         ));
     }
     if let Some(c) = &p.corpus

@@ -316,6 +316,7 @@ pub struct PreviewView {
     pub stored: i64,
     pub newly_matched: usize,
     pub matched: usize,
+    pub shadowed: usize,
     pub category_changed: usize,
     pub changed: Vec<(i64, String, String)>,
     /// (cases, accuracy before, after, precision, lowers)
@@ -347,6 +348,7 @@ impl From<&Preview> for PreviewView {
             stored: p.reports.stored,
             newly_matched: p.reports.newly_matched,
             matched: p.reports.matched,
+            shadowed: p.reports.shadowed,
             category_changed: p.reports.category_changed,
             changed: p
                 .reports

@@ -540,6 +540,34 @@ async fn the_preview_measures_stored_reports_and_the_labelled_corpus() {
             .contains("lowers corpus accuracy from 50.0% to 25.0%"),
         "{p}"
     );
+    assert_eq!(
+        (
+            p["reports"]["matched"].as_i64(),
+            p["reports"]["shadowed"].as_i64()
+        ),
+        (Some(1), Some(0))
+    );
+    // The same pattern below the built-in rule's specificity: found, but outranked.
+    let mut meek = thief.clone();
+    meek["specificity"] = json!(1);
+    let p = app
+        .post_json(&admin, "/api/v1/rules/preview", &meek)
+        .await
+        .json();
+    assert_eq!(
+        (
+            p["reports"]["matched"].as_i64(),
+            p["reports"]["shadowed"].as_i64()
+        ),
+        (Some(0), Some(1)),
+        "{p}"
+    );
+    assert!(
+        p["warnings"]
+            .to_string()
+            .contains("matches lines in 1 stored reports that more specific rules already name"),
+        "{p}"
+    );
     let res = app.post_json(&admin, "/api/v1/rules", &thief).await;
     assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
     assert_eq!(res.error_code(), "lowers_accuracy");
