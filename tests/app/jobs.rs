@@ -7,9 +7,9 @@ use std::collections::HashSet;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use gpu_triage::auth::Scope;
-use scraper::{Html, Selector};
 use serde_json::{Value, json};
 
+use crate::browse::{attr, page, sign_in, texts as select};
 use crate::support::{TestApp, TestResponse};
 
 /// What the user uploaded: the asynchronous report, pointing at an innocent `loss.item()`.
@@ -430,38 +430,6 @@ async fn outputs_over_the_cap_get_413_and_store_nothing() {
 
 // ───────────────────────── the report page and API after a reproduction ─────────────────────────
 
-struct Browser {
-    cookie: String,
-    csrf: String,
-}
-
-async fn sign_in(app: &TestApp, token: &str) -> Browser {
-    let req = Request::post("/login")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Body::from(format!("token={token}")))
-        .unwrap();
-    let res = app.send(req).await;
-    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
-    let cookie = res.headers["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let home = page(app, &cookie, "/").await;
-    let csrf = attr(&home.body, "input[name=csrf]", "value").expect("csrf field");
-    Browser { cookie, csrf }
-}
-
-async fn page(app: &TestApp, cookie: &str, path: &str) -> TestResponse {
-    let req = Request::get(path)
-        .header("cookie", cookie)
-        .body(Body::empty())
-        .unwrap();
-    app.send(req).await
-}
-
 async fn post_form(app: &TestApp, cookie: &str, path: &str, body: String) -> TestResponse {
     let req = Request::post(path)
         .header("cookie", cookie)
@@ -469,23 +437,6 @@ async fn post_form(app: &TestApp, cookie: &str, path: &str, body: String) -> Tes
         .body(Body::from(body))
         .unwrap();
     app.send(req).await
-}
-
-fn select(html: &str, css: &str) -> Vec<String> {
-    let doc = Html::parse_document(html);
-    let sel = Selector::parse(css).unwrap();
-    doc.select(&sel)
-        .map(|e| e.text().collect::<String>())
-        .collect()
-}
-
-fn attr(html: &str, css: &str, name: &str) -> Option<String> {
-    let doc = Html::parse_document(html);
-    let sel = Selector::parse(css).unwrap();
-    doc.select(&sel)
-        .next()
-        .and_then(|e| e.value().attr(name))
-        .map(str::to_owned)
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod api;
+mod browse;
 mod browser;
 mod classify_cli;
 mod health;

@@ -10,55 +10,7 @@ use crate::support::{TestApp, TestResponse};
 
 const CASCADE: &[u8] = b"2026-07-30T03:36:29.1Z \x1b[32mINFO\x1b[0m epoch 3\n2026-07-30T03:36:29.2Z /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\nTraceback (most recent call last):\n  File \"train.py\", line 57, in <module>\n    loss.item()\nRuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n";
 
-/// A signed-in browser: the session cookie and the page's CSRF token.
-struct Browser {
-    cookie: String,
-    csrf: String,
-}
-
-async fn sign_in(app: &TestApp, token: &str) -> Browser {
-    let req = Request::post("/login")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Body::from(format!("token={token}")))
-        .unwrap();
-    let res = app.send(req).await;
-    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
-    let cookie = res.headers["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let home = get(app, &cookie, "/").await;
-    let csrf = select_attr(&home.body, "input[name=csrf]", "value").expect("csrf field");
-    Browser { cookie, csrf }
-}
-
-async fn get(app: &TestApp, cookie: &str, path: &str) -> TestResponse {
-    let req = Request::get(path)
-        .header("cookie", cookie)
-        .body(Body::empty())
-        .unwrap();
-    app.send(req).await
-}
-
-fn select_text(html: &str, css: &str) -> Vec<String> {
-    let doc = Html::parse_document(html);
-    let sel = Selector::parse(css).unwrap();
-    doc.select(&sel)
-        .map(|e| e.text().collect::<String>())
-        .collect()
-}
-
-fn select_attr(html: &str, css: &str, attr: &str) -> Option<String> {
-    let doc = Html::parse_document(html);
-    let sel = Selector::parse(css).unwrap();
-    doc.select(&sel)
-        .next()
-        .and_then(|e| e.value().attr(attr))
-        .map(str::to_owned)
-}
+use crate::browse::{Browser, attr as select_attr, page as get, sign_in, texts as select_text};
 
 fn multipart(fields: &[(&str, &str)]) -> (String, Vec<u8>) {
     let boundary = "portal-test-boundary";

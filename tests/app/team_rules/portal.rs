@@ -9,40 +9,8 @@ use gpu_triage::auth::Scope;
 use serde_json::Value;
 
 use super::{ILLEGAL_LOG, KERNEL_LOG, app_with_corpus, kernel_rule, upload};
+use crate::browse::{Browser, page, sign_in};
 use crate::support::{TestApp, TestResponse};
-
-/// A signed-in browser: the session cookie and the page's CSRF token.
-struct Browser {
-    cookie: String,
-    csrf: String,
-}
-
-async fn sign_in(app: &TestApp, token: &str) -> Browser {
-    let req = Request::post("/login")
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(Body::from(format!("token={token}")))
-        .unwrap();
-    let res = app.send(req).await;
-    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
-    let cookie = res.headers["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let page = page(app, &cookie, "/rules").await;
-    let csrf = select(&page.body, "input[name=csrf]", Some("value")).remove(0);
-    Browser { cookie, csrf }
-}
-
-async fn page(app: &TestApp, cookie: &str, path: &str) -> TestResponse {
-    let req = Request::get(path)
-        .header("cookie", cookie)
-        .body(Body::empty())
-        .unwrap();
-    app.send(req).await
-}
 
 async fn post_form(
     app: &TestApp,
