@@ -179,6 +179,7 @@ fn team_rules(n: usize) -> Vec<RuleSpec> {
                 id: format!("team.gen.{i}"),
                 category: Category::ALL[i % 9],
                 title: format!("{camel} failure #{i}"),
+                source: String::new(),
                 pattern,
                 specificity: 60 + (i % 30) as u8,
                 advice: vec!["See the team runbook for this kernel.".into()],

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::compile::CompiledRule;
 use super::scan::{self, Candidate};
+use super::spec::FALLBACK_SPECIFICITY;
 use super::{
     Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
 };
@@ -44,6 +45,8 @@ struct Collector {
     context_advice: Vec<String>,
     /// Contexts (by index) that another match could no longer change (see `context_settled`).
     settled: Vec<bool>,
+    /// The line of the first Python traceback header, when the log has one.
+    first_traceback: Option<usize>,
 }
 
 impl Ruleset {
@@ -121,6 +124,9 @@ impl Ruleset {
                 if ctx.spec.async_hint {
                     col.async_hint = true;
                 }
+                if ctx.spec.traceback && col.first_traceback.is_none() {
+                    col.first_traceback = Some(cand.line);
+                }
                 for a in &ctx.spec.advice {
                     if !col.context_advice.contains(a) {
                         col.context_advice.push(a.clone());
@@ -167,6 +173,7 @@ impl Ruleset {
             mut facts,
             async_hint,
             context_advice,
+            first_traceback,
             ..
         } = col;
         // One finding per line: the most specific rule that hit it.
@@ -182,10 +189,15 @@ impl Ruleset {
             }
         }
         // Root cause: the most specific hit; among equals, the earliest (first failure of a
-        // cascade).
+        // cascade). Fallback hits (any exception, a signal) inside the first traceback come
+        // before the same kind printed earlier: that is the failing process's own exception.
+        let in_first_traceback = |h: &Hit| {
+            self.spec_of(h) <= FALLBACK_SPECIFICITY && first_traceback.is_some_and(|t| h.line > t)
+        };
         let root = best.iter().copied().max_by(|a, b| {
             self.spec_of(a)
                 .cmp(&self.spec_of(b))
+                .then(in_first_traceback(a).cmp(&in_first_traceback(b)))
                 .then(b.line.cmp(&a.line))
         });
         let mut findings = Vec::with_capacity(best.len());

@@ -189,7 +189,10 @@ fn normalize_device(value: &str) -> String {
     v.to_owned()
 }
 
-/// `torch.cuda.HalfTensor` / `HalfTensor` / `torch.float16` / `c10::Half` → `Half`.
+/// A dtype as the log spells it, without PyTorch's wrappers: `torch.cuda.HalfTensor`,
+/// `HalfTensor`, `c10::Half` and `CUDAHalfType` → `Half`; `torch.float16` → `float16`. Plain
+/// names keep the framework's spelling (`double` from TensorFlow, `float32` from NumPy/JAX, `f32`
+/// or `bf16` from XLA), so the fact reads as the message does.
 pub fn normalize_dtype(value: &str) -> String {
     let v = value.trim_matches(|c: char| c == '\'' || c == '"' || c == '`');
     let v = v.rsplit(['.', ':']).next().unwrap_or(v);
@@ -201,27 +204,23 @@ pub fn normalize_dtype(value: &str) -> String {
             .unwrap_or(t),
         None => v,
     };
-    match v {
-        "float16" | "half" => "Half",
-        "bfloat16" => "BFloat16",
-        "float32" | "float" => "Float",
-        "float64" | "double" => "Double",
-        "int64" | "long" => "Long",
-        "int32" | "int" => "Int",
-        "int16" | "short" => "Short",
-        "int8" => "Char",
-        "uint8" => "Byte",
-        "bool" => "Bool",
-        other => other,
-    }
-    .to_owned()
+    // An XLA array type (`f32[3,4]`) names its element type before the dimensions.
+    v.split('[').next().unwrap_or(v).to_owned()
 }
 
-/// `[1152, 3, 14, 14]` / `128 4 2 2` / `77x768` / `torch.Size([4, 10])` → `1152x3x14x14`.
+/// A shape with its dimensions joined by `x`, signs kept: `[1152, 3, 14, 14]`, `128 4 2 2`,
+/// `77x768`, `torch.Size([4, 10])`, `(1041,)`, XLA's `f32[1,24]` → `1152x3x14x14`, ..., `1x24`;
+/// `[-1, 768]` → `-1x768`. A scalar (`[]`, `()`) has no dimensions and gives `None`.
 pub fn normalize_shape(value: &str) -> Option<String> {
-    let dims: Vec<&str> = value
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|d| !d.is_empty())
+    // Whatever precedes the first bracket is a type (`f32`, `torch.Size`), not a dimension.
+    let inner = match value.find(['[', '(']) {
+        Some(open) => &value[open..],
+        None => value,
+    };
+    let dims: Vec<&str> = inner
+        .split(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .map(|d| d.trim_end_matches('-'))
+        .filter(|d| !d.is_empty() && d.parse::<i64>().is_ok())
         .collect();
     (!dims.is_empty()).then(|| dims.join("x"))
 }
@@ -254,7 +253,10 @@ mod tests {
         assert_eq!(normalize_device("torch.FloatTensor"), "cpu");
         assert_eq!(normalize_device("cuda:1"), "cuda:1");
         assert_eq!(normalize_dtype("torch.cuda.HalfTensor"), "Half");
-        assert_eq!(normalize_dtype("torch.bfloat16"), "BFloat16");
+        assert_eq!(normalize_dtype("torch.bfloat16"), "bfloat16");
+        assert_eq!(normalize_dtype("double"), "double");
+        assert_eq!(normalize_dtype("f32[3,4]"), "f32");
+        assert_eq!(normalize_dtype("Float"), "Float");
         assert_eq!(normalize_dtype("Long"), "Long");
         assert_eq!(normalize_dtype("c10::Half"), "Half");
         assert_eq!(normalize_dtype("CUDAHalfType"), "Half");
@@ -266,6 +268,14 @@ mod tests {
         assert_eq!(normalize_shape("128 4 2 2").as_deref(), Some("128x4x2x2"));
         assert_eq!(normalize_shape("77x768").as_deref(), Some("77x768"));
         assert_eq!(normalize_shape("[]"), None);
+        assert_eq!(normalize_shape("[-1, 768]").as_deref(), Some("-1x768"));
+        assert_eq!(normalize_shape("f32[1,24]").as_deref(), Some("1x24"));
+        assert_eq!(normalize_shape("(1041,)").as_deref(), Some("1041"));
+        assert_eq!(
+            normalize_shape("torch.Size([4, 10])").as_deref(),
+            Some("4x10")
+        );
+        assert_eq!(normalize_shape("[100 x 170]").as_deref(), Some("100x170"));
     }
 
     #[test]

@@ -212,3 +212,5 @@ pub struct Stats {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_outside;

@@ -31,6 +31,11 @@ pub struct RuleSpec {
     pub category: Category,
     /// One-line human title.
     pub title: String,
+    /// Where the message comes from: the library and the source file that prints it
+    /// (`pytorch: aten/src/ATen/native/cuda/Indexing.cu`), so a reader can check the wording
+    /// and its variants. Every built-in rule has one; team rules may leave it empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
     /// Rust `regex` syntax, matched against one cleaned line; named captures become facts.
     pub pattern: String,
     /// How strongly a hit names a root cause (0-100). Generic re-raises rank low, precise
@@ -48,6 +53,11 @@ pub struct RuleSpec {
     pub counter_examples: Vec<String>,
 }
 
+/// Rules at or below this specificity are fallbacks (any Python exception, a fatal signal, a
+/// test failure): they name a root cause only when no GPU rule hit, and among themselves prefer
+/// lines inside the first traceback.
+pub const FALLBACK_SPECIFICITY: u8 = 10;
+
 fn default_specificity() -> u8 {
     50
 }
@@ -59,11 +69,19 @@ fn default_specificity() -> u8 {
 pub struct ContextSpec {
     /// Stable id, e.g. `context.gpu_name`.
     pub id: String,
+    /// Where the text comes from (library and source file), as for rules.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
     /// Rust `regex` syntax.
     pub pattern: String,
     /// A hit means the log says errors may be reported asynchronously.
     #[serde(default)]
     pub async_hint: bool,
+    /// A hit marks the header of a Python traceback. The generic fallback rules (specificity
+    /// up to [`FALLBACK_SPECIFICITY`]) then prefer the exception that ends the first traceback
+    /// over stray `Error:` lines printed before it: the failing process's own exception.
+    #[serde(default)]
+    pub traceback: bool,
     /// Next steps that apply whenever this context is present (e.g. the async re-run advice).
     #[serde(default)]
     pub advice: Vec<String>,

@@ -237,6 +237,7 @@ mod tests {
             id: id.into(),
             category: Category::LibraryError,
             title: "My kernel failed".into(),
+            source: String::new(),
             pattern: pattern.into(),
             specificity: 90,
             advice: vec!["Check code {code}.".into()],

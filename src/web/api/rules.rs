@@ -44,6 +44,8 @@ pub struct RuleBody {
     pub id: Option<String>,
     pub category: Option<Category>,
     pub title: Option<String>,
+    /// Where the message comes from (library and source file); optional.
+    pub source: Option<String>,
     pub pattern: Option<String>,
     pub specificity: Option<u8>,
     pub advice: Option<Vec<String>>,
@@ -59,6 +61,7 @@ impl RuleBody {
     fn has_spec(&self) -> bool {
         self.category.is_some()
             || self.title.is_some()
+            || self.source.is_some()
             || self.pattern.is_some()
             || self.specificity.is_some()
             || self.advice.is_some()
@@ -76,6 +79,7 @@ impl RuleBody {
             id: id.to_owned(),
             category: self.category.ok_or_else(|| missing("category"))?,
             title: self.title.clone().ok_or_else(|| missing("title"))?,
+            source: self.source.clone().unwrap_or_default(),
             pattern: self.pattern.clone().ok_or_else(|| missing("pattern"))?,
             specificity: self.specificity.unwrap_or(50),
             advice: self.advice.clone().unwrap_or_default(),

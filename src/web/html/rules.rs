@@ -290,6 +290,7 @@ impl RuleForm {
             id: required(&self.id, "id")?,
             category,
             title: required(&self.title, "title")?,
+            source: String::new(),
             pattern: required(&self.pattern, "pattern")?,
             specificity,
             advice: lines(&self.advice),
