@@ -149,3 +149,20 @@ fn recurring_non_gpu_failures_share_a_fingerprint() {
     assert_eq!(a.fingerprint, b.fingerprint);
     assert_ne!(a.fingerprint, other.fingerprint);
 }
+
+#[test]
+fn every_builtin_rule_and_context_names_its_source_library_and_file() {
+    let file: spec::RuleFile = toml::from_str(BUILTIN_RULES).expect("builtin.toml parses");
+    let entries = file
+        .rule
+        .iter()
+        .map(|r| (&r.id, &r.source))
+        .chain(file.context.iter().map(|c| (&c.id, &c.source)));
+    for (id, source) in entries {
+        // `library: path`, e.g. `pytorch: aten/src/ATen/native/cuda/Indexing.cu`.
+        let (library, file) = source
+            .split_once(": ")
+            .unwrap_or_else(|| panic!("{id}: source {source:?} is not `library: file`"));
+        assert!(!library.trim().is_empty() && !file.trim().is_empty(), "{id}: {source:?}");
+    }
+}

@@ -7,12 +7,14 @@ use std::process::Stdio;
 
 use crate::support::binary;
 
-/// The development corpus beside the checkout (`../shared/corpus/dev`), or `GPU_TRIAGE_CORPUS`.
-fn corpus_dir() -> PathBuf {
-    if let Ok(dir) = std::env::var("GPU_TRIAGE_CORPUS") {
-        return PathBuf::from(dir);
+/// The development corpora beside the checkout (`../shared/corpus/dev` and `dev2`), or the
+/// `:`-separated list in `GPU_TRIAGE_CORPUS`.
+fn corpus_dirs() -> Vec<PathBuf> {
+    if let Ok(dirs) = std::env::var("GPU_TRIAGE_CORPUS") {
+        return std::env::split_paths(&dirs).collect();
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus/dev")
+    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    vec![shared.join("dev"), shared.join("dev2")]
 }
 
 /// `N/M = P%` at the end of a line starting with `label`.
@@ -27,25 +29,28 @@ fn rate(report: &str, label: &str) -> f64 {
 }
 
 #[test]
-fn eval_on_the_dev_corpus_stays_above_the_floor() {
-    let dir = corpus_dir();
-    assert!(
-        dir.join("labels.csv").is_file(),
-        "the development corpus is missing at {} (set GPU_TRIAGE_CORPUS)",
-        dir.display()
-    );
-    let out = binary().arg("eval").arg(&dir).output().unwrap();
-    let report = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "eval failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let last = report.lines().last().unwrap_or_default();
-    assert!(last.starts_with("accuracy: "), "last line is {last:?}");
-    assert!(rate(&report, "accuracy:") >= 97.0, "{report}");
-    assert!(rate(&report, "root-cause line:") >= 95.0, "{report}");
-    assert!(rate(&report, "facts:") >= 95.0, "{report}");
+fn eval_on_each_dev_corpus_stays_above_the_floor() {
+    for dir in corpus_dirs() {
+        assert!(
+            dir.join("labels.csv").is_file(),
+            "the development corpus is missing at {} (set GPU_TRIAGE_CORPUS)",
+            dir.display()
+        );
+        let out = binary().arg("eval").arg(&dir).output().unwrap();
+        let report = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "eval of {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let last = report.lines().last().unwrap_or_default();
+        assert!(last.starts_with("accuracy: "), "last line is {last:?}");
+        let context = format!("{}:\n{report}", dir.display());
+        assert!(rate(&report, "accuracy:") >= 97.0, "{context}");
+        assert!(rate(&report, "root-cause line:") >= 95.0, "{context}");
+        assert!(rate(&report, "facts:") >= 95.0, "{context}");
+    }
 }
 
 #[test]
