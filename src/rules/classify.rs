@@ -150,7 +150,8 @@ impl Ruleset {
                 continue;
             }
             let rule = &self.rules[idx];
-            let captures = captures_with_wrap(rule, &cleaned, &following);
+            let captures =
+                super::facts::expand_type_trees(captures_with_wrap(rule, &cleaned, &following));
             col.hits.push(Hit {
                 rule: idx,
                 line: cand.line,

@@ -225,6 +225,74 @@ pub fn normalize_shape(value: &str) -> Option<String> {
     (!dims.is_empty()).then(|| dims.join("x"))
 }
 
+/// JAX prints two pytrees of array types when a loop carry or a `cond` branch changes type
+/// (`State(x=ShapedArray(float32[]), ...)` and the same with `int64[]`). Captures named
+/// `tree_1` and `tree_2` hold the two; this turns them into the facts of their first differing
+/// leaf: `dtype_1`/`dtype_2` when the element types differ, else `shape_1`/`shape_2`. Other
+/// captures pass through unchanged.
+pub fn expand_type_trees(captures: Vec<(String, String)>) -> Vec<(String, String)> {
+    let tree = |n: &str| {
+        captures
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.as_str())
+    };
+    let derived = match (tree("tree_1"), tree("tree_2")) {
+        (Some(a), Some(b)) => first_differing_leaf(a, b),
+        _ => None,
+    };
+    let mut out: Vec<(String, String)> = captures
+        .iter()
+        .filter(|(k, _)| canonical_name(k) != "tree")
+        .cloned()
+        .collect();
+    if let Some((kind, a, b)) = derived {
+        out.push((format!("{kind}_1"), a));
+        out.push((format!("{kind}_2"), b));
+    }
+    out
+}
+
+/// The array-type leaves (`float32[19,7,3]`, `int64[]`, `bf16[2]`) of a printed pytree, in
+/// order, as (element type, dimensions).
+fn type_leaves(tree: &str) -> Vec<(&str, &str)> {
+    let mut leaves = Vec::new();
+    let mut rest = tree;
+    while let Some(open) = rest.find('[') {
+        let before = &rest[..open];
+        let name_start = before
+            .rfind(|c: char| !c.is_ascii_alphanumeric())
+            .map_or(0, |i| i + 1);
+        let name = &before[name_start..];
+        let after = &rest[open + 1..];
+        let Some(close) = after.find(']') else { break };
+        let dims = &after[..close];
+        let is_type = name.starts_with(|c: char| c.is_ascii_lowercase())
+            && name.ends_with(|c: char| c.is_ascii_digit() || c == 'l')
+            && dims
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == ',' || c == ' ');
+        if is_type {
+            leaves.push((name, dims));
+        }
+        rest = &after[close + 1..];
+    }
+    leaves
+}
+
+fn first_differing_leaf(a: &str, b: &str) -> Option<(&'static str, String, String)> {
+    let (la, lb) = (type_leaves(a), type_leaves(b));
+    if la.len() != lb.len() {
+        return None;
+    }
+    let (x, y) = la.iter().zip(&lb).find(|(x, y)| x != y)?;
+    if x.0 != y.0 {
+        Some(("dtype", x.0.to_owned(), y.0.to_owned()))
+    } else {
+        Some(("shape", format!("[{}]", x.1), format!("[{}]", y.1)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,6 +344,31 @@ mod tests {
             Some("4x10")
         );
         assert_eq!(normalize_shape("[100 x 170]").as_deref(), Some("100x170"));
+    }
+
+    #[test]
+    fn two_printed_type_trees_give_the_facts_of_their_first_difference() {
+        let caps = |a: &str, b: &str| {
+            vec![
+                ("tree_1".to_owned(), a.to_owned()),
+                ("tree_2".to_owned(), b.to_owned()),
+            ]
+        };
+        let dtype = expand_type_trees(caps(
+            "S(p=ShapedArray(float64[19,7,3]), dt=ShapedArray(float16[]), n=ShapedArray(float32[]))",
+            "S(p=ShapedArray(float64[19,7,3]), dt=ShapedArray(float16[]), n=ShapedArray(int64[]))",
+        ));
+        assert_eq!(
+            dtype,
+            vec![
+                ("dtype_1".to_owned(), "float32".to_owned()),
+                ("dtype_2".to_owned(), "int64".to_owned())
+            ]
+        );
+        let shape = expand_type_trees(caps("(f32[3], bool[])", "(f32[4], bool[])"));
+        assert_eq!(shape[0], ("shape_1".to_owned(), "[3]".to_owned()));
+        // Different structures say nothing reliable about one leaf.
+        assert!(expand_type_trees(caps("(f32[3],)", "(f32[3], f32[3])")).is_empty());
     }
 
     #[test]

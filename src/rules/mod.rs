@@ -20,8 +20,24 @@ use serde::{Deserialize, Serialize};
 pub use compile::{CheckFailure, Ruleset};
 pub use facts::Facts;
 
-/// The shipped ruleset, embedded in the binary.
-pub const BUILTIN_RULES: &str = include_str!("builtin.toml");
+/// The shipped ruleset, embedded in the binary: the PyTorch/CUDA/NCCL core, the failures outside
+/// the GPU taxonomy, contexts and category advice in `builtin.toml`, then one file per further
+/// library family under `builtin/` (TOML arrays of tables concatenate).
+pub const BUILTIN_RULES: &str = concat!(
+    include_str!("builtin.toml"),
+    "\n",
+    include_str!("builtin/pytorch.toml"),
+    "\n",
+    include_str!("builtin/cuda.toml"),
+    "\n",
+    include_str!("builtin/tensorflow.toml"),
+    "\n",
+    include_str!("builtin/xla.toml"),
+    "\n",
+    include_str!("builtin/rocm.toml"),
+    "\n",
+    include_str!("builtin/distributed.toml"),
+);
 
 /// Why a ruleset cannot be used; always names the rule.
 #[derive(Debug, thiserror::Error)]

@@ -32,7 +32,7 @@ const HELPER_QUEUE: usize = 2;
 /// Most chunks processed but not yet handed on (bounds memory if the helper stalls).
 const MAX_PENDING: usize = 16;
 /// Lines of lookahead kept after a candidate.
-const LOOKAHEAD: usize = 2;
+const LOOKAHEAD: usize = 3;
 /// Compiled size limit of one search regex.
 const SEARCH_SIZE_LIMIT: usize = 256 << 20;
 const ESC: u8 = 0x1b;
@@ -205,7 +205,7 @@ pub(super) struct Candidate {
     pub line: usize,
     /// The line (capped around the hit for giant lines).
     pub raw: Vec<u8>,
-    /// Up to two following lines, for messages a console wrapped.
+    /// Up to three following lines, for messages a console wrapped or printed over lines.
     pub following: Vec<Vec<u8>>,
 }
 
@@ -437,8 +437,8 @@ mod tests {
         assert_eq!(
             got,
             vec![
-                (2, "boom one".into(), 2),
-                (4, "boom two".into(), 2),
+                (2, "boom one".into(), 3),
+                (4, "boom two".into(), 3),
                 (7, "boom three".into(), 0)
             ]
         );

@@ -163,6 +163,9 @@ fn every_builtin_rule_and_context_names_its_source_library_and_file() {
         let (library, file) = source
             .split_once(": ")
             .unwrap_or_else(|| panic!("{id}: source {source:?} is not `library: file`"));
-        assert!(!library.trim().is_empty() && !file.trim().is_empty(), "{id}: {source:?}");
+        assert!(
+            !library.trim().is_empty() && !file.trim().is_empty(),
+            "{id}: {source:?}"
+        );
     }
 }
