@@ -110,9 +110,80 @@ pub(super) fn keys(required: &[String]) -> Vec<String> {
     let mut keys = required.to_vec();
     minimal(&mut keys);
     share(&mut keys);
-    let mut keys: Vec<String> = keys.iter().map(|k| start_at_rarest(k)).collect();
+    let mut keys = anchor_keys(&keys);
     minimal(&mut keys);
     keys
+}
+
+/// A window may stand in for a key's rarest one when its estimated frequency is at most this
+/// many times higher.
+const ANCHOR_SLACK: f64 = 4.0;
+
+/// Each key without the bytes before the window it is searched by. A key starts at one of its
+/// windows that are nearly as rare as its rarest (`start_at_rarest`: same class, frequency within
+/// [`ANCHOR_SLACK`]), and among those at one that other keys can start at too: Teddy takes 64
+/// distinct fingerprints per pass over the log, so with hundreds of keys, fingerprints shared
+/// between keys mean fewer passes. Greedy set cover: the window most unassigned keys accept
+/// first, the rarer on ties.
+fn anchor_keys(keys: &[String]) -> Vec<String> {
+    // Every acceptable fingerprint and the keys (with the offset) that accept it.
+    let mut takers: HashMap<&[u8], Vec<(usize, usize)>> = HashMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        for start in acceptable_starts(key) {
+            let who = takers.entry(window(key, start)).or_default();
+            if who.last().is_none_or(|&(k, _)| k != i) {
+                who.push((i, start));
+            }
+        }
+    }
+    let mut fingerprints: Vec<(&[u8], Vec<(usize, usize)>)> = takers.into_iter().collect();
+    fingerprints.sort_by(|a, b| a.0.cmp(b.0));
+    let mut start_of: Vec<Option<usize>> = vec![None; keys.len()];
+    loop {
+        let free =
+            |who: &[(usize, usize)]| who.iter().filter(|(i, _)| start_of[*i].is_none()).count();
+        let best = fingerprints
+            .iter()
+            .filter(|(_, who)| free(who) > 0)
+            .max_by(|a, b| {
+                free(&a.1)
+                    .cmp(&free(&b.1))
+                    .then(fingerprint_cost(b.0).total_cmp(&fingerprint_cost(a.0)))
+            });
+        let Some((_, who)) = best else { break };
+        for &(i, start) in who.clone().iter() {
+            if start_of[i].is_none() {
+                start_of[i] = Some(start);
+            }
+        }
+    }
+    keys.iter()
+        .zip(start_of)
+        .map(|(key, start)| key[start.unwrap_or(0)..].to_owned())
+        .collect()
+}
+
+/// The offsets a key may be searched from: its rarest window's (see `start_at_rarest`) and any
+/// other window of the same class at most [`ANCHOR_SLACK`] times as frequent, each leaving at
+/// least `MIN_KEY` bytes.
+fn acceptable_starts(key: &str) -> Vec<usize> {
+    if key.len() <= MIN_KEY {
+        return vec![0];
+    }
+    let best = key.len() - start_at_rarest(key).len();
+    let (best_class, best_cost) = (
+        window_class(window(key, best)),
+        fingerprint_cost(window(key, best)),
+    );
+    (0..=key.len() - MIN_KEY)
+        .filter(|&s| key.is_char_boundary(s))
+        .filter(|&s| {
+            let w = window(key, s);
+            s == best
+                || (window_class(w) == best_class
+                    && fingerprint_cost(w) <= best_cost * ANCHOR_SLACK)
+        })
+        .collect()
 }
 
 /// Replaces keys that share a long and rare piece by that piece, the most widely shared first.
@@ -196,15 +267,7 @@ fn start_at_rarest(key: &str) -> String {
     if key.len() <= MIN_KEY {
         return key.to_owned();
     }
-    let class = |w: &[u8]| {
-        if w.iter().any(|&b| !b.is_ascii_lowercase() && b != b' ') {
-            0
-        } else if w[1..w.len() - 1].contains(&b' ') {
-            1
-        } else {
-            2
-        }
-    };
+    let class = window_class;
     let start = (0..=key.len() - MIN_KEY)
         .filter(|&s| key.is_char_boundary(s))
         .min_by(|&a, &b| {
@@ -216,6 +279,18 @@ fn start_at_rarest(key: &str) -> String {
         })
         .unwrap_or(0);
     key[start..].to_owned()
+}
+
+/// How likely a window is to occur in ordinary words (see `start_at_rarest`): 0 with a capital,
+/// digit or sign inside, 1 across two words, 2 inside a lowercase word.
+fn window_class(w: &[u8]) -> u8 {
+    if w.iter().any(|&b| !b.is_ascii_lowercase() && b != b' ') {
+        0
+    } else if w[1..w.len() - 1].contains(&b' ') {
+        1
+    } else {
+        2
+    }
 }
 
 fn window(key: &str, start: usize) -> &[u8] {
@@ -324,5 +399,48 @@ mod tests {
         assert!(keys.iter().any(|k| k.ends_with("daError")), "{keys:?}");
         assert!(keys.contains(&"Error: ".to_owned()), "{keys:?}");
         assert!(!keys.iter().any(|k| k.contains("IndexError")), "{keys:?}");
+    }
+
+    #[test]
+    fn keys_share_fingerprints_so_hundreds_of_rules_need_fewer_passes() {
+        let file: crate::rules::spec::RuleFile =
+            toml::from_str(crate::rules::BUILTIN_RULES).expect("builtin parses");
+        let mut required: Vec<String> = file
+            .rule
+            .iter()
+            .map(|r| r.pattern.as_str())
+            .chain(file.context.iter().map(|c| c.pattern.as_str()))
+            .filter_map(required_literals)
+            .flatten()
+            .collect();
+        minimal(&mut required);
+        share(&mut required);
+        let anchored = anchor_keys(&required);
+        for (key, out) in required.iter().zip(&anchored) {
+            assert!(
+                key.ends_with(out.as_str()),
+                "{out:?} is not a suffix of {key:?}"
+            );
+            assert!(
+                out.len() >= MIN_KEY.min(key.len()),
+                "{out:?} of {key:?} is too short"
+            );
+        }
+        let distinct = |keys: &[String]| {
+            let mut fps: Vec<&[u8]> = keys
+                .iter()
+                .map(|k| &k.as_bytes()[..k.len().min(FINGERPRINT)])
+                .collect();
+            fps.sort();
+            fps.dedup();
+            fps.len()
+        };
+        let alone: Vec<String> = required.iter().map(|k| start_at_rarest(k)).collect();
+        assert!(
+            distinct(&anchored) < distinct(&alone),
+            "shared anchoring gives {} fingerprints, anchoring each key alone {}",
+            distinct(&anchored),
+            distinct(&alone)
+        );
     }
 }
