@@ -115,6 +115,9 @@ pub(super) fn keys(required: &[String]) -> Vec<String> {
     keys
 }
 
+/// The keys (index, offset of the window) that accept one fingerprint.
+type Takers = Vec<(usize, usize)>;
+
 /// A window may stand in for a key's rarest one when its estimated frequency is at most this
 /// many times higher.
 const ANCHOR_SLACK: f64 = 4.0;
@@ -127,7 +130,7 @@ const ANCHOR_SLACK: f64 = 4.0;
 /// first, the rarer on ties.
 fn anchor_keys(keys: &[String]) -> Vec<String> {
     // Every acceptable fingerprint and the keys (with the offset) that accept it.
-    let mut takers: HashMap<&[u8], Vec<(usize, usize)>> = HashMap::new();
+    let mut takers: HashMap<&[u8], Takers> = HashMap::new();
     for (i, key) in keys.iter().enumerate() {
         for start in acceptable_starts(key) {
             let who = takers.entry(window(key, start)).or_default();
@@ -136,7 +139,7 @@ fn anchor_keys(keys: &[String]) -> Vec<String> {
             }
         }
     }
-    let mut fingerprints: Vec<(&[u8], Vec<(usize, usize)>)> = takers.into_iter().collect();
+    let mut fingerprints: Vec<(&[u8], Takers)> = takers.into_iter().collect();
     fingerprints.sort_by(|a, b| a.0.cmp(b.0));
     let mut start_of: Vec<Option<usize>> = vec![None; keys.len()];
     loop {
