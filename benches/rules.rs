@@ -182,6 +182,7 @@ fn team_rules(n: usize) -> Vec<RuleSpec> {
                 source: String::new(),
                 pattern,
                 specificity: 60 + (i % 30) as u8,
+                consequence: false,
                 advice: vec!["See the team runbook for this kernel.".into()],
                 examples: vec![example],
                 counter_examples: vec![format!("{camel} ready")],

@@ -219,14 +219,25 @@ fn strip_rank_prefix(s: &str) -> &str {
     s
 }
 
-/// The rank a launcher prefix names (`[rank3]:` → 3, `[default1]:` → 1), for typed facts.
+/// The rank a launcher prefix names, for typed facts: `[rank3]:` and `[default1]:` → 3 and 1,
+/// Open MPI's `[1,3]<stderr>:` (job, rank) → 3, and `3: ` (torchrun `--tee`, `srun --label`) → 3.
 pub fn rank_prefix(raw: &str) -> Option<u32> {
     let s = strip_timestamp(raw.trim_start());
-    let inner = s.strip_prefix('[')?.split(']').next()?;
-    let n = inner
-        .strip_prefix("rank")
-        .or_else(|| inner.strip_prefix("default"))?;
-    n.parse().ok()
+    if let Some(rest) = s.strip_prefix('[') {
+        let inner = rest.split(']').next()?;
+        if let Some((_, rank)) = inner.split_once(',') {
+            return rank.parse().ok();
+        }
+        let n = inner
+            .strip_prefix("rank")
+            .or_else(|| inner.strip_prefix("default"))?;
+        return n.parse().ok();
+    }
+    let digits = s.bytes().take_while(u8::is_ascii_digit).count();
+    if (1..=4).contains(&digits) && s[digits..].starts_with(": ") {
+        return s[..digits].parse().ok();
+    }
+    None
 }
 
 #[cfg(test)]
@@ -335,6 +346,10 @@ mod tests {
         assert_eq!(rank_prefix("[rank3]: boom"), Some(3));
         assert_eq!(rank_prefix("2026-07-30T03:36:29Z [default1]:x"), Some(1));
         assert_eq!(rank_prefix("[E321 02:07:08] x"), None);
+        assert_eq!(rank_prefix("[1,3]<stderr>:RuntimeError: x"), Some(3));
+        assert_eq!(rank_prefix("12: RuntimeError: x"), Some(12));
+        assert_eq!(rank_prefix("RuntimeError: 12: x"), None);
+        assert_eq!(rank_prefix("20260730: x"), None);
     }
 
     #[test]

@@ -195,12 +195,26 @@ impl Ruleset {
         let in_first_traceback = |h: &Hit| {
             self.spec_of(h) <= FALLBACK_SPECIFICITY && first_traceback.is_some_and(|t| h.line > t)
         };
-        let root = best.iter().copied().max_by(|a, b| {
-            self.spec_of(a)
-                .cmp(&self.spec_of(b))
-                .then(in_first_traceback(a).cmp(&in_first_traceback(b)))
-                .then(b.line.cmp(&a.line))
-        });
+        // A consequence (another rank's collective timeout, a closed peer) after a process's
+        // own exception is that exception's symptom, however specific its wording.
+        let own_exception = best
+            .iter()
+            .filter(|h| in_first_traceback(h))
+            .map(|h| h.line)
+            .min();
+        let may_be_root = |h: &Hit| {
+            !(self.rules[h.rule].spec.consequence && own_exception.is_some_and(|l| l < h.line))
+        };
+        let root = best
+            .iter()
+            .copied()
+            .filter(|h| may_be_root(h))
+            .max_by(|a, b| {
+                self.spec_of(a)
+                    .cmp(&self.spec_of(b))
+                    .then(in_first_traceback(a).cmp(&in_first_traceback(b)))
+                    .then(b.line.cmp(&a.line))
+            });
         let mut findings = Vec::with_capacity(best.len());
         if let Some(r) = root {
             findings.push(self.finding(r, Role::RootCause));

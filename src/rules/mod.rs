@@ -229,4 +229,6 @@ pub struct Stats {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_frameworks;
+#[cfg(test)]
 mod tests_outside;

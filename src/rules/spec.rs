@@ -42,6 +42,12 @@ pub struct RuleSpec {
     /// messages high; the root cause is the highest, earliest hit.
     #[serde(default = "default_specificity")]
     pub specificity: u8,
+    /// The message is usually the result of another process failing (a collective or
+    /// heartbeat timeout, a peer or store closing, an abort). Such a hit is not the root cause
+    /// when a process's own exception ended the first traceback earlier in the log: in a
+    /// multi-rank run that is the first failing rank's error, and the others' timeouts follow.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub consequence: bool,
     /// Next steps; `{name}` is replaced by the capture of that name.
     #[serde(default)]
     pub advice: Vec<String>,

@@ -240,6 +240,7 @@ mod tests {
             source: String::new(),
             pattern: pattern.into(),
             specificity: 90,
+            consequence: false,
             advice: vec!["Check code {code}.".into()],
             examples: examples.iter().map(|s| (*s).to_owned()).collect(),
             counter_examples: vec!["MyKernel started".into()],

@@ -4,9 +4,12 @@
 
 use super::*;
 
+/// One compiled ruleset for the module: its regexes compile lazily, once.
+static RULES: std::sync::LazyLock<Ruleset> =
+    std::sync::LazyLock::new(|| Ruleset::builtin().expect("builtin ruleset compiles"));
+
 fn classify(text: &str) -> Classification {
-    let rs = Ruleset::builtin().expect("builtin ruleset compiles");
-    rs.classify_bytes("-", text.as_bytes())
+    RULES.classify_bytes("-", text.as_bytes())
 }
 
 /// (log, expected root-cause rule, expected 1-based line).
@@ -168,4 +171,40 @@ fn every_builtin_rule_and_context_names_its_source_library_and_file() {
             "{id}: {source:?}"
         );
     }
+}
+
+#[test]
+fn the_first_failing_ranks_own_error_outranks_the_other_ranks_timeouts() {
+    let log = "[rank1]: Traceback (most recent call last):\n\
+               [rank1]:   File \"train.py\", line 88, in <module>\n\
+               [rank1]: KeyError: 'labels'\n\
+               [rank0]:[E626 06:24:44.903881913 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n\
+               [rank2]:[E626 06:24:45.1 ProcessGroupNCCL.cpp:1316] [PG 0 Rank 2] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=3\n\
+               E0626 06:25:01.000000 1 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1) local_rank: 1 (pid: 4242) of binary: /usr/bin/python\n";
+    let c = classify(log);
+    let rc = c.root_cause.as_ref().expect("a root cause");
+    assert_eq!((rc.line, rc.rule.as_str()), (3, "python.exception"));
+    assert_eq!(c.category, Category::Unknown);
+    assert_eq!(c.facts.ranks, vec![0, 1, 2]);
+    let symptoms: Vec<&str> = c.findings[1..]
+        .iter()
+        .map(|f| f.category.as_str())
+        .collect();
+    assert!(symptoms.contains(&"nccl_error"), "{symptoms:?}");
+}
+
+#[test]
+fn a_timeout_with_no_earlier_exception_is_still_the_root_cause() {
+    let alone = classify(
+        "[rank0]:[E626 06:24:44.9 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n",
+    );
+    assert_eq!(alone.category, Category::NcclError);
+    // The timeout first, then the traceback its own exception ends: still the timeout.
+    let first = classify(
+        "[rank0]:[E626 06:24:44.9 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=8, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out.\n\
+         Traceback (most recent call last):\n\
+         ValueError: the trainer stopped\n",
+    );
+    assert_eq!(first.category, Category::NcclError);
+    assert_eq!(first.root_cause.map(|r| r.line), Some(1));
 }

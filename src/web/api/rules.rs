@@ -48,6 +48,8 @@ pub struct RuleBody {
     pub source: Option<String>,
     pub pattern: Option<String>,
     pub specificity: Option<u8>,
+    /// The message usually follows another process's failure (see `RuleSpec::consequence`).
+    pub consequence: Option<bool>,
     pub advice: Option<Vec<String>>,
     pub examples: Option<Vec<String>>,
     pub counter_examples: Option<Vec<String>>,
@@ -64,6 +66,7 @@ impl RuleBody {
             || self.source.is_some()
             || self.pattern.is_some()
             || self.specificity.is_some()
+            || self.consequence.is_some()
             || self.advice.is_some()
             || self.examples.is_some()
             || self.counter_examples.is_some()
@@ -82,6 +85,7 @@ impl RuleBody {
             source: self.source.clone().unwrap_or_default(),
             pattern: self.pattern.clone().ok_or_else(|| missing("pattern"))?,
             specificity: self.specificity.unwrap_or(50),
+            consequence: self.consequence.unwrap_or(false),
             advice: self.advice.clone().unwrap_or_default(),
             examples: self.examples.clone().unwrap_or_default(),
             counter_examples: self.counter_examples.clone().unwrap_or_default(),

@@ -293,6 +293,7 @@ impl RuleForm {
             source: String::new(),
             pattern: required(&self.pattern, "pattern")?,
             specificity,
+            consequence: false,
             advice: lines(&self.advice),
             examples: lines(&self.examples),
             counter_examples: lines(&self.counter_examples),

@@ -1,0 +1,181 @@
+//! One excerpt per framework family beyond PyTorch's core wordings, written from each library's
+//! own message format: the category, the rule family that names it and the typed facts, so a
+//! rule change that breaks a framework fails here and not only on the corpus.
+
+use super::*;
+
+/// One compiled ruleset for the module: its regexes compile lazily, once.
+static RULES: std::sync::LazyLock<Ruleset> =
+    std::sync::LazyLock::new(|| Ruleset::builtin().expect("builtin ruleset compiles"));
+
+fn classify(text: &str) -> Classification {
+    RULES.classify_bytes("-", text.as_bytes())
+}
+
+struct Case {
+    log: &'static str,
+    category: Category,
+    /// The root-cause rule id starts with this (its family).
+    family: &'static str,
+    requested: Option<u64>,
+    shapes: &'static [&'static str],
+    dtypes: &'static [&'static str],
+}
+
+const fn case(log: &'static str, category: Category, family: &'static str) -> Case {
+    Case {
+        log,
+        category,
+        family,
+        requested: None,
+        shapes: &[],
+        dtypes: &[],
+    }
+}
+
+fn cases() -> Vec<Case> {
+    use Category::*;
+    vec![
+        Case {
+            requested: Some(1_342_177_280),
+            ..case(
+                "2024-03-01 10:00:00.123456: W tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.25GiB (rounded to 1342177280)requested by op MatMul",
+                OutOfMemory,
+                "tf.",
+            )
+        },
+        Case {
+            shapes: &["32x784", "512x10"],
+            ..case(
+                "tensorflow.python.framework.errors_impl.InvalidArgumentError: Matrix size-incompatible: In[0]: [32,784], In[1]: [512,10] [Op:MatMul]",
+                ShapeMismatch,
+                "tf.",
+            )
+        },
+        case(
+            "tensorflow.python.framework.errors_impl.InvalidArgumentError: indices[5,2] = 10000 is not in [0, 10000) [Op:ResourceGather]",
+            OutOfBounds,
+            "tf.",
+        ),
+        Case {
+            dtypes: &["int32", "float"],
+            ..case(
+                "tensorflow.python.framework.errors_impl.InvalidArgumentError: cannot compute Mul as input #1(zero-based) was expected to be a int32 tensor but is a float tensor [Op:Mul]",
+                DtypeMismatch,
+                "tf.",
+            )
+        },
+        Case {
+            requested: Some(17_179_869_184),
+            ..case(
+                "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 17179869184 bytes.",
+                OutOfMemory,
+                "xla.",
+            )
+        },
+        case(
+            "ValueError: Received incompatible devices for jitted computation. Got argument x of f with shape float32[8] and device ids [0] on platform GPU and argument y of f with shape float32[8] and device ids [1] on platform GPU",
+            DeviceMismatch,
+            "jax.",
+        ),
+        Case {
+            shapes: &["3x4", "5x4"],
+            ..case(
+                "TypeError: add got incompatible shapes for broadcasting: (3, 4), (5, 4).",
+                ShapeMismatch,
+                "jax.",
+            )
+        },
+        Case {
+            dtypes: &["bfloat16", "float32"],
+            ..case(
+                "TypeError: lax.add requires arguments to have the same dtypes, got bfloat16, float32.",
+                DtypeMismatch,
+                "jax.",
+            )
+        },
+        Case {
+            shapes: &["2x24", "3x24"],
+            ..case(
+                "jaxlib.xla_extension.XlaRuntimeError: INVALID_ARGUMENT: Binary op add with incompatible shapes: f32[2,24] and f32[3,24].",
+                ShapeMismatch,
+                "xla.",
+            )
+        },
+        Case {
+            requested: Some(2 << 30),
+            ..case(
+                "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 63.98 GiB of which 1.25 GiB is free.",
+                OutOfMemory,
+                "cuda.oom",
+            )
+        },
+        case(
+            "MIOpen(HIP): Error [Compile] 'hiprtcCompileProgram(prog.get(), c_options.size(), c_options.data())' naive_conv.cpp: HIPRTC_ERROR_COMPILATION (6)",
+            LibraryError,
+            "miopen.",
+        ),
+        case(
+            "RuntimeError: CUDA error: HIPBLAS_STATUS_NOT_SUPPORTED when calling `hipblasLtMatmul( ltHandle, computeDesc.descriptor(), &alpha_val)`",
+            LibraryError,
+            "hipblas.",
+        ),
+        case(
+            "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (18352). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+            OutOfMemory,
+            "vllm.",
+        ),
+        case(
+            "E0000 00:00:1712345678.123456 1234 cuda_dnn.cc:535] Loaded runtime CuDNN library: 8.6.0 but source was compiled with: 8.9.4.  CuDNN library needs to have matching major version and equal or higher minor version.",
+            DriverIssue,
+            "",
+        ),
+        case(
+            "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory",
+            DriverIssue,
+            "",
+        ),
+        case(
+            "[ 5123.456] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+            DriverIssue,
+            "cuda.xid",
+        ),
+        Case {
+            shapes: &["-1x768"],
+            ..case(
+                "RuntimeError: shape '[-1, 768]' is invalid for input of size 1000",
+                ShapeMismatch,
+                "torch.",
+            )
+        },
+        Case {
+            requested: Some(8_589_934_592),
+            ..case(
+                "cupy.cuda.memory.OutOfMemoryError: Out of memory allocating 8,589,934,592 bytes (allocated so far: 4,294,967,296 bytes).",
+                OutOfMemory,
+                "cuda.",
+            )
+        },
+    ]
+}
+
+#[test]
+fn each_framework_family_is_classified_with_its_facts() {
+    for case in cases() {
+        let c = classify(case.log);
+        let rule = c.root_cause.as_ref().map_or("", |r| r.rule.as_str());
+        assert_eq!(c.category, case.category, "{rule}: {}", case.log);
+        assert!(rule.starts_with(case.family), "{rule}: {}", case.log);
+        if let Some(bytes) = case.requested {
+            assert_eq!(c.facts.memory.requested_bytes, Some(bytes), "{}", case.log);
+        }
+        assert_eq!(c.facts.shapes, case.shapes, "{}", case.log);
+        assert_eq!(c.facts.dtypes, case.dtypes, "{}", case.log);
+    }
+}
+
+#[test]
+fn a_platform_name_is_not_taken_for_a_device() {
+    let c = classify(cases()[5].log);
+    assert!(c.facts.devices.is_empty(), "{:?}", c.facts.devices);
+}
