@@ -217,10 +217,15 @@ pub fn normalize_shape(value: &str) -> Option<String> {
         Some(open) => &value[open..],
         None => value,
     };
+    // `None` and `?` are dimensions TensorFlow and Keras do not know yet; `77x768` is split too.
     let dims: Vec<&str> = inner
-        .split(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '?'))
+        .flat_map(|token| match token {
+            "None" | "?" => vec![token],
+            _ => token.split('x').collect(),
+        })
         .map(|d| d.trim_end_matches('-'))
-        .filter(|d| !d.is_empty() && d.parse::<i64>().is_ok())
+        .filter(|d| *d == "None" || *d == "?" || (!d.is_empty() && d.parse::<i64>().is_ok()))
         .collect();
     (!dims.is_empty()).then(|| dims.join("x"))
 }
@@ -344,6 +349,8 @@ mod tests {
             Some("4x10")
         );
         assert_eq!(normalize_shape("[100 x 170]").as_deref(), Some("100x170"));
+        assert_eq!(normalize_shape("(None, 10)").as_deref(), Some("Nonex10"));
+        assert_eq!(normalize_shape("[?,128]").as_deref(), Some("?x128"));
     }
 
     #[test]
