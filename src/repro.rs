@@ -71,8 +71,12 @@ pub struct Scrubbed {
 /// secret) and classifies them. CPU work: call from a blocking thread.
 #[must_use]
 pub fn scrub_and_classify(ruleset: &Ruleset, stdout: &str, stderr: &str) -> Scrubbed {
-    let stdout = scrub::scrub(stdout).text.into_owned();
-    let stderr = scrub::scrub(stderr).text.into_owned();
+    let stdout = scrub::scrub(&crate::ingest::neutralize_controls(stdout))
+        .text
+        .into_owned();
+    let stderr = scrub::scrub(&crate::ingest::neutralize_controls(stderr))
+        .text
+        .into_owned();
     let combined = combined_output(&stderr, &stdout);
     let classification = ruleset.classify_bytes("reproduction", combined.as_bytes());
     Scrubbed {

@@ -116,7 +116,13 @@ impl Ruleset {
         else {
             return;
         };
-        let following: Vec<String> = cand.following.iter().map(|l| clean_line(l)).collect();
+        // Finding texts and captures are stored: no NUL or other control characters in them.
+        let cleaned = crate::ingest::neutralize_controls(&cleaned).into_owned();
+        let following: Vec<String> = cand
+            .following
+            .iter()
+            .map(|l| crate::ingest::neutralize_controls(&clean_line(l)).into_owned())
+            .collect();
         let rank = rank_prefix(&decoded);
         for idx in matched {
             if idx >= n_rules {

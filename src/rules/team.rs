@@ -224,6 +224,21 @@ fn check_fields(spec: &RuleSpec) -> Result<(), Error> {
     if lines.clone().any(|l| l.contains('\n')) {
         return Err(refuse("examples are single lines".into()));
     }
+    // PostgreSQL refuses NUL in text, and no message needs a control character spelled raw (a
+    // pattern says `\x00` or `\t` instead).
+    let texts = [&spec.title, &spec.source, &spec.pattern]
+        .into_iter()
+        .chain(&spec.advice)
+        .chain(lines);
+    for text in texts {
+        if text.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(refuse(
+                "text fields must not contain a control character (NUL, bell, escape...): \
+                 write it as a regex escape such as \\x00 in the pattern"
+                    .into(),
+            ));
+        }
+    }
     Ok(())
 }
 

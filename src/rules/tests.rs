@@ -195,10 +195,11 @@ fn empty_binary_and_clean_inputs_are_unknown_with_a_note() {
     assert_eq!(empty.category, Category::Unknown);
     assert_eq!(empty.notes, vec!["the input is empty"]);
     let rs = Ruleset::builtin().expect("builtin");
-    let binary = rs.classify_bytes(
-        "x",
-        b"\x7fELF\x02\x01\x01\x00\x00\x00RuntimeError: CUDA error: out of memory",
-    );
+    // An ELF header and section bytes (mostly non-text), then a string table entry.
+    let mut elf = b"\x7fELF\x02\x01\x01\x00\x00\x00".to_vec();
+    elf.extend((0u8..200).map(|i| i.wrapping_mul(37) | 0x80));
+    elf.extend_from_slice(b"RuntimeError: CUDA error: out of memory");
+    let binary = rs.classify_bytes("x", &elf);
     assert_eq!(binary.category, Category::Unknown);
     assert!(binary.notes[0].contains("binary"), "{:?}", binary.notes);
     let clean = classify("all good\nepoch 3 done\n");

@@ -122,7 +122,10 @@ pub async fn claim_job(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, AppError> {
     token.require(&[Scope::Worker])?;
-    let req: ClaimBody = parse_json(&state, body)?;
+    let mut req: ClaimBody = parse_json(&state, body)?;
+    if let Some(gpu) = req.gpu.as_mut() {
+        crate::ingest::neutralize_json(gpu);
+    }
     check_worker(&req.worker)?;
     check_sandbox(&req.sandbox)?;
     check_gpu(req.gpu.as_ref())?;
@@ -279,7 +282,11 @@ pub async fn post_result(
 ) -> Result<Json<Value>, AppError> {
     token.require(&[Scope::Worker])?;
     let id = parse_id(&id, "job")?;
-    let req: ResultBody = parse_json(&state, body)?;
+    let mut req: ResultBody = parse_json(&state, body)?;
+    // Worker output is untrusted text: a NUL in it must not lose the result.
+    if let Some(gpu) = req.gpu.as_mut() {
+        crate::ingest::neutralize_json(gpu);
+    }
     req.validate(state.jobs.max_output_bytes)?;
     let sha = req.digest()?;
     let worker = req.worker.clone().unwrap_or_default();
@@ -316,6 +323,7 @@ pub async fn post_result(
 
 fn scrub_error(error: &str) -> String {
     let cut: String = error.chars().take(MAX_ERROR_CHARS).collect();
+    let cut = crate::ingest::neutralize_controls(&cut);
     crate::ingest::scrub::scrub(&cut).text.into_owned()
 }
 
