@@ -177,10 +177,15 @@ async fn method_not_allowed(uri: axum::http::Uri) -> Response {
     }
 }
 
-/// SECURITY.md item 4: a strict CSP (no inline script, no framing) and nosniff on everything.
+/// SECURITY.md item 4: a strict CSP (no inline script, no framing) and nosniff on everything;
+/// item 17: `Cache-Control: no-store` unless a handler chose its own caching (only the static
+/// stylesheet does), so reports, logs and API answers never sit in a shared cache.
 async fn security_headers(req: axum::extract::Request, next: Next) -> Response {
     let mut res = next.run(req).await;
     let headers = res.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(

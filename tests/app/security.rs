@@ -18,7 +18,7 @@ use crate::support::{KillOnDrop, TestResponse, binary, free_port, wait_for_statu
 mod faults;
 mod identity;
 mod input;
-mod nul;
+mod hardening;
 mod queue;
 mod secrets;
 mod sql;

@@ -1,7 +1,8 @@
-//! SECURITY.md item 15 (issue 16, items 3 and 8): NUL and other control bytes are neutralized in
-//! every text stored: a crash log padded with NULs is still a text log, a worker's output with a
-//! NUL is recorded (never lost as a 500 the worker retries), a team rule with one is refused
-//! clearly. No route answers 500.
+//! Issue 16, found by an attack pass on a running server. SECURITY.md item 15: NUL and other
+//! control bytes are neutralized in every text stored (a crash log padded with NULs is still a
+//! text log, a worker's output with a NUL is recorded, never lost as a 500 the worker retries, a
+//! team rule with one is refused clearly; no route answers 500). Item 17: private responses are
+//! `no-store`.
 
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
@@ -177,4 +178,56 @@ async fn a_team_rule_with_a_control_character_is_refused_with_its_reason() {
         res.body
     );
     assert_eq!(app.count("team_rules").await, 0);
+}
+
+/// Issue 16 item 9: what a signed-in user or a token reads is never kept by a shared cache.
+#[tokio::test]
+async fn private_responses_carry_no_store_and_the_stylesheet_stays_cacheable() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("alice", &[Scope::Admin]).await;
+    let up = app
+        .upload(
+            &admin,
+            &[(
+                "log",
+                Some("t.log"),
+                b"RuntimeError: CUDA error: misaligned address\n",
+            )],
+            None,
+        )
+        .await;
+    assert_eq!(up.status, StatusCode::CREATED, "{}", up.body);
+    let id = up.json()["id"].as_i64().unwrap();
+    let browser = super::sign_in(&app, &admin).await;
+    let responses = [
+        (
+            "api report",
+            app.get_as(&admin, &format!("/api/v1/reports/{id}")).await,
+        ),
+        (
+            "api search",
+            app.get_as(&admin, "/api/v1/search?q=misaligned").await,
+        ),
+        (
+            "report page",
+            super::page(&app, &browser.cookie, &format!("/reports/{id}")).await,
+        ),
+        (
+            "raw log",
+            super::page(&app, &browser.cookie, &format!("/reports/{id}/raw")).await,
+        ),
+        (
+            "unauthorized",
+            app.get(&format!("/api/v1/reports/{id}")).await,
+        ),
+    ];
+    for (what, res) in responses {
+        let cache = res
+            .headers
+            .get("cache-control")
+            .map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(cache.as_deref(), Some("no-store"), "{what}: {}", res.status);
+    }
+    let css = app.get("/static/app.css").await;
+    assert_eq!(css.headers["cache-control"], "public, max-age=3600");
 }
