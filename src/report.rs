@@ -347,14 +347,33 @@ fn pem_body_line(line: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
 }
 
+/// Words a secret's keyword may take before the secret itself (`Authorization: Basic <token>`):
+/// a whitespace cut goes back this many more words, so keyword and secret are scrubbed together.
+const KEYWORD_WORDS: usize = 2;
+
 /// Where to cut a line too long for one block: after its last `\r` (a progress bar's redraw)
-/// or space in the final 64 KiB, so that no token is split between two scrubbing passes, and
-/// never inside a PEM `-----BEGIN ...-----` header; else at a UTF-8 boundary.
+/// or, before its last [`KEYWORD_WORDS`] + 1 words, at a space in the final 64 KiB, so that no
+/// token is split between two scrubbing passes and no token is parted from its keyword
+/// (`Bearer`, `Authorization: Basic`, `PASSWORD:`), and never inside a PEM
+/// `-----BEGIN ...-----` header; else at a UTF-8 boundary.
 fn long_line_cut(buf: &[u8]) -> usize {
     let from = buf.len().saturating_sub(64 << 10);
     let tail = &buf[from..];
-    let Some(at) = memchr::memrchr(b'\r', tail).or_else(|| memchr::memrchr2(b' ', b'\t', tail))
-    else {
+    let at = match memchr::memrchr(b'\r', tail) {
+        Some(at) => Some(at),
+        None => memchr::memrchr2(b' ', b'\t', tail).map(|mut at| {
+            for _ in 0..KEYWORD_WORDS {
+                // Skip the run of whitespace, then the word before it.
+                let word_end = tail[..at].iter().rposition(|b| !matches!(b, b' ' | b'\t'));
+                match word_end.and_then(|e| memchr::memrchr2(b' ', b'\t', &tail[..e])) {
+                    Some(prev) => at = prev,
+                    None => break,
+                }
+            }
+            at
+        }),
+    };
+    let Some(at) = at else {
         return utf8_boundary(buf);
     };
     let mut cut = from + at + 1;
@@ -507,6 +526,38 @@ mod tests {
             text.len(),
             log.len() - secret.len() + "[REDACTED:github_token]".len()
         );
+    }
+
+    #[test]
+    fn a_secret_whose_keyword_is_the_last_word_before_the_cut_is_still_scrubbed() {
+        let cases = [
+            (
+                "Authorization: Bearer ",
+                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abcdefghij",
+            ),
+            ("authorization: Basic ", "dXNlcjpwYXNzd29yZDEyMzQ1Njc4OQ=="),
+            ("DB_PASSWD: ", "correcthorsebatterystaple42"),
+        ];
+        for (keyword, secret) in cases {
+            // The block boundary (16 blocks, no newline) falls inside the secret, so the last
+            // space before it is the one right after the keyword.
+            let mut log = "x ".repeat((16 * BLOCK - keyword.len() - 6) / 2);
+            log.push_str(keyword);
+            log.push_str(secret);
+            log.push_str(" tail\nRuntimeError: CUDA error: out of memory\n");
+            assert!(log.find(secret).unwrap() < 16 * BLOCK, "{keyword}");
+            assert!(
+                log.find(secret).unwrap() + secret.len() > 16 * BLOCK,
+                "{keyword}"
+            );
+            let p = prepare(&ruleset(), log.as_bytes(), "l.log", Meta::default(), None)
+                .expect("accepted");
+            let mut text = String::new();
+            flate2::read::GzDecoder::new(&p.report.log_gz[..])
+                .read_to_string(&mut text)
+                .expect("gzip");
+            assert!(!text.contains(secret), "{keyword}{secret} survived the cut");
+        }
     }
 
     #[test]

@@ -16,9 +16,9 @@ use scraper::{Html, Selector};
 use crate::support::{KillOnDrop, TestResponse, binary, free_port, wait_for_status};
 
 mod faults;
+mod hardening;
 mod identity;
 mod input;
-mod hardening;
 mod queue;
 mod secrets;
 mod sql;
