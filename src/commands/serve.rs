@@ -32,6 +32,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // start (liveness ok, readiness false) before PostgreSQL does.
     let migrations = {
         let db = db.clone();
+        let data_dir = args.database.data_dir.clone();
         tokio::spawn(async move {
             if let Err(e) = db.migrate_with_retry().await {
                 tracing::error!(error = %e, "migrations failed; /readyz stays 503");
@@ -41,7 +42,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 Ok(i) => tracing::info!(instance = %i.id, since = %i.created_at, "database ready"),
                 Err(e) => tracing::warn!(error = %e, "reading the instance row"),
             }
-            if let Err(e) = create_first_admin(&db, &base_url).await {
+            if let Err(e) = create_first_admin(&db, &base_url, &data_dir).await {
                 tracing::error!(error = %e, "creating the first admin token");
             }
         })
@@ -124,19 +125,59 @@ fn start_team_rules(
     })
 }
 
-/// On the very first start (no token at all), creates an admin token and prints it once with
-/// the sign-in URL, so a new deployment can be used without a shell on the database.
-async fn create_first_admin(db: &storage::Db, base_url: &str) -> anyhow::Result<()> {
+/// On the very first start (no token at all), creates an admin token so a new deployment can be
+/// used without a shell on the database. The token never goes to the service log (journald,
+/// `docker logs`): on a terminal it is printed once; otherwise it is written once to
+/// `DATA_DIR/initial-admin-token` (mode 0600) and only that path is logged.
+async fn create_first_admin(
+    db: &storage::Db,
+    base_url: &str,
+    data_dir: &std::path::Path,
+) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
     let secret = auth::generate().context("reading the system's random source")?;
-    if storage::tokens::insert_first_admin(db, "initial-admin", &secret.prefix, &secret.hash)
+    if !storage::tokens::insert_first_admin(db, "initial-admin", &secret.prefix, &secret.hash)
         .await?
     {
+        return Ok(());
+    }
+    if std::io::stdout().is_terminal() {
         println!(
             "\nNo tokens existed, so an admin token was created. It is shown only this once:\n\n    {}\n\nSign in at {}login with it, and create narrower tokens with `gpu-triage token create`.\n",
             secret.token, base_url
         );
+        return Ok(());
     }
+    let path = data_dir.join(FIRST_ADMIN_FILE);
+    write_private(&path, &format!("{}\n", secret.token))
+        .with_context(|| format!("writing the first admin token to {}", path.display()))?;
+    tracing::warn!(
+        path = %path.display(),
+        "no tokens existed, so an admin token was created and written to this file (mode 0600); \
+         sign in at {base_url}login with it, then delete the file"
+    );
     Ok(())
+}
+
+/// The file in the data directory that receives the first admin token when no terminal does.
+pub const FIRST_ADMIN_FILE: &str = "initial-admin-token";
+
+/// Creates `path` (never overwriting one) readable by its owner only, and writes `text`.
+fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

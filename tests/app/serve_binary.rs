@@ -111,7 +111,61 @@ fn serve_uses_database_url_when_set_and_creates_no_cluster() {
     server.kill().unwrap();
     server.wait().unwrap();
     assert!(ready, "ready on DATABASE_URL");
-    assert!(!data.exists(), "no embedded cluster was created");
+    assert!(!data.join("pg").exists(), "no embedded cluster was created");
+}
+
+/// Issue 16 item 9: the first admin token never reaches the service log. Without a terminal it
+/// is written once to a 0600 file in the data directory, and the log names only that file.
+#[test]
+fn the_first_admin_token_goes_to_a_private_file_not_to_the_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (db, options) = rt.block_on(crate::support::fresh_db());
+    rt.block_on(db.close());
+    let name = options.get_database().unwrap().to_string();
+    let dir = shared_tempdir();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let server = binary()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("DATABASE_URL", database_url(&name))
+        .env("GPU_TRIAGE_DATA", &data)
+        .env("GPU_TRIAGE_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ready = wait_for_status(port, "/readyz", 200, 60);
+    let file = data.join("initial-admin-token");
+    // The token is created once migrations are applied: poll for the file until a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !file.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let token = std::fs::read_to_string(&file).map(|t| t.trim().to_owned());
+    let authorized = token.as_ref().ok().and_then(|t| {
+        let bearer = format!("Bearer {t}");
+        crate::support::http_get_with(port, "/api/v1/rules", &[("authorization", &bearer)])
+    });
+    let mut server = server;
+    let _ = server.kill();
+    let output = server.wait_with_output().unwrap();
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(ready, "ready");
+    let token = token.expect("the token file was written");
+    assert!(token.starts_with("gtr_"), "{token}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(authorized.map(|(status, _)| status), Some(200));
+    assert!(!out.contains(&token), "the token reached the log");
+    assert!(
+        out.contains("initial-admin-token"),
+        "the log names the file: {out}"
+    );
 }
 
 #[test]

@@ -314,11 +314,17 @@ pub fn database_url(name: &str) -> String {
     }
 }
 
-/// The real `gpu-triage` executable, with a clean environment for the database settings.
+/// The real `gpu-triage` executable, with a clean environment for the database settings and a
+/// data directory of its own under the system's temp dir (where a first start writes its admin
+/// token), never the checkout's `./.gpu-triage`. Tests that need another set `GPU_TRIAGE_DATA`.
 pub fn binary() -> std::process::Command {
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let data =
+        std::env::temp_dir().join(format!("gpu-triage-test-data-{}-{n}", std::process::id()));
     let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpu-triage"));
     cmd.env_remove("DATABASE_URL")
-        .env_remove("GPU_TRIAGE_DATA")
+        .env("GPU_TRIAGE_DATA", data)
         .env_remove("GPU_TRIAGE_PG_BINDIR")
         .env("GPU_TRIAGE_LOG", "warn");
     cmd
@@ -334,14 +340,23 @@ pub fn free_port() -> u16 {
 
 /// A minimal HTTP/1.1 GET over a real socket: (status, body). `None` when nothing listens.
 pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    http_get_with(port, path, &[])
+}
+
+/// `GET path` with extra request headers: (status, body).
+pub fn http_get_with(port: u16, path: &str, headers: &[(&str, &str)]) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .ok()?;
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n"
     )
     .ok()?;
     let mut raw = String::new();

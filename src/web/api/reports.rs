@@ -122,6 +122,9 @@ pub(crate) async fn store_upload(
         h.update(upload.script.as_deref().unwrap_or("").as_bytes());
         h.update([0]);
         h.update(&upload.meta_raw);
+        // The file name is part of the request too: a retry resends it unchanged.
+        h.update([0]);
+        h.update(new.filename.as_bytes());
         IdempotencyKey {
             token_id: token.0.id,
             key,

@@ -231,3 +231,32 @@ async fn private_responses_carry_no_store_and_the_stylesheet_stays_cacheable() {
     let css = app.get("/static/app.css").await;
     assert_eq!(css.headers["cache-control"], "public, max-age=3600");
 }
+
+/// Issue 16 item 9: the idempotency fingerprint covers the file name, so a second request that
+/// differs only there is not answered with the first one's report.
+#[tokio::test]
+async fn an_idempotency_key_reused_with_another_file_name_is_refused() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    let log: &[u8] = b"RuntimeError: CUDA error: misaligned address\n";
+    let first = app
+        .upload(&t, &[("log", Some("rank0.log"), log)], Some("run-42"))
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    let retry = app
+        .upload(&t, &[("log", Some("rank0.log"), log)], Some("run-42"))
+        .await;
+    assert_eq!(retry.status, StatusCode::CREATED, "{}", retry.body);
+    assert_eq!(retry.json()["id"], first.json()["id"]);
+    let other = app
+        .upload(&t, &[("log", Some("rank1.log"), log)], Some("run-42"))
+        .await;
+    assert_eq!(
+        other.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        other.body
+    );
+    assert_eq!(other.error_code(), "idempotency_key_reused");
+    assert_eq!(app.count("reports").await, 1);
+}
