@@ -426,6 +426,15 @@ mod tests {
         Ruleset::builtin().expect("builtin")
     }
 
+    /// The log as stored: the gzip stream decompressed.
+    fn stored_log(p: &Prepared) -> String {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&p.report.log_gz[..])
+            .read_to_string(&mut text)
+            .expect("gzip");
+        text
+    }
+
     #[test]
     fn a_log_is_scrubbed_classified_and_compressed() {
         let log = b"step 1\nexport HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH\nRuntimeError: CUDA error: out of memory\n";
@@ -434,10 +443,7 @@ mod tests {
         assert_eq!(p.report.category, "out_of_memory");
         assert_eq!(p.report.root_cause_line, Some(3));
         assert_eq!(p.report.log_bytes, log.len() as i64);
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&p.report.log_gz[..])
-            .read_to_string(&mut text)
-            .expect("gzip");
+        let text = stored_log(&p);
         assert!(!text.contains("hf_abcdefghijklmnopqrstuvwxyz"), "{text}");
         assert!(text.contains("RuntimeError: CUDA error: out of memory"));
         assert_eq!(p.report.log_sha256, Sha256::digest(log).to_vec());
@@ -447,10 +453,7 @@ mod tests {
     fn a_private_key_block_is_dropped_whole() {
         let log = b"before\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1234\nabcdefSECRETBODY\n-----END RSA PRIVATE KEY-----\nafter\n";
         let p = prepare(&ruleset(), &log[..], "k.log", Meta::default(), None).expect("accepted");
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&p.report.log_gz[..])
-            .read_to_string(&mut text)
-            .expect("gzip");
+        let text = stored_log(&p);
         assert_eq!(text, "before\n[REDACTED:private_key]\nafter\n");
     }
 
@@ -490,10 +493,7 @@ mod tests {
                 None,
             )
             .expect("accepted");
-            let mut text = String::new();
-            flate2::read::GzDecoder::new(&p.report.log_gz[..])
-                .read_to_string(&mut text)
-                .expect("gzip");
+            let text = stored_log(&p);
             assert!(!text.contains(secret), "a secret survived (step {step})");
             let expected: String = log
                 .split_inclusive('\n')
@@ -517,10 +517,7 @@ mod tests {
         let log = format!("{pad}{secret} tail\nRuntimeError: CUDA error: out of memory\n");
         let p =
             prepare(&ruleset(), log.as_bytes(), "l.log", Meta::default(), None).expect("accepted");
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&p.report.log_gz[..])
-            .read_to_string(&mut text)
-            .expect("gzip");
+        let text = stored_log(&p);
         assert!(!text.contains(secret), "the token survived the cut");
         assert_eq!(
             text.len(),
@@ -552,10 +549,7 @@ mod tests {
             );
             let p = prepare(&ruleset(), log.as_bytes(), "l.log", Meta::default(), None)
                 .expect("accepted");
-            let mut text = String::new();
-            flate2::read::GzDecoder::new(&p.report.log_gz[..])
-                .read_to_string(&mut text)
-                .expect("gzip");
+            let text = stored_log(&p);
             assert!(!text.contains(secret), "{keyword}{secret} survived the cut");
         }
     }
@@ -565,10 +559,7 @@ mod tests {
         let log = b"config check: -----BEGIN PRIVATE KEY----- marker missing\nRuntimeError: CUDA error: out of memory\n";
         let p = prepare(&ruleset(), &log[..], "k.log", Meta::default(), None).expect("accepted");
         assert_eq!(p.report.category, "out_of_memory");
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(&p.report.log_gz[..])
-            .read_to_string(&mut text)
-            .expect("gzip");
+        let text = stored_log(&p);
         assert_eq!(
             text,
             "[REDACTED:private_key]\nRuntimeError: CUDA error: out of memory\n"
