@@ -66,6 +66,12 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT", default_value_t = 128)]
     pub max_in_flight: usize,
 
+    /// Seconds a connection may take to send a request's headers, and to start the next
+    /// request on a kept-alive connection; then it is closed (half-open clients hold nothing).
+    #[arg(long = "header-read-timeout-secs", env = "GPU_TRIAGE_HEADER_READ_TIMEOUT_SECS",
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub header_read_timeout_secs: u64,
+
     /// A labelled corpus (labels.csv + cases/*.log) that rule previews measure accuracy on.
     #[arg(long, env = "GPU_TRIAGE_EVAL_CORPUS", value_name = "DIR")]
     pub eval_corpus: Option<PathBuf>,

@@ -79,10 +79,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     state.ruleset.set_corpus(args.eval_corpus.clone());
     let rules_watch = start_team_rules(db.clone(), state.ruleset.clone());
     let app = web::router(state);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("serving HTTP")?;
+    let connections = web::server::ConnectionLimits {
+        header_read_timeout: std::time::Duration::from_secs(args.header_read_timeout_secs),
+    };
+    web::server::serve(listener, app, connections, shutdown_signal()).await;
 
     tracing::info!("shutting down");
     migrations.abort();

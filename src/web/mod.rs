@@ -9,6 +9,7 @@ mod health;
 mod html;
 pub mod limits;
 pub mod metrics;
+pub mod server;
 
 use std::sync::Arc;
 

@@ -183,3 +183,62 @@ fn missing_postgresql_binaries_give_one_clear_error() {
     assert!(stderr.contains("DATABASE_URL"), "{stderr}");
     assert!(stderr.contains("/nonexistent/pg/bin"), "{stderr}");
 }
+
+/// Issue 16 item 6 (SECURITY.md item 12): a client that never finishes its headers, or opens a
+/// connection and sends nothing, is disconnected after the header-read timeout, while other
+/// clients are served.
+#[test]
+fn half_open_connections_are_closed_after_the_header_read_timeout() {
+    use std::io::{Read, Write};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (db, options) = rt.block_on(crate::support::fresh_db());
+    rt.block_on(db.close());
+    let name = options.get_database().unwrap().to_string();
+    let port = free_port();
+    let server = binary()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--header-read-timeout-secs", "1"])
+        .env("DATABASE_URL", database_url(&name))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = crate::support::KillOnDrop(server);
+    assert!(wait_for_status(port, "/readyz", 200, 60), "ready");
+    let open = |bytes: &[u8]| {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(bytes).unwrap();
+        // Long enough that only the server's timeout, not this one, can end the read.
+        s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+            .unwrap();
+        s
+    };
+    let mut partial = open(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n");
+    let mut silent = open(b"");
+    // Meanwhile another client is served.
+    assert_eq!(
+        crate::support::http_get(port, "/healthz").map(|(s, _)| s),
+        Some(200)
+    );
+    for (what, stream) in [("partial headers", &mut partial), ("no bytes", &mut silent)] {
+        let started = std::time::Instant::now();
+        let mut buf = Vec::new();
+        let read = stream.read_to_end(&mut buf);
+        // Closed by the server (EOF, or a reset after hyper's 408), not by our read timeout.
+        let closed = match &read {
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        };
+        assert!(closed, "{what}: {read:?} after {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "{what}: closed only after {:?}",
+            started.elapsed()
+        );
+        let text = String::from_utf8_lossy(&buf);
+        assert!(
+            text.is_empty() || text.starts_with("HTTP/1.1 408"),
+            "{what}: {text}"
+        );
+    }
+}

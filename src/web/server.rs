@@ -1,0 +1,67 @@
+//! The HTTP/1 accept loop (SECURITY.md item 12). `axum::serve` gives no way to time out a
+//! connection that never finishes its headers, so half-open or idle clients could hold sockets
+//! (and file descriptors) forever. Here every connection is served by hyper with its timer set:
+//! a request's headers must arrive within the header-read timeout, which also bounds how long a
+//! kept-alive connection may sit idle before its next request. Shutdown stops accepting, lets
+//! requests in progress finish (bounded by [`DRAIN`]), and closes idle connections.
+
+use std::future::Future;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+
+/// How long shutdown waits for requests in progress.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// Connection-level limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Time allowed for a request's headers, and for an idle kept-alive connection's next one.
+    pub header_read_timeout: Duration,
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    app: axum::Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .serve_connection(TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("requests still running after {DRAIN:?}; stopping anyway");
+    }
+}
