@@ -72,6 +72,20 @@ pub struct ServeArgs {
           default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub header_read_timeout_secs: u64,
 
+    /// Bytes per second a request body must average over each body window (0: no check);
+    /// a slower upload gets 408 and gives its slot back.
+    #[arg(
+        long = "body-min-rate",
+        env = "GPU_TRIAGE_BODY_MIN_RATE",
+        default_value_t = 1024
+    )]
+    pub body_min_rate: u64,
+
+    /// The window, in seconds, over which `--body-min-rate` is measured.
+    #[arg(long = "body-window-secs", env = "GPU_TRIAGE_BODY_WINDOW_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_window_secs: u64,
+
     /// A labelled corpus (labels.csv + cases/*.log) that rule previews measure accuracy on.
     #[arg(long, env = "GPU_TRIAGE_EVAL_CORPUS", value_name = "DIR")]
     pub eval_corpus: Option<PathBuf>,

@@ -60,6 +60,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     state.jobs = args.jobs.settings();
     state.await_team_rules = true;
     state.limits.upload.max_log_bytes = args.max_log_bytes;
+    state.limits.body_rate = web::limits::BodyRate {
+        window: std::time::Duration::from_secs(args.body_window_secs),
+        min_bytes_per_sec: args.body_min_rate,
+    };
     let reaper = {
         let metrics = state.metrics.clone();
         tokio::spawn(crate::repro::run_reaper(

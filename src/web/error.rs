@@ -29,6 +29,9 @@ pub enum AppError {
     /// 405: the path exists, the method does not.
     #[error("method not allowed on this path")]
     MethodNotAllowed,
+    /// 408: the request body arrived too slowly (SECURITY.md item 12).
+    #[error("{0}")]
+    BodyTooSlow(String),
     /// 409: a conflict with the current state (a lost lease).
     #[error("{1}")]
     Conflict(&'static str, String),
@@ -94,6 +97,7 @@ impl AppError {
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             AppError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            AppError::BodyTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, "body_too_slow"),
             AppError::Conflict(code, _) => (StatusCode::CONFLICT, code),
             AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             AppError::UnsupportedMediaType(_) => {

@@ -4,6 +4,7 @@
 //! stream so that every cap downstream counts decoded bytes.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io::Write;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -174,6 +175,135 @@ pub async fn decode_request_body(req: Request, next: Next) -> Response {
                 PageError(err).into_response()
             }
         }
+    }
+}
+
+/// The least a request body must deliver (SECURITY.md item 12): at least `min_bytes_per_sec`
+/// on average over every `window`, so an upload that stalls or drips a byte at a time gives its
+/// in-flight slot back after one window instead of holding it for as long as the client likes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyRate {
+    /// The span over which the rate is measured; a body silent for this long fails.
+    pub window: std::time::Duration,
+    /// Bytes per second the body must average over each window (0 turns the check off).
+    pub min_bytes_per_sec: u64,
+}
+
+impl Default for BodyRate {
+    fn default() -> Self {
+        BodyRate {
+            window: std::time::Duration::from_secs(30),
+            min_bytes_per_sec: 1024,
+        }
+    }
+}
+
+/// The error a too-slow body ends with; handlers find it in their body error's source chain.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body arrived too slowly: {got} bytes in {window:?}, at least {need} needed")]
+pub struct BodyTooSlow {
+    got: u64,
+    need: u64,
+    window: std::time::Duration,
+}
+
+impl BodyTooSlow {
+    /// Whether `err` (or anything in its source chain) is a [`BodyTooSlow`].
+    pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a BodyTooSlow> {
+        let mut cur = Some(err);
+        while let Some(e) = cur {
+            if let Some(slow) = e.downcast_ref::<BodyTooSlow>() {
+                return Some(slow);
+            }
+            cur = e.source();
+        }
+        None
+    }
+}
+
+/// Middleware: request bodies must keep up [`BodyRate`] (only requests that have a body).
+pub async fn pace_request_body(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let rate = state.limits.body_rate;
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if rate.min_bytes_per_sec == 0 || !has_body {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let body = Body::new(PacedBody {
+        inner: body,
+        need: rate
+            .min_bytes_per_sec
+            .saturating_mul(rate.window.as_secs().max(1)),
+        window: rate.window,
+        got: 0,
+        timer: Box::pin(tokio::time::sleep(rate.window)),
+    });
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// A request body that fails with [`BodyTooSlow`] when a window passes with too few bytes.
+struct PacedBody {
+    inner: Body,
+    need: u64,
+    window: std::time::Duration,
+    /// Bytes received in the current window.
+    got: u64,
+    /// The end of the current window.
+    timer: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl HttpBody for PacedBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        let this = &mut *self;
+        loop {
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Some(data) = frame.data_ref() {
+                        this.got += data.len() as u64;
+                    }
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Poll::Ready(other) => return Poll::Ready(other.map(|r| r.map_err(Into::into))),
+                Poll::Pending => {}
+            }
+            // Nothing to hand on: judge the window when it ends, then start the next one.
+            if this.timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if this.got < this.need {
+                let err = BodyTooSlow {
+                    got: this.got,
+                    need: this.need,
+                    window: this.window,
+                };
+                return Poll::Ready(Some(Err(Box::new(err))));
+            }
+            this.got = 0;
+            let next = tokio::time::Instant::now() + this.window;
+            this.timer.as_mut().reset(next);
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 

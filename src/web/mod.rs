@@ -63,6 +63,8 @@ pub struct ApiLimits {
     pub upload: Limits,
     /// Largest body `POST /api/v1/classify` accepts.
     pub max_classify_bytes: usize,
+    /// The least rate request bodies must keep.
+    pub body_rate: limits::BodyRate,
 }
 
 impl std::ops::Deref for ApiLimits {
@@ -77,6 +79,7 @@ impl Default for ApiLimits {
         ApiLimits {
             upload: Limits::default(),
             max_classify_bytes: 16 << 20,
+            body_rate: limits::BodyRate::default(),
         }
     }
 }
@@ -146,6 +149,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn(limits::decode_request_body))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            limits::pace_request_body,
+        ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             limits::shed_load,

@@ -242,3 +242,62 @@ fn half_open_connections_are_closed_after_the_header_read_timeout() {
         );
     }
 }
+
+/// Issue 16 item 1 (SECURITY.md item 12): an upload whose body stalls gets 408 after one body
+/// window and gives its slot back; other requests are served meanwhile.
+#[test]
+fn a_stalled_upload_body_gets_408_after_one_window() {
+    use std::io::{Read, Write};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (db, options) = rt.block_on(crate::support::fresh_db());
+    rt.block_on(db.close());
+    let url = database_url(options.get_database().unwrap());
+    let token = crate::support::create_token(&url, "ingest", "ci");
+    let port = free_port();
+    let server = binary()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--body-window-secs", "1", "--body-min-rate", "1024"])
+        .env("DATABASE_URL", &url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _server = crate::support::KillOnDrop(server);
+    assert!(wait_for_status(port, "/readyz", 200, 60), "ready");
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let boundary = "slow-boundary";
+    let start = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"a.log\"\r\n\r\nRuntimeError: CUDA error: out of memory\n"
+    );
+    write!(
+        stream,
+        "POST /api/v1/reports HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+         Content-Type: multipart/form-data; boundary={boundary}\r\nContent-Length: 100000\r\n\r\n{start}"
+    )
+    .unwrap();
+    // The body now stalls; another client is served meanwhile.
+    assert_eq!(
+        crate::support::http_get(port, "/healthz").map(|(s, _)| s),
+        Some(200)
+    );
+    let started = std::time::Instant::now();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("body_too_slow") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_too_slow"), "{answer}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -286,6 +286,9 @@ pub(crate) async fn read_small(
 }
 
 pub(crate) fn multipart_error(e: axum::extract::multipart::MultipartError) -> AppError {
+    if let Some(slow) = crate::web::limits::BodyTooSlow::find(&e) {
+        return AppError::BodyTooSlow(slow.to_string());
+    }
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         AppError::TooLarge(e.body_text())
     } else {
