@@ -55,10 +55,19 @@ pub fn merge(builtin: &RuleFile, team: &[TeamEntry]) -> RuleFile {
     for rule in &builtin.rule {
         match team.iter().find(|e| e.id == rule.id) {
             Some(e) if !e.enabled => {}
+            // An override keeps what the message is, which the portal form does not carry:
+            // where it comes from (unless the team names a source) and whether it is another
+            // process's consequence.
             Some(TeamEntry {
                 spec: Some(spec), ..
             }) => file.rule.push(RuleSpec {
                 id: rule.id.clone(),
+                source: if spec.source.is_empty() {
+                    rule.source.clone()
+                } else {
+                    spec.source.clone()
+                },
+                consequence: spec.consequence || rule.consequence,
                 ..spec.clone()
             }),
             _ => file.rule.push(rule.clone()),
@@ -328,6 +337,37 @@ mod tests {
         assert_eq!(rs.rule_count(), builtin.rule.len() - 1);
         let c = rs.classify_bytes("-", log);
         assert!(c.findings.iter().all(|f| f.rule != id), "{:?}", c.findings);
+    }
+
+    #[test]
+    fn an_override_from_a_form_keeps_the_builtin_source_and_consequence() {
+        let builtin = builtin_file().expect("builtin parses");
+        let original = builtin
+            .rule
+            .iter()
+            .find(|r| r.consequence)
+            .expect("a consequence rule")
+            .clone();
+        // What the portal form writes: no source, no consequence flag.
+        let from_form = TeamEntry {
+            id: original.id.clone(),
+            spec: Some(RuleSpec {
+                title: "Our cluster's collective timeout".into(),
+                source: String::new(),
+                consequence: false,
+                ..original.clone()
+            }),
+            enabled: true,
+        };
+        let merged = merge(&builtin, &[from_form]);
+        let rule = merged
+            .rule
+            .iter()
+            .find(|r| r.id == original.id)
+            .expect("kept");
+        assert_eq!(rule.title, "Our cluster's collective timeout");
+        assert_eq!(rule.source, original.source);
+        assert!(rule.consequence);
     }
 
     #[test]
