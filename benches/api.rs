@@ -420,9 +420,11 @@ async fn seed_reports(data: &Path, url: Option<&str>, n: u64) -> anyhow::Result<
                             _ => format!("ValueError: bad batch {i}"),
                         }
                     );
-                    let meta = gpu_triage::report::Meta { project: format!("proj{}", i % 50), ..Default::default() };
-                    let prepared = gpu_triage::report::prepare(&rules, log.as_bytes(), "seed.log", meta, None)?;
-                    gpu_triage::storage::reports::insert_report(&db, &prepared.report, None).await?;
+                    let meta = gpu_triage::app::upload::Meta { project: format!("proj{}", i % 50), ..Default::default() };
+                    let prepared = gpu_triage::app::upload::prepare(&rules, log.as_bytes(), "seed.log", meta, None)?;
+                    let mut tx = db.pool().begin().await?;
+                    gpu_triage::storage::reports::insert_report(&mut tx, &prepared, None).await?;
+                    tx.commit().await?;
                     i += 8;
                 }
                 anyhow::Ok(())

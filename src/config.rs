@@ -126,12 +126,12 @@ pub struct JobArgs {
 
 impl JobArgs {
     /// The queue settings these flags give.
-    pub fn settings(&self) -> crate::repro::JobSettings {
-        crate::repro::JobSettings {
+    pub fn settings(&self) -> crate::app::reproduce::JobSettings {
+        crate::app::reproduce::JobSettings {
             lease_secs: self.lease_secs,
             timeout_secs: self.timeout_secs,
             reaper_interval: std::time::Duration::from_secs(self.reaper_secs),
-            ..crate::repro::JobSettings::default()
+            ..crate::app::reproduce::JobSettings::default()
         }
     }
 }

@@ -3,15 +3,14 @@
 //! Layers (DESIGN.md section 1): `web`/`cli` → `ingest` → `rules` → `storage`. `ingest` and
 //! `rules` are pure; all SQL lives in `storage`.
 
+pub mod api_types;
+pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod ingest;
-pub mod report;
-pub mod repro;
 pub mod rules;
 pub mod storage;
-pub mod team_rules;
 pub mod web;
 pub mod worker;

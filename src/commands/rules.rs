@@ -6,10 +6,10 @@
 use anyhow::Context;
 
 use super::BadInput;
+use crate::app::team_rules::{self, RulesetHandle, TeamRulesError};
 use crate::cli::RulesCommand;
 use crate::commands::db::with_database;
 use crate::rules::Ruleset;
-use crate::team_rules::{self, RulesetHandle, TeamRulesError};
 
 /// Runs `rules ...`.
 pub fn run(cmd: RulesCommand) -> anyhow::Result<()> {

@@ -57,7 +57,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         max_in_flight: args.max_in_flight,
     };
     let mut state = AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load);
-    state.jobs = args.jobs.settings();
+    state.queue.settings = args.jobs.settings();
     state.await_team_rules = true;
     state.limits.upload.max_log_bytes = args.max_log_bytes;
     state.limits.body_rate = web::limits::BodyRate {
@@ -66,16 +66,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let reaper = {
         let metrics = state.metrics.clone();
-        tokio::spawn(crate::repro::run_reaper(
+        tokio::spawn(crate::app::reproduce::run_reaper(
             db.clone(),
-            state.jobs.reaper_interval,
+            state.queue.settings.reaper_interval,
             move |reaped| {
                 for r in reaped {
-                    metrics.job_event(if r.state == "dead" {
-                        web::metrics::JobEvent::Dead
-                    } else {
-                        web::metrics::JobEvent::Requeued
-                    });
+                    metrics.job_event(web::metrics::JobEvent::reaped(r.state));
                 }
             },
         ))
@@ -106,13 +102,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// (notifications from other replicas, periodic version check).
 fn start_team_rules(
     db: storage::Db,
-    handle: crate::team_rules::RulesetHandle,
+    handle: crate::app::team_rules::RulesetHandle,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut delay = std::time::Duration::from_millis(250);
         loop {
             if db.ping().await.is_ok() {
-                match crate::team_rules::reload(&db, &handle).await {
+                match crate::app::team_rules::reload(&db, &handle).await {
                     Ok(version) => {
                         tracing::info!(version, "team rules loaded");
                         break;
@@ -125,7 +121,7 @@ fn start_team_rules(
             }
             tokio::time::sleep(delay).await;
         }
-        crate::team_rules::watch_loop(db, handle).await;
+        crate::app::team_rules::watch_loop(db, handle).await;
     })
 }
 

@@ -26,10 +26,14 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
             }
             let secret = auth::generate().context("reading the system's random source")?;
             let record = with_database(&database, async |db| {
-                Ok(
-                    tokens::insert_token(db, name.trim(), &scopes, &secret.prefix, &secret.hash)
-                        .await?,
+                Ok(tokens::insert_token(
+                    db.pool(),
+                    name.trim(),
+                    &scopes,
+                    &secret.prefix,
+                    &secret.hash,
                 )
+                .await?)
             })
             .await?;
             eprintln!(
@@ -41,8 +45,10 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
             println!("{}", secret.token);
         }
         TokenCommand::List { database } => {
-            let all =
-                with_database(&database, async |db| Ok(tokens::list_tokens(db).await?)).await?;
+            let all = with_database(&database, async |db| {
+                Ok(tokens::list_tokens(db.pool()).await?)
+            })
+            .await?;
             println!(
                 "{:>5}  {:<14} {:<22} {:<20} {:<20} name",
                 "id", "prefix", "scopes", "created", "last used"
@@ -66,7 +72,7 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
         }
         TokenCommand::Revoke { token, database } => {
             let revoked = with_database(&database, async |db| {
-                Ok(tokens::revoke_token(db, &token).await?)
+                Ok(tokens::revoke_token(db.pool(), &token).await?)
             })
             .await?;
             if revoked.is_empty() {

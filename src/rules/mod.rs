@@ -152,6 +152,33 @@ pub enum Confidence {
     Low,
 }
 
+impl Confidence {
+    /// The snake_case name used in JSON and the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Confidence::High => "high",
+            Confidence::Medium => "medium",
+            Confidence::Low => "low",
+        }
+    }
+}
+
+impl std::fmt::Display for Confidence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Confidence {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Confidence::High, Confidence::Medium, Confidence::Low]
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| format!("unknown confidence {s:?}"))
+    }
+}
+
 /// Whether a finding is the root cause or a consequence of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

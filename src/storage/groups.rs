@@ -2,8 +2,9 @@
 
 use sqlx::Row;
 
+use super::DbError;
 use super::reports::rfc3339;
-use super::{Db, DbError};
+use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A group of reports that share a root cause.
 #[derive(Clone, Debug)]
@@ -18,17 +19,8 @@ pub struct Group {
     pub last_seen: String,
 }
 
-/// A recorded fix.
-#[derive(Clone, Debug)]
-pub struct Fix {
-    pub id: i64,
-    pub group_id: i64,
-    pub summary: String,
-    pub details: String,
-    pub link: String,
-    pub author: String,
-    pub created_at: String,
-}
+/// A recorded fix: the same shape in storage and on the wire.
+pub use crate::api_types::Fix;
 
 /// A fix to record.
 #[derive(Clone, Debug)]
@@ -68,18 +60,18 @@ fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
 }
 
 /// The group with this id.
-pub async fn get_group(db: &Db, id: i64) -> Result<Option<Group>, DbError> {
+pub async fn get_group(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Group>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS} FROM groups g {GROUP_STATS} WHERE g.id = $1"
     )))
     .bind(id)
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
     row.as_ref().map(group_from_row).transpose()
 }
 
 /// Groups seen most recently first.
-pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, DbError> {
+pub async fn recent_groups(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Group>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS} FROM ( \
              SELECT g.* FROM groups g ORDER BY g.last_seen DESC, g.id DESC LIMIT $1) g \
@@ -87,7 +79,7 @@ pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, DbError> {
          ORDER BY coalesce(s.last_seen, g.first_seen) DESC, g.id DESC"
     )))
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(group_from_row).collect()
 }
@@ -111,18 +103,22 @@ fn fix_from_row(row: &sqlx::postgres::PgRow) -> Result<Fix, DbError> {
 }
 
 /// The fixes recorded for a group, newest first.
-pub async fn group_fixes(db: &Db, group_id: i64) -> Result<Vec<Fix>, DbError> {
+pub async fn group_fixes(ex: impl PgExecutor<'_>, group_id: i64) -> Result<Vec<Fix>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {FIX_COLUMNS} FROM fixes WHERE group_id = $1 ORDER BY created_at DESC, id DESC"
     )))
     .bind(group_id)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(fix_from_row).collect()
 }
 
 /// Records a fix; `None` when the group does not exist.
-pub async fn insert_fix(db: &Db, group_id: i64, fix: &NewFix) -> Result<Option<Fix>, DbError> {
+pub async fn insert_fix(
+    ex: impl PgExecutor<'_>,
+    group_id: i64,
+    fix: &NewFix,
+) -> Result<Option<Fix>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "INSERT INTO fixes (group_id, summary, details, link, author) \
          SELECT id, $2, $3, $4, $5 FROM groups WHERE id = $1 \
@@ -133,7 +129,7 @@ pub async fn insert_fix(db: &Db, group_id: i64, fix: &NewFix) -> Result<Option<F
     .bind(&fix.details)
     .bind(&fix.link)
     .bind(&fix.author)
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
     row.as_ref().map(fix_from_row).transpose()
 }
@@ -141,10 +137,11 @@ pub async fn insert_fix(db: &Db, group_id: i64, fix: &NewFix) -> Result<Option<F
 /// Reports per UTC day over the last `days` days for each of `group_ids`:
 /// (group id, `YYYY-MM-DD`, count), plus today's date as the database sees it.
 pub async fn group_trends(
-    db: &Db,
+    conn: impl Acquire<'_, Database = Postgres>,
     group_ids: &[i64],
     days: i32,
 ) -> Result<(Vec<(i64, String, i64)>, String), DbError> {
+    let mut conn = conn.acquire().await?;
     let rows: Vec<(i64, String, i64)> = sqlx::query_as(
         "SELECT group_id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*) \
          FROM reports WHERE group_id = ANY($1) AND created_at > now() - make_interval(days => $2) \
@@ -152,11 +149,11 @@ pub async fn group_trends(
     )
     .bind(group_ids)
     .bind(days)
-    .fetch_all(db.pool())
+    .fetch_all(&mut *conn)
     .await?;
     let today: String =
         sqlx::query_scalar("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')")
-            .fetch_one(db.pool())
+            .fetch_one(&mut *conn)
             .await?;
     Ok((rows, today))
 }

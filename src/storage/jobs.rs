@@ -1,16 +1,20 @@
-//! The reproduction queue (DESIGN.md section 7, SECURITY.md item 11): claim with
-//! `FOR UPDATE SKIP LOCKED`, leases with a random token and an expiry that heartbeats extend, a
-//! reaper that requeues expired leases and buries a job after `max_attempts`, results recorded
-//! exactly once per lease, and manual re-queue. Reads for the report page and API are in
-//! [`super::reproductions`].
+//! The reproduction queue's statements (DESIGN.md section 7, SECURITY.md item 11): claim with
+//! `FOR UPDATE SKIP LOCKED`, leases with a random token and an expiry that heartbeats extend,
+//! the reaper's requeue of expired leases, and the rows a result, a failed attempt or a manual
+//! re-queue writes. What a result means (stale lease, replay, dead after `max_attempts`) is
+//! decided in `app::reproduce`, which composes these in one transaction. Reads for the report
+//! page and API are in [`super::reproductions`].
 //!
 //! Every finished attempt (result, worker error, expired lease) is a `job_attempts` row keyed by
 //! its lease token, so a worker retrying a result post after a lost response is answered from
 //! that row instead of applying the result twice.
 
-use sqlx::Row;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::{Db, DbError};
+use super::DbError;
+use crate::api_types::{JobState, Sandbox};
+use crate::rules::Classification;
 
 /// A job handed to a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,8 +22,8 @@ pub struct Claimed {
     pub job_id: i64,
     pub report_id: i64,
     /// 1 for the first attempt.
-    pub attempt: i32,
-    pub max_attempts: i32,
+    pub attempt: u32,
+    pub max_attempts: u32,
     /// The lease's secret: heartbeats and the result must carry it.
     pub lease_token: String,
     /// The report's minimal reproduction script.
@@ -27,17 +31,59 @@ pub struct Claimed {
 }
 
 /// A job whose lease the reaper took back.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reaped {
     pub job_id: i64,
-    /// `queued` (another attempt) or `dead` (out of attempts).
-    pub state: String,
+    /// `Queued` (another attempt) or `Dead` (out of attempts).
+    pub state: JobState,
+}
+
+/// How an attempt ended, as `job_attempts.outcome` stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// The worker posted a result.
+    Result,
+    /// The worker reported that the run could not happen.
+    Error,
+    /// The lease expired.
+    Expired,
+}
+
+impl AttemptOutcome {
+    /// The column's spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptOutcome::Result => "result",
+            AttemptOutcome::Error => "error",
+            AttemptOutcome::Expired => "expired",
+        }
+    }
+
+    /// The outcome spelled `s`.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<AttemptOutcome> {
+        [
+            AttemptOutcome::Result,
+            AttemptOutcome::Error,
+            AttemptOutcome::Expired,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Requeues every job whose lease has expired, or marks it `dead` with its reason when it has
 /// used all its attempts; each expired lease is recorded as a finished attempt. Jobs another
-/// transaction is touching are left for the next pass.
-pub async fn reap_expired(db: &Db) -> Result<Vec<Reaped>, DbError> {
+/// transaction is touching are left for the next pass. One statement, so it needs no
+/// transaction of its caller's.
+pub async fn reap_expired(ex: impl PgExecutor<'_>) -> Result<Vec<Reaped>, DbError> {
     let rows = sqlx::query(
         "WITH expired AS ( \
              SELECT id, attempts, max_attempts, lease_token, worker FROM jobs \
@@ -59,7 +105,7 @@ pub async fn reap_expired(db: &Db) -> Result<Vec<Reaped>, DbError> {
          FROM expired e WHERE j.id = e.id \
          RETURNING j.id, j.state",
     )
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter()
         .map(|r| {
@@ -74,7 +120,11 @@ pub async fn reap_expired(db: &Db) -> Result<Vec<Reaped>, DbError> {
 /// Claims the oldest queued job for `worker` with a fresh lease of `lease_secs`, or `None` when
 /// nothing is queued. Concurrent claimers skip each other's locked rows, so each job goes to
 /// exactly one of them.
-pub async fn claim(db: &Db, worker: &str, lease_secs: u32) -> Result<Option<Claimed>, DbError> {
+pub async fn claim(
+    ex: impl PgExecutor<'_>,
+    worker: &str,
+    lease_secs: u32,
+) -> Result<Option<Claimed>, DbError> {
     let row = sqlx::query(
         "WITH next AS ( \
              SELECT j.id FROM jobs j \
@@ -90,7 +140,7 @@ pub async fn claim(db: &Db, worker: &str, lease_secs: u32) -> Result<Option<Clai
     )
     .bind(worker)
     .bind(f64::from(lease_secs))
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
     let Some(row) = row else {
         return Ok(None);
@@ -98,8 +148,8 @@ pub async fn claim(db: &Db, worker: &str, lease_secs: u32) -> Result<Option<Clai
     Ok(Some(Claimed {
         job_id: row.try_get("id")?,
         report_id: row.try_get("report_id")?,
-        attempt: row.try_get("attempts")?,
-        max_attempts: row.try_get("max_attempts")?,
+        attempt: count(row.try_get("attempts")?),
+        max_attempts: count(row.try_get("max_attempts")?),
         lease_token: row.try_get("token")?,
         script: row
             .try_get::<Option<String>, _>("script")?
@@ -107,25 +157,20 @@ pub async fn claim(db: &Db, worker: &str, lease_secs: u32) -> Result<Option<Clai
     }))
 }
 
-/// What a heartbeat did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Heartbeat {
-    /// The lease now runs `lease_secs` from now.
-    Extended,
-    /// The lease is not this token's any more (expired, reaped, reassigned, or never was).
-    Lost,
-    /// No such job.
-    UnknownJob,
+/// An attempt counter from its `int4` column (never negative: a CHECK keeps it so).
+fn count(n: i32) -> u32 {
+    u32::try_from(n).unwrap_or(0)
 }
 
-/// Extends a live lease by `lease_secs` from now. An expired lease is lost even before the
-/// reaper has taken it back: the worker must stop.
-pub async fn heartbeat(
-    db: &Db,
+/// Extends a live lease by `lease_secs` from now; false when the lease is not this token's
+/// (expired, even before the reaper took it back, reassigned, or never was) or the job is
+/// unknown.
+pub async fn extend_lease(
+    ex: impl PgExecutor<'_>,
     job_id: i64,
     lease_token: &str,
     lease_secs: u32,
-) -> Result<Heartbeat, DbError> {
+) -> Result<bool, DbError> {
     let row = sqlx::query(
         "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now() \
          WHERE id = $1 AND state = 'running' AND lease_token::text = $2 \
@@ -135,357 +180,254 @@ pub async fn heartbeat(
     .bind(job_id)
     .bind(lease_token)
     .bind(f64::from(lease_secs))
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
-    if row.is_some() {
-        return Ok(Heartbeat::Extended);
-    }
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)")
-        .bind(job_id)
-        .fetch_one(db.pool())
-        .await?;
-    Ok(if exists {
-        Heartbeat::Lost
-    } else {
-        Heartbeat::UnknownJob
+    Ok(row.is_some())
+}
+
+/// Whether job `job_id` exists.
+pub async fn job_exists(ex: impl PgExecutor<'_>, job_id: i64) -> Result<bool, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)")
+            .bind(job_id)
+            .fetch_one(ex)
+            .await?,
+    )
+}
+
+/// The job row as a result post sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockedJob {
+    pub report_id: i64,
+    pub state: JobState,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// The lease token while the lease is live.
+    pub live_token: Option<String>,
+    /// The worker that claimed the job.
+    pub worker: String,
+}
+
+/// Locks job `job_id` (`FOR UPDATE`) until the caller's transaction ends.
+pub async fn lock_job(conn: &mut PgConnection, job_id: i64) -> Result<Option<LockedJob>, DbError> {
+    let row = sqlx::query(
+        "SELECT report_id, state, attempts, max_attempts, worker, \
+             CASE WHEN lease_expires_at > now() THEN lease_token::text END AS live_token \
+         FROM jobs WHERE id = $1 FOR UPDATE",
+    )
+    .bind(job_id)
+    .fetch_optional(conn)
+    .await?;
+    row.map(|job| {
+        Ok(LockedJob {
+            report_id: job.try_get("report_id")?,
+            state: job.try_get("state")?,
+            attempts: count(job.try_get("attempts")?),
+            max_attempts: count(job.try_get("max_attempts")?),
+            live_token: job.try_get("live_token")?,
+            worker: job.try_get("worker")?,
+        })
     })
+    .transpose()
+}
+
+/// An attempt already recorded under a lease token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EarlierAttempt {
+    pub outcome: AttemptOutcome,
+    /// Digest of the request that recorded it (none for an expired lease).
+    pub request_sha256: Option<Vec<u8>>,
+}
+
+/// The attempt recorded for `lease_token` of job `job_id`, if any.
+pub async fn attempt_of_lease(
+    ex: impl PgExecutor<'_>,
+    job_id: i64,
+    lease_token: &str,
+) -> Result<Option<EarlierAttempt>, DbError> {
+    let row = sqlx::query(
+        "SELECT outcome, request_sha256 FROM job_attempts \
+         WHERE job_id = $1 AND lease_token::text = $2",
+    )
+    .bind(job_id)
+    .bind(lease_token)
+    .fetch_optional(ex)
+    .await?;
+    row.map(|r| {
+        let outcome: String = r.try_get("outcome")?;
+        Ok(EarlierAttempt {
+            outcome: AttemptOutcome::parse(&outcome)
+                .ok_or_else(|| DbError::Corrupt(format!("unknown attempt outcome {outcome:?}")))?,
+            request_sha256: r.try_get("request_sha256")?,
+        })
+    })
+    .transpose()
+}
+
+/// The reproduction stored for job `job_id`: its id and classification.
+pub async fn reproduction_of_job(
+    ex: impl PgExecutor<'_>,
+    job_id: i64,
+) -> Result<Option<(i64, Classification)>, DbError> {
+    let row = sqlx::query("SELECT id, classification FROM reproductions WHERE job_id = $1")
+        .bind(job_id)
+        .fetch_optional(ex)
+        .await?;
+    row.map(|r| {
+        let Json(c): Json<Classification> = r.try_get("classification")?;
+        Ok((r.try_get("id")?, c))
+    })
+    .transpose()
+}
+
+/// A finished attempt to record.
+#[derive(Clone, Debug)]
+pub struct NewAttempt<'a> {
+    pub job_id: i64,
+    pub attempt: u32,
+    pub lease_token: &'a str,
+    pub outcome: AttemptOutcome,
+    /// The worker's error, for `Error`.
+    pub error: &'a str,
+    pub worker: &'a str,
+    pub request_sha256: &'a [u8],
+}
+
+/// Records a finished attempt.
+pub async fn insert_attempt(ex: impl PgExecutor<'_>, a: &NewAttempt<'_>) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker, \
+             request_sha256) VALUES ($1, $2, $3::uuid, $4, $5, $6, $7)",
+    )
+    .bind(a.job_id)
+    .bind(i64::from(a.attempt))
+    .bind(a.lease_token)
+    .bind(a.outcome.as_str())
+    .bind(a.error)
+    .bind(a.worker)
+    .bind(a.request_sha256)
+    .execute(ex)
+    .await?;
+    Ok(())
 }
 
 /// A worker's result, secrets already scrubbed and the output classified.
 #[derive(Clone, Debug)]
 pub struct NewReproduction {
     pub job_id: i64,
-    pub lease_token: String,
-    /// SHA-256 of the result as received, to tell a retry from a different result.
-    pub request_sha256: Vec<u8>,
+    pub report_id: i64,
+    pub attempt: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
-    pub duration_ms: i64,
+    pub duration_ms: u64,
     pub stdout: String,
     pub stderr: String,
     pub truncated: bool,
     pub gpu: Option<serde_json::Value>,
     pub no_gpu: bool,
-    /// `bwrap` or `none`.
-    pub sandbox: String,
-    /// The worker's name; empty for the one that claimed the job.
+    pub sandbox: Sandbox,
     pub worker: String,
     /// DESIGN.md section 3, of the combined output.
-    pub classification: serde_json::Value,
+    pub classification: Classification,
 }
 
-/// A worker's report that the attempt could not run (sandbox failed to start, ...).
-#[derive(Clone, Debug)]
-pub struct FailedAttempt {
-    pub job_id: i64,
-    pub lease_token: String,
-    pub request_sha256: Vec<u8>,
-    pub error: String,
-    /// The worker's name; empty for the one that claimed the job.
-    pub worker: String,
-}
-
-/// The recorded outcome of one attempt.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Recorded {
-    pub job_id: i64,
-    pub report_id: i64,
-    /// The reproduction row, for a result (`None` for a worker-reported error).
-    pub reproduction_id: Option<i64>,
-    /// The job's state now: `done` after a result; `queued` or `dead` after an error.
-    pub state: String,
-    /// The reproduction's classification, for a result.
-    pub classification: Option<serde_json::Value>,
-}
-
-/// What posting a result (or an error) did.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Outcome {
-    /// Recorded now.
-    Recorded(Recorded),
-    /// This lease's attempt was already recorded with the same body: the stored outcome.
-    Replayed(Recorded),
-    /// The lease is stale (expired, reaped, reassigned, wrong token) or this lease already
-    /// recorded a different outcome; the text says which.
-    Stale(String),
-    /// No such job.
-    UnknownJob,
-}
-
-/// The job row as a result post sees it, locked.
-struct Locked {
-    report_id: i64,
-    state: String,
-    attempts: i32,
-    max_attempts: i32,
-    live_token: Option<String>,
-    /// The worker that claimed the job (used when the post does not name one).
-    worker: String,
-}
-
-/// Locks the job, answers replays and stale leases; `Ok(Err(outcome))` ends the post there.
-async fn lock_for_result(
-    tx: &mut sqlx::PgConnection,
-    job_id: i64,
-    lease_token: &str,
-    request_sha256: &[u8],
-) -> Result<Result<Locked, Outcome>, DbError> {
-    let Some(job) = sqlx::query(
-        "SELECT report_id, state, attempts, max_attempts, worker, \
-             CASE WHEN lease_expires_at > now() THEN lease_token::text END AS live_token \
-         FROM jobs WHERE id = $1 FOR UPDATE",
-    )
-    .bind(job_id)
-    .fetch_optional(&mut *tx)
-    .await?
-    else {
-        return Ok(Err(Outcome::UnknownJob));
-    };
-    let locked = Locked {
-        report_id: job.try_get("report_id")?,
-        state: job.try_get("state")?,
-        attempts: job.try_get("attempts")?,
-        max_attempts: job.try_get("max_attempts")?,
-        live_token: job.try_get("live_token")?,
-        worker: job.try_get("worker")?,
-    };
-    let earlier = sqlx::query(
-        "SELECT outcome, request_sha256 FROM job_attempts \
-         WHERE job_id = $1 AND lease_token::text = $2",
-    )
-    .bind(job_id)
-    .bind(lease_token)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some(earlier) = earlier {
-        let outcome: String = earlier.try_get("outcome")?;
-        let sha: Option<Vec<u8>> = earlier.try_get("request_sha256")?;
-        if outcome == "expired" {
-            return Ok(Err(Outcome::Stale(
-                "the lease expired before the result arrived; the job was requeued".into(),
-            )));
-        }
-        if sha.as_deref() != Some(request_sha256) {
-            return Ok(Err(Outcome::Stale(
-                "a different result was already recorded for this lease".into(),
-            )));
-        }
-        let repro = sqlx::query("SELECT id, classification FROM reproductions WHERE job_id = $1")
-            .bind(job_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let (reproduction_id, classification) = match (&repro, outcome.as_str()) {
-            (Some(r), "result") => (Some(r.try_get("id")?), Some(r.try_get("classification")?)),
-            _ => (None, None),
-        };
-        let state = if outcome == "result" {
-            "done".to_owned()
-        } else {
-            locked.state.clone()
-        };
-        return Ok(Err(Outcome::Replayed(Recorded {
-            job_id,
-            report_id: locked.report_id,
-            reproduction_id,
-            state,
-            classification,
-        })));
-    }
-    if locked.state != "running" || locked.live_token.as_deref() != Some(lease_token) {
-        return Ok(Err(Outcome::Stale(
-            "this lease is no longer valid (expired, reassigned, or a wrong token)".into(),
-        )));
-    }
-    Ok(Ok(locked))
-}
-
-/// Records a result: the reproduction row, the finished attempt, the job `done`, in one
-/// transaction. Exactly once per job: a replay of the same lease is answered from storage.
-pub async fn record_result(db: &Db, r: &NewReproduction) -> Result<Outcome, DbError> {
-    let mut tx = db.pool().begin().await?;
-    let locked = match lock_for_result(&mut tx, r.job_id, &r.lease_token, &r.request_sha256).await?
-    {
-        Ok(l) => l,
-        Err(outcome) => {
-            // Release the job's row lock now, not when the pool gets round to it.
-            tx.rollback().await?;
-            return Ok(outcome);
-        }
-    };
-    let worker = if r.worker.is_empty() {
-        &locked.worker
-    } else {
-        &r.worker
-    };
-    sqlx::query(
-        "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, worker, request_sha256) \
-         VALUES ($1, $2, $3::uuid, 'result', $4, $5)",
-    )
-    .bind(r.job_id)
-    .bind(locked.attempts)
-    .bind(&r.lease_token)
-    .bind(worker)
-    .bind(&r.request_sha256)
-    .execute(&mut *tx)
-    .await?;
-    let reproduction_id: i64 = sqlx::query_scalar(
+/// Stores a reproduction; returns its id.
+pub async fn insert_reproduction(
+    ex: impl PgExecutor<'_>,
+    r: &NewReproduction,
+) -> Result<i64, DbError> {
+    Ok(sqlx::query_scalar(
         "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
              duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
     )
     .bind(r.job_id)
-    .bind(locked.report_id)
-    .bind(locked.attempts)
+    .bind(r.report_id)
+    .bind(i64::from(r.attempt))
     .bind(r.exit_code)
     .bind(r.signal)
     .bind(r.timed_out)
-    .bind(r.duration_ms)
+    .bind(i64::try_from(r.duration_ms).unwrap_or(i64::MAX))
     .bind(&r.stdout)
     .bind(&r.stderr)
     .bind(r.truncated)
     .bind(&r.gpu)
     .bind(r.no_gpu)
-    .bind(&r.sandbox)
-    .bind(worker)
-    .bind(&r.classification)
-    .fetch_one(&mut *tx)
-    .await?;
+    .bind(r.sandbox.as_str())
+    .bind(&r.worker)
+    .bind(Json(&r.classification))
+    .fetch_one(ex)
+    .await?)
+}
+
+/// Ends the job's lease and sets its state, its last error and (for `Dead`) its reason.
+pub async fn finish_job(
+    ex: impl PgExecutor<'_>,
+    job_id: i64,
+    state: JobState,
+    last_error: &str,
+    dead_reason: &str,
+) -> Result<(), DbError> {
     sqlx::query(
-        "UPDATE jobs SET state = 'done', lease_token = NULL, lease_expires_at = NULL, \
-             last_error = '', updated_at = now() WHERE id = $1",
+        "UPDATE jobs SET state = $2, lease_token = NULL, lease_expires_at = NULL, \
+             last_error = $3, dead_reason = $4, updated_at = now() WHERE id = $1",
     )
-    .bind(r.job_id)
-    .execute(&mut *tx)
+    .bind(job_id)
+    .bind(state)
+    .bind(last_error)
+    .bind(dead_reason)
+    .execute(ex)
     .await?;
-    tx.commit().await?;
-    Ok(Outcome::Recorded(Recorded {
-        job_id: r.job_id,
-        report_id: locked.report_id,
-        reproduction_id: Some(reproduction_id),
-        state: "done".into(),
-        classification: Some(r.classification.clone()),
-    }))
+    Ok(())
 }
 
-/// Records a worker-reported failure as a failed attempt: the job is requeued, or `dead` with
-/// its reason when it has used all its attempts.
-pub async fn record_failure(db: &Db, f: &FailedAttempt) -> Result<Outcome, DbError> {
-    let mut tx = db.pool().begin().await?;
-    let locked = match lock_for_result(&mut tx, f.job_id, &f.lease_token, &f.request_sha256).await?
-    {
-        Ok(l) => l,
-        Err(outcome) => {
-            // Release the job's row lock now, not when the pool gets round to it.
-            tx.rollback().await?;
-            return Ok(outcome);
-        }
-    };
-    let worker = if f.worker.is_empty() {
-        &locked.worker
-    } else {
-        &f.worker
-    };
-    sqlx::query(
-        "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker, \
-             request_sha256) VALUES ($1, $2, $3::uuid, 'error', $4, $5, $6)",
-    )
-    .bind(f.job_id)
-    .bind(locked.attempts)
-    .bind(&f.lease_token)
-    .bind(&f.error)
-    .bind(worker)
-    .bind(&f.request_sha256)
-    .execute(&mut *tx)
-    .await?;
-    let dead = locked.attempts >= locked.max_attempts;
-    let dead_reason = if dead {
-        format!(
-            "gave up after {} of {} attempts; the last one failed on worker {}: {}",
-            locked.attempts, locked.max_attempts, worker, f.error
-        )
-    } else {
-        String::new()
-    };
-    let state: String = sqlx::query_scalar(
-        "UPDATE jobs SET state = CASE WHEN $2 THEN 'dead' ELSE 'queued' END, \
-             lease_token = NULL, lease_expires_at = NULL, last_error = $3, dead_reason = $4, \
-             updated_at = now() \
-         WHERE id = $1 RETURNING state",
-    )
-    .bind(f.job_id)
-    .bind(dead)
-    .bind(format!("worker {worker}: {}", f.error))
-    .bind(&dead_reason)
-    .fetch_one(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Outcome::Recorded(Recorded {
-        job_id: f.job_id,
-        report_id: locked.report_id,
-        reproduction_id: None,
-        state,
-        classification: None,
-    }))
-}
-
-/// What a manual re-queue did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Requeue {
-    /// A new job for the same report, queued.
-    Queued { job_id: i64, report_id: i64 },
-    /// The job is still queued or running: nothing to re-queue.
-    NotFinished { report_id: i64 },
-    /// Another job of the report is already queued or running.
-    AlreadyQueued { report_id: i64, job_id: i64 },
-    /// No such job.
-    UnknownJob,
-}
-
-/// Re-queues a `done` or `dead` job as a new job of the same report (the old one keeps its
-/// attempts, reason and reproduction as history). One pending job per report at most.
-pub async fn requeue(db: &Db, job_id: i64, by: &str) -> Result<Requeue, DbError> {
-    let mut tx = db.pool().begin().await?;
-    let Some(job) = sqlx::query("SELECT report_id, state FROM jobs WHERE id = $1")
+/// The report and state of job `job_id`.
+pub async fn job_report_and_state(
+    ex: impl PgExecutor<'_>,
+    job_id: i64,
+) -> Result<Option<(i64, JobState)>, DbError> {
+    let row = sqlx::query("SELECT report_id, state FROM jobs WHERE id = $1")
         .bind(job_id)
-        .fetch_optional(&mut *tx)
-        .await?
-    else {
-        tx.rollback().await?;
-        return Ok(Requeue::UnknownJob);
-    };
-    let report_id: i64 = job.try_get("report_id")?;
-    let state: String = job.try_get("state")?;
-    if state == "queued" || state == "running" {
-        tx.rollback().await?;
-        return Ok(Requeue::NotFinished { report_id });
-    }
-    // Serialises re-queues of one report, so two clicks give one new job.
+        .fetch_optional(ex)
+        .await?;
+    row.map(|r| Ok((r.try_get("report_id")?, r.try_get("state")?)))
+        .transpose()
+}
+
+/// Locks report `report_id`'s row until the caller's transaction ends (serialises re-queues and
+/// category changes of one report).
+pub async fn lock_report(conn: &mut PgConnection, report_id: i64) -> Result<(), DbError> {
     sqlx::query("SELECT id FROM reports WHERE id = $1 FOR UPDATE")
         .bind(report_id)
-        .execute(&mut *tx)
+        .execute(conn)
         .await?;
-    let pending: Option<i64> = sqlx::query_scalar(
+    Ok(())
+}
+
+/// A queued or running job of report `report_id`, if any.
+pub async fn pending_job(ex: impl PgExecutor<'_>, report_id: i64) -> Result<Option<i64>, DbError> {
+    Ok(sqlx::query_scalar(
         "SELECT id FROM jobs WHERE report_id = $1 AND state IN ('queued', 'running') LIMIT 1",
     )
     .bind(report_id)
-    .fetch_optional(&mut *tx)
-    .await?;
-    if let Some(job_id) = pending {
-        tx.rollback().await?;
-        return Ok(Requeue::AlreadyQueued { report_id, job_id });
-    }
-    let new_id: i64 = sqlx::query_scalar(
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// Queues a new job for job `job_id`'s report, remembering the job it re-queues and who asked;
+/// returns the new job's id.
+pub async fn insert_requeued(
+    ex: impl PgExecutor<'_>,
+    job_id: i64,
+    by: &str,
+) -> Result<i64, DbError> {
+    Ok(sqlx::query_scalar(
         "INSERT INTO jobs (report_id, max_attempts, requeued_from, requeued_by) \
          SELECT report_id, max_attempts, id, $2 FROM jobs WHERE id = $1 RETURNING id",
     )
     .bind(job_id)
     .bind(by)
-    .fetch_one(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(Requeue::Queued {
-        job_id: new_id,
-        report_id,
-    })
+    .fetch_one(ex)
+    .await?)
 }

@@ -11,6 +11,7 @@ pub mod reproductions;
 pub mod rules;
 pub mod search;
 pub mod tokens;
+mod types;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -44,6 +45,9 @@ pub enum DbError {
     /// A migration failed.
     #[error("migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value this build cannot read (an unknown enum spelling).
+    #[error("stored data not understood: {0}")]
+    Corrupt(String),
     /// Any other database error.
     #[error("database error: {0}")]
     Sqlx(sqlx::Error),

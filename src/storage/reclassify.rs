@@ -6,6 +6,7 @@ use sqlx::Row;
 
 use super::reports::rfc3339;
 use super::{Db, DbError};
+use sqlx::PgExecutor;
 
 /// A running run whose row was not touched for this long is taken as interrupted (its server
 /// stopped), so a new run may start.
@@ -86,7 +87,7 @@ pub async fn start_run(db: &Db, ruleset_version: i64, actor: &str) -> Result<Opt
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
-    get_run(db, id).await
+    get_run(db.pool(), id).await
 }
 
 const RUN_COLUMNS: &str = concat!(
@@ -114,30 +115,30 @@ fn run_from_row(r: &sqlx::postgres::PgRow) -> Result<Run, DbError> {
 }
 
 /// One run.
-pub async fn get_run(db: &Db, id: i64) -> Result<Option<Run>, DbError> {
+pub async fn get_run(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Run>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {RUN_COLUMNS} FROM reclassify_runs WHERE id = $1"
     )))
     .bind(id)
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
     row.as_ref().map(run_from_row).transpose()
 }
 
 /// The newest runs.
-pub async fn recent_runs(db: &Db, limit: i64) -> Result<Vec<Run>, DbError> {
+pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Run>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {RUN_COLUMNS} FROM reclassify_runs ORDER BY id DESC LIMIT $1"
     )))
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(run_from_row).collect()
 }
 
 /// Records progress (totals so far).
 pub async fn record_progress(
-    db: &Db,
+    ex: impl PgExecutor<'_>,
     run: &Run,
     done: i64,
     changed: i64,
@@ -151,13 +152,17 @@ pub async fn record_progress(
     .bind(done)
     .bind(changed)
     .bind(regrouped)
-    .execute(db.pool())
+    .execute(ex)
     .await?;
     Ok(())
 }
 
 /// Ends a run as `done` or `failed` (with the reason).
-pub async fn finish_run(db: &Db, run: &Run, failed: Option<&str>) -> Result<(), DbError> {
+pub async fn finish_run(
+    ex: impl PgExecutor<'_>,
+    run: &Run,
+    failed: Option<&str>,
+) -> Result<(), DbError> {
     sqlx::query(
         "UPDATE reclassify_runs SET state = $2, error = $3, finished_at = now(), \
              updated_at = now() WHERE id = $1",
@@ -165,7 +170,7 @@ pub async fn finish_run(db: &Db, run: &Run, failed: Option<&str>) -> Result<(), 
     .bind(run.id)
     .bind(if failed.is_some() { "failed" } else { "done" })
     .bind(failed.unwrap_or(""))
-    .execute(db.pool())
+    .execute(ex)
     .await?;
     Ok(())
 }
@@ -182,55 +187,62 @@ pub struct StoredLog {
 }
 
 /// The next reports after `after_id`, in id order.
-pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<StoredLog>, DbError> {
+pub async fn next_reports(
+    ex: impl PgExecutor<'_>,
+    after_id: i64,
+    limit: i64,
+) -> Result<Vec<StoredLog>, DbError> {
     Ok(sqlx::query_as(
         "SELECT id, filename, project, branch, log_gz FROM reports WHERE id > $1 \
          ORDER BY id LIMIT $2",
     )
     .bind(after_id)
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?)
 }
 
 /// The transaction-id horizon now: every transaction that may still commit a report whose id
 /// an id-order scan already passed has an id below it.
-pub async fn xid_horizon(db: &Db) -> Result<String, DbError> {
+pub async fn xid_horizon(ex: impl PgExecutor<'_>) -> Result<String, DbError> {
     Ok(
         sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")
-            .fetch_one(db.pool())
+            .fetch_one(ex)
             .await?,
     )
 }
 
 /// Whether every transaction below `horizon` has ended (committed or not).
-pub async fn settled(db: &Db, horizon: &str) -> Result<bool, DbError> {
+pub async fn settled(ex: impl PgExecutor<'_>, horizon: &str) -> Result<bool, DbError> {
     Ok(
         sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8")
             .bind(horizon)
-            .fetch_one(db.pool())
+            .fetch_one(ex)
             .await?,
     )
 }
 
 /// The ids of the stored reports with ids at most `upto`, in order.
-pub async fn ids_upto(db: &Db, upto: i64) -> Result<Vec<i64>, DbError> {
+pub async fn ids_upto(ex: impl PgExecutor<'_>, upto: i64) -> Result<Vec<i64>, DbError> {
     Ok(
         sqlx::query_scalar("SELECT id FROM reports WHERE id <= $1 ORDER BY id")
             .bind(upto)
-            .fetch_all(db.pool())
+            .fetch_all(ex)
             .await?,
     )
 }
 
 /// The reports with these ids (those still stored), in id order.
-pub async fn reports_by_id(db: &Db, ids: &[i64]) -> Result<Vec<StoredLog>, DbError> {
+pub async fn reports_by_id(
+    ex: impl PgExecutor<'_>,
+    ids: &[i64],
+) -> Result<Vec<StoredLog>, DbError> {
     Ok(sqlx::query_as(
         "SELECT id, filename, project, branch, log_gz FROM reports WHERE id = ANY($1) \
          ORDER BY id",
     )
     .bind(ids)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?)
 }
 

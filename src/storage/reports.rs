@@ -1,13 +1,16 @@
 //! Reports: insert (with duplicate detection, grouping by fingerprint, idempotency keys and the
 //! reproduction job for an attached script, all in one transaction) and read back.
 
-use sqlx::Row;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::{Db, DbError};
+use super::DbError;
+use crate::api_types::{JobState, QueuedJob};
+use crate::rules::{Category, Classification, Confidence};
 
 /// A report ready to store: the classification already made, the log already scrubbed and
-/// compressed. Plain fields, so storage knows nothing of the rule engine's types.
-#[derive(Clone, Debug, Default)]
+/// compressed.
+#[derive(Clone, Debug)]
 pub struct NewReport {
     /// The token that uploaded it.
     pub token_id: Option<i64>,
@@ -20,15 +23,15 @@ pub struct NewReport {
     /// The uploaded file's name.
     pub filename: String,
     /// The classification's headline fields, as columns for listing and filtering.
-    pub category: String,
+    pub category: Category,
     pub title: String,
-    pub confidence: String,
+    pub confidence: Confidence,
     pub root_cause_line: Option<i32>,
     pub root_cause_text: String,
     pub fingerprint: String,
     pub async_hint: bool,
     /// The whole classification (DESIGN.md section 3).
-    pub classification: serde_json::Value,
+    pub classification: Classification,
     /// SHA-256 of the uploaded bytes, for duplicate detection.
     pub log_sha256: Vec<u8>,
     pub log_bytes: i64,
@@ -71,17 +74,18 @@ pub struct Stored {
     /// The answer replayed for a repeated idempotency key (nothing new was stored).
     pub replayed: bool,
     /// The reproduction job queued for its script, with its state.
-    pub job: Option<(i64, String)>,
+    pub job: Option<QueuedJob>,
 }
 
-/// Stores `report` (see [`InsertOutcome`]). Concurrent uploads of the same bytes, or with the
-/// same idempotency key, serialise on advisory locks and yield one report.
+/// Stores `report` (see [`InsertOutcome`]) in the caller's transaction. Concurrent uploads of
+/// the same bytes, or with the same idempotency key, serialise on transaction-scoped advisory
+/// locks and yield one report; the caller ends its transaction at once either way (rolling
+/// back what stored nothing), so those locks are not held longer than needed.
 pub async fn insert_report(
-    db: &Db,
+    tx: &mut PgConnection,
     report: &NewReport,
     idempotency: Option<&IdempotencyKey>,
 ) -> Result<InsertOutcome, DbError> {
-    let mut tx = db.pool().begin().await?;
     if let Some(idem) = idempotency {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2::text, 1))")
             .bind(&idem.key)
@@ -98,13 +102,11 @@ pub async fn insert_report(
         if let Some(row) = first {
             let sha: Vec<u8> = row.try_get("request_sha256")?;
             if sha != idem.request_sha256 {
-                tx.rollback().await?;
                 return Ok(InsertOutcome::KeyReused);
             }
             let response: serde_json::Value = row.try_get("response")?;
             if let Some(stored) = stored_from_json(&response) {
-                let job = job_for_report(&mut tx, stored.report_id).await?;
-                tx.rollback().await?;
+                let job = job_for_report(&mut *tx, stored.report_id).await?;
                 return Ok(InsertOutcome::Stored(Stored {
                     job,
                     replayed: true,
@@ -134,10 +136,10 @@ pub async fn insert_report(
                 group_id: row.try_get("group_id")?,
                 duplicate: true,
                 replayed: false,
-                job: job_for_report(&mut tx, report_id).await?,
+                job: job_for_report(&mut *tx, report_id).await?,
             }
         }
-        None => insert_new(&mut tx, report).await?,
+        None => insert_new(&mut *tx, report).await?,
     };
     if let Some(idem) = idempotency {
         sqlx::query(
@@ -156,7 +158,6 @@ pub async fn insert_report(
         .execute(&mut *tx)
         .await?;
     }
-    tx.commit().await?;
     Ok(InsertOutcome::Stored(stored))
 }
 
@@ -171,16 +172,21 @@ fn stored_from_json(v: &serde_json::Value) -> Option<Stored> {
 }
 
 async fn job_for_report(
-    tx: &mut sqlx::PgConnection,
+    ex: impl PgExecutor<'_>,
     report_id: i64,
-) -> Result<Option<(i64, String)>, DbError> {
+) -> Result<Option<QueuedJob>, DbError> {
     let row =
         sqlx::query("SELECT id, state FROM jobs WHERE report_id = $1 ORDER BY id DESC LIMIT 1")
             .bind(report_id)
-            .fetch_optional(tx)
+            .fetch_optional(ex)
             .await?;
-    row.map(|r| Ok((r.try_get("id")?, r.try_get("state")?)))
-        .transpose()
+    row.map(|r| {
+        Ok(QueuedJob {
+            job_id: r.try_get("id")?,
+            state: r.try_get("state")?,
+        })
+    })
+    .transpose()
 }
 
 /// The id of the group for `r`'s fingerprint, created when new. An existing group is held with
@@ -199,7 +205,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
              RETURNING id",
         )
         .bind(&r.fingerprint)
-        .bind(&r.category)
+        .bind(r.category)
         .bind(&r.title)
         .bind(&r.root_cause_text)
         .fetch_optional(&mut *tx)
@@ -245,14 +251,14 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.environment)
     .bind(&r.filename)
     .bind(group_id)
-    .bind(&r.category)
+    .bind(r.category)
     .bind(&r.title)
-    .bind(&r.confidence)
+    .bind(r.confidence)
     .bind(r.root_cause_line)
     .bind(&r.root_cause_text)
     .bind(&r.fingerprint)
     .bind(r.async_hint)
-    .bind(&r.classification)
+    .bind(Json(&r.classification))
     .bind(&r.log_sha256)
     .bind(r.log_bytes)
     .bind(r.log_lines)
@@ -268,7 +274,10 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
                     .bind(report_id)
                     .fetch_one(&mut *tx)
                     .await?;
-            Some((id, "queued".to_string()))
+            Some(QueuedJob {
+                job_id: id,
+                state: JobState::Queued,
+            })
         }
         None => None,
     };
@@ -293,12 +302,14 @@ pub struct Report {
     pub environment: String,
     pub filename: String,
     pub group_id: i64,
-    pub category: String,
+    /// The headline category: the log's, or a more specific reproduction's.
+    pub category: Category,
     pub title: String,
     pub root_cause_line: Option<i32>,
     pub root_cause_text: String,
     pub fingerprint: String,
-    pub classification: serde_json::Value,
+    /// The log's classification.
+    pub classification: Classification,
     pub log_bytes: i64,
     pub log_lines: i64,
     pub script: Option<String>,
@@ -317,7 +328,7 @@ macro_rules! rfc3339 {
 pub(crate) use rfc3339;
 
 /// The report with this id.
-pub async fn get_report(db: &Db, id: i64) -> Result<Option<Report>, DbError> {
+pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Report>, DbError> {
     let row = sqlx::query(concat!(
         "SELECT id, ",
         rfc3339!("created_at"),
@@ -326,7 +337,7 @@ pub async fn get_report(db: &Db, id: i64) -> Result<Option<Report>, DbError> {
          fingerprint, classification, log_bytes, log_lines, script FROM reports WHERE id = $1"
     ))
     .bind(id)
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
     row.map(|row| {
         Ok(Report {
@@ -344,7 +355,7 @@ pub async fn get_report(db: &Db, id: i64) -> Result<Option<Report>, DbError> {
             root_cause_line: row.try_get("root_cause_line")?,
             root_cause_text: row.try_get("root_cause_text")?,
             fingerprint: row.try_get("fingerprint")?,
-            classification: row.try_get("classification")?,
+            classification: row.try_get::<Json<Classification>, _>("classification")?.0,
             log_bytes: row.try_get("log_bytes")?,
             log_lines: row.try_get("log_lines")?,
             script: row.try_get("script")?,
@@ -354,11 +365,11 @@ pub async fn get_report(db: &Db, id: i64) -> Result<Option<Report>, DbError> {
 }
 
 /// The report's stored log, gzip-compressed (scrubbed of secrets).
-pub async fn report_log_gz(db: &Db, id: i64) -> Result<Option<Vec<u8>>, DbError> {
+pub async fn report_log_gz(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Vec<u8>>, DbError> {
     Ok(
         sqlx::query_scalar("SELECT log_gz FROM reports WHERE id = $1")
             .bind(id)
-            .fetch_optional(db.pool())
+            .fetch_optional(ex)
             .await?,
     )
 }
@@ -369,7 +380,7 @@ pub struct ReportSummary {
     pub id: i64,
     pub created_at: String,
     pub project: String,
-    pub category: String,
+    pub category: Category,
     pub title: String,
     pub root_cause_text: String,
     pub group_id: i64,
@@ -394,19 +405,22 @@ pub(crate) const SUMMARY_COLUMNS: &str = concat!(
 );
 
 /// The newest reports.
-pub async fn recent_reports(db: &Db, limit: i64) -> Result<Vec<ReportSummary>, DbError> {
+pub async fn recent_reports(
+    ex: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<ReportSummary>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {SUMMARY_COLUMNS} FROM reports r ORDER BY r.created_at DESC, r.id DESC LIMIT $1"
     )))
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(summary_from_row).collect()
 }
 
 /// The newest reports of a group.
 pub async fn group_reports(
-    db: &Db,
+    ex: impl PgExecutor<'_>,
     group_id: i64,
     limit: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
@@ -416,18 +430,18 @@ pub async fn group_reports(
     )))
     .bind(group_id)
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(summary_from_row).collect()
 }
 
 /// How many reports of each category are stored (for `/metrics`).
-pub async fn counts_by_category(db: &Db) -> Result<Vec<(String, i64)>, DbError> {
+pub async fn counts_by_category(ex: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, DbError> {
     Ok(
         sqlx::query_as(
             "SELECT category, count(*) FROM reports GROUP BY category ORDER BY category",
         )
-        .fetch_all(db.pool())
+        .fetch_all(ex)
         .await?,
     )
 }

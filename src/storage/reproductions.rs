@@ -2,38 +2,41 @@
 //! history and result), and the report's category following a more specific reproduction.
 //! The queue itself (claim, lease, results) is in [`super::jobs`].
 
-use sqlx::Row;
 use sqlx::postgres::PgRow;
+use sqlx::types::Json;
+use sqlx::{PgConnection, PgExecutor, Row};
 
+use super::DbError;
+use super::jobs::AttemptOutcome;
 use super::reports::rfc3339;
-use super::{Db, DbError};
+use crate::api_types::{CategorySource, JobState, Sandbox};
+use crate::rules::{Category, Classification, Confidence};
 
 /// A reproduction: what a worker's run of the script gave.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReproductionView {
     pub id: i64,
-    pub attempt: i32,
+    pub attempt: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
-    pub duration_ms: i64,
+    pub duration_ms: u64,
     pub stdout: String,
     pub stderr: String,
     pub truncated: bool,
     pub gpu: Option<serde_json::Value>,
     pub no_gpu: bool,
-    pub sandbox: String,
+    pub sandbox: Sandbox,
     pub worker: String,
-    pub classification: serde_json::Value,
+    pub classification: Classification,
     pub created_at: String,
 }
 
 /// A finished attempt, for the job's history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptView {
-    pub attempt: i32,
-    /// `result`, `error` or `expired`.
-    pub outcome: String,
+    pub attempt: u32,
+    pub outcome: AttemptOutcome,
     pub error: String,
     pub worker: String,
     pub finished_at: String,
@@ -43,9 +46,9 @@ pub struct AttemptView {
 #[derive(Clone, Debug, PartialEq)]
 pub struct JobView {
     pub id: i64,
-    pub state: String,
-    pub attempts: i32,
-    pub max_attempts: i32,
+    pub state: JobState,
+    pub attempts: u32,
+    pub max_attempts: u32,
     pub last_error: String,
     pub dead_reason: String,
     pub worker: String,
@@ -64,25 +67,25 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
     };
     Ok(Some(ReproductionView {
         id,
-        attempt: r.try_get("r_attempt")?,
+        attempt: count(r.try_get("r_attempt")?),
         exit_code: r.try_get("exit_code")?,
         signal: r.try_get("signal")?,
         timed_out: r.try_get("timed_out")?,
-        duration_ms: r.try_get("duration_ms")?,
+        duration_ms: u64::try_from(r.try_get::<i64, _>("duration_ms")?).unwrap_or(0),
         stdout: r.try_get("stdout")?,
         stderr: r.try_get("stderr")?,
         truncated: r.try_get("truncated")?,
         gpu: r.try_get("gpu")?,
         no_gpu: r.try_get("no_gpu")?,
-        sandbox: r.try_get("sandbox")?,
+        sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
         worker: r.try_get("r_worker")?,
-        classification: r.try_get("classification")?,
+        classification: r.try_get::<Json<Classification>, _>("classification")?.0,
         created_at: r.try_get("r_created")?,
     }))
 }
 
 /// The jobs of a report, oldest first, with their history and reproduction.
-pub async fn report_jobs(db: &Db, report_id: i64) -> Result<Vec<JobView>, DbError> {
+pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<JobView>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT j.id, j.state, j.attempts, j.max_attempts, j.last_error, j.dead_reason, \
              j.worker, j.requeued_from, j.requeued_by, ",
@@ -96,7 +99,7 @@ pub async fn report_jobs(db: &Db, report_id: i64) -> Result<Vec<JobView>, DbErro
          WHERE j.report_id = $1 ORDER BY j.id"
     ))
     .bind(report_id)
-    .fetch_all(db.pool())
+    .fetch_all(&mut *conn)
     .await?;
     let history = sqlx::query(concat!(
         "SELECT a.job_id, a.attempt, a.outcome, a.error, a.worker, ",
@@ -105,15 +108,19 @@ pub async fn report_jobs(db: &Db, report_id: i64) -> Result<Vec<JobView>, DbErro
          WHERE j.report_id = $1 ORDER BY a.job_id, a.attempt, a.id"
     ))
     .bind(report_id)
-    .fetch_all(db.pool())
+    .fetch_all(&mut *conn)
     .await?;
     let mut attempts: Vec<(i64, AttemptView)> = Vec::with_capacity(history.len());
     for a in &history {
         attempts.push((
             a.try_get("job_id")?,
             AttemptView {
-                attempt: a.try_get("attempt")?,
-                outcome: a.try_get("outcome")?,
+                attempt: count(a.try_get("attempt")?),
+                outcome: {
+                    let o: String = a.try_get("outcome")?;
+                    AttemptOutcome::parse(&o)
+                        .ok_or_else(|| DbError::Corrupt(format!("unknown attempt outcome {o:?}")))?
+                },
                 error: a.try_get("error")?,
                 worker: a.try_get("worker")?,
                 finished_at: a.try_get("finished")?,
@@ -126,8 +133,8 @@ pub async fn report_jobs(db: &Db, report_id: i64) -> Result<Vec<JobView>, DbErro
             Ok(JobView {
                 id,
                 state: r.try_get("state")?,
-                attempts: r.try_get("attempts")?,
-                max_attempts: r.try_get("max_attempts")?,
+                attempts: count(r.try_get("attempts")?),
+                max_attempts: count(r.try_get("max_attempts")?),
                 last_error: r.try_get("last_error")?,
                 dead_reason: r.try_get("dead_reason")?,
                 worker: r.try_get("worker")?,
@@ -145,45 +152,80 @@ pub async fn report_jobs(db: &Db, report_id: i64) -> Result<Vec<JobView>, DbErro
         .collect()
 }
 
+/// An attempt counter from its `int4` column (never negative).
+fn count(n: i32) -> u32 {
+    u32::try_from(n).unwrap_or(0)
+}
+
 /// Where a report's category comes from, and what it was compared against.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CategoryBasis {
-    pub category: String,
+    /// The headline category.
+    pub category: Category,
     /// The uploaded log's classification.
-    pub log_classification: serde_json::Value,
-    /// `log` or `reproduction`.
-    pub source: String,
+    pub log_classification: Classification,
+    pub source: CategorySource,
     /// What the log alone gave, once the category followed a reproduction.
-    pub original_category: Option<String>,
+    pub original_category: Option<Category>,
     pub original_title: Option<String>,
     /// The reproduction the category follows, with its job and classification.
     pub reproduction_id: Option<i64>,
     pub reproduction_job_id: Option<i64>,
-    pub reproduction_classification: Option<serde_json::Value>,
+    pub reproduction_classification: Option<Classification>,
 }
 
-/// The report's category and where it comes from, or `None` for an unknown report.
-pub async fn category_basis(db: &Db, report_id: i64) -> Result<Option<CategoryBasis>, DbError> {
-    let row = sqlx::query(
+impl CategoryBasis {
+    /// The classification the category currently rests on: the followed reproduction's, else
+    /// the log's.
+    #[must_use]
+    pub fn current(&self) -> &Classification {
+        self.reproduction_classification
+            .as_ref()
+            .unwrap_or(&self.log_classification)
+    }
+}
+
+/// The SELECT of [`category_basis`].
+macro_rules! basis_select {
+    () => {
         "SELECT r.category, r.classification, r.category_source, r.original_category, \
              r.original_title, r.category_reproduction_id, p.job_id, \
              p.classification AS repro_classification \
          FROM reports r LEFT JOIN reproductions p ON p.id = r.category_reproduction_id \
-         WHERE r.id = $1",
-    )
-    .bind(report_id)
-    .fetch_optional(db.pool())
-    .await?;
+         WHERE r.id = $1"
+    };
+}
+
+/// The report's category and where it comes from, or `None` for an unknown report. With
+/// `lock`, the report's row stays locked until the caller's transaction ends, so a decision
+/// taken on it (follow a reproduction) cannot race another.
+pub async fn category_basis(
+    ex: impl PgExecutor<'_>,
+    report_id: i64,
+    lock: bool,
+) -> Result<Option<CategoryBasis>, DbError> {
+    let sql = if lock {
+        concat!(basis_select!(), " FOR UPDATE OF r")
+    } else {
+        basis_select!()
+    };
+    let row = sqlx::query(sql).bind(report_id).fetch_optional(ex).await?;
     row.map(|r| {
+        let source: String = r.try_get("category_source")?;
         Ok(CategoryBasis {
             category: r.try_get("category")?,
-            log_classification: r.try_get("classification")?,
-            source: r.try_get("category_source")?,
+            log_classification: r.try_get::<Json<Classification>, _>("classification")?.0,
+            source: match source.as_str() {
+                "reproduction" => CategorySource::Reproduction,
+                _ => CategorySource::Log,
+            },
             original_category: r.try_get("original_category")?,
             original_title: r.try_get("original_title")?,
             reproduction_id: r.try_get("category_reproduction_id")?,
             reproduction_job_id: r.try_get("job_id")?,
-            reproduction_classification: r.try_get("repro_classification")?,
+            reproduction_classification: r
+                .try_get::<Option<Json<Classification>>, _>("repro_classification")?
+                .map(|j| j.0),
         })
     })
     .transpose()
@@ -193,16 +235,20 @@ pub async fn category_basis(db: &Db, report_id: i64) -> Result<Option<CategoryBa
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Followed {
     pub reproduction_id: i64,
-    pub category: String,
+    pub category: Category,
     pub title: String,
-    pub confidence: String,
+    pub confidence: Confidence,
     /// The reproduction's root-cause line, added to the report's search text.
     pub root_cause_text: String,
 }
 
 /// Makes the report's category follow a reproduction, remembering what the log alone said.
 /// The group (keyed by the log's fingerprint) is unchanged.
-pub async fn follow_reproduction(db: &Db, report_id: i64, f: &Followed) -> Result<(), DbError> {
+pub async fn follow_reproduction(
+    ex: impl PgExecutor<'_>,
+    report_id: i64,
+    f: &Followed,
+) -> Result<(), DbError> {
     sqlx::query(
         "UPDATE reports SET category = $2, title = $3, confidence = $4, \
              category_source = 'reproduction', \
@@ -213,12 +259,12 @@ pub async fn follow_reproduction(db: &Db, report_id: i64, f: &Followed) -> Resul
          WHERE id = $1",
     )
     .bind(report_id)
-    .bind(&f.category)
+    .bind(f.category)
     .bind(&f.title)
-    .bind(&f.confidence)
+    .bind(f.confidence)
     .bind(f.reproduction_id)
     .bind(&f.root_cause_text)
-    .execute(db.pool())
+    .execute(ex)
     .await?;
     Ok(())
 }

@@ -8,6 +8,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::reports::{ReportSummary, SUMMARY_COLUMNS, rfc3339, summary_from_row};
 use super::{Db, DbError};
+use sqlx::{Acquire, PgExecutor};
 
 /// The channel a committed edit notifies, with the new version as payload.
 pub const CHANNEL: &str = "gpu_triage_rules";
@@ -94,9 +95,9 @@ pub async fn list_team_rules(db: &Db) -> Result<(Vec<StoredRule>, i64), DbError>
 }
 
 /// The current ruleset version (bumped by every committed edit).
-pub async fn ruleset_version(db: &Db) -> Result<i64, DbError> {
+pub async fn ruleset_version(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
     Ok(sqlx::query_scalar("SELECT version FROM ruleset_version")
-        .fetch_one(db.pool())
+        .fetch_one(ex)
         .await?)
 }
 
@@ -205,7 +206,7 @@ impl Edit {
 
 /// The recorded changes, newest first (of one rule when `rule_id` is given).
 pub async fn history(
-    db: &Db,
+    ex: impl PgExecutor<'_>,
     rule_id: Option<&str>,
     limit: i64,
 ) -> Result<Vec<HistoryEntry>, DbError> {
@@ -217,7 +218,7 @@ pub async fn history(
     ))
     .bind(rule_id)
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter()
         .map(|r| {
@@ -235,7 +236,7 @@ pub async fn history(
 }
 
 /// Stored reports per rule id named in their classification's findings.
-pub async fn rule_hit_counts(db: &Db) -> Result<Vec<(String, i64)>, DbError> {
+pub async fn rule_hit_counts(ex: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, DbError> {
     // `finding_rules` (migration 0008) is the findings' rule ids, small and stored inline.
     // (`jsonb_array_elements_text` of a NULL, a row written before the column, yields nothing.)
     Ok(sqlx::query_as(
@@ -243,13 +244,13 @@ pub async fn rule_hit_counts(db: &Db) -> Result<Vec<(String, i64)>, DbError> {
              LATERAL (SELECT DISTINCT jsonb_array_elements_text(r.finding_rules) AS rule) f \
          GROUP BY 1",
     )
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?)
 }
 
 /// The newest reports whose classification names `rule_id` among its findings.
 pub async fn reports_naming_rule(
-    db: &Db,
+    ex: impl PgExecutor<'_>,
     rule_id: &str,
     limit: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
@@ -260,7 +261,7 @@ pub async fn reports_naming_rule(
     )))
     .bind(rule_id)
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(summary_from_row).collect()
 }
@@ -268,27 +269,34 @@ pub async fn reports_naming_rule(
 /// The newest stored reports as (id, compressed log size in bytes), for a dry run to read in
 /// batches; and how many reports are stored. The sizes come from the stored values' headers,
 /// without reading the logs.
-pub async fn recent_log_sizes(db: &Db, limit: i64) -> Result<(Vec<(i64, i64)>, i64), DbError> {
+pub async fn recent_log_sizes(
+    conn: impl Acquire<'_, Database = Postgres>,
+    limit: i64,
+) -> Result<(Vec<(i64, i64)>, i64), DbError> {
+    let mut conn = conn.acquire().await?;
     let sizes = sqlx::query_as(
         "SELECT id, octet_length(log_gz)::bigint FROM reports \
          ORDER BY created_at DESC, id DESC LIMIT $1",
     )
     .bind(limit)
-    .fetch_all(db.pool())
+    .fetch_all(&mut *conn)
     .await?;
     let total = sqlx::query_scalar("SELECT count(*) FROM reports")
-        .fetch_one(db.pool())
+        .fetch_one(&mut *conn)
         .await?;
     Ok((sizes, total))
 }
 
 /// The gzip-compressed logs of `ids` (those still stored), in the order given.
-pub async fn logs_by_id(db: &Db, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
+pub async fn logs_by_id(
+    ex: impl PgExecutor<'_>,
+    ids: &[i64],
+) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
     Ok(sqlx::query_as(
         "SELECT id, log_gz FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)",
     )
     .bind(ids)
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?)
 }
 

@@ -5,8 +5,9 @@
 
 use sqlx::Row;
 
+use super::DbError;
 use super::reports::rfc3339;
-use super::{Db, DbError};
+use sqlx::PgExecutor;
 
 /// What to search for.
 #[derive(Clone, Debug, Default)]
@@ -58,7 +59,7 @@ pub fn like_escape(s: &str) -> String {
 /// 1,000 most recent matches: a common word matches most of a large table, and
 /// ranking every match made such a search take seconds; the newest matches stop an index scan
 /// on `created_at` early, and a rare word's matches come from the GIN indexes.
-pub async fn search(db: &Db, q: &Query) -> Result<Vec<Hit>, DbError> {
+pub async fn search(ex: impl PgExecutor<'_>, q: &Query) -> Result<Vec<Hit>, DbError> {
     let like = format!("%{}%", like_escape(&q.text));
     let sql = concat!(
         "WITH q AS (SELECT websearch_to_tsquery('simple', $1) AS tsq) \
@@ -105,7 +106,7 @@ pub async fn search(db: &Db, q: &Query) -> Result<Vec<Hit>, DbError> {
         .bind(&q.project)
         .bind(q.limit)
         .bind(q.offset)
-        .fetch_all(db.pool())
+        .fetch_all(ex)
         .await?;
     rows.iter()
         .map(|row| {

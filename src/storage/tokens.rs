@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use super::{Db, DbError};
 use crate::auth::Scope;
+use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A stored token (never the secret itself).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +51,7 @@ fn scope_names(scopes: &[Scope]) -> Vec<String> {
 
 /// Stores a new token's hash.
 pub async fn insert_token(
-    db: &Db,
+    ex: impl PgExecutor<'_>,
     name: &str,
     scopes: &[Scope],
     prefix: &str,
@@ -63,7 +64,7 @@ pub async fn insert_token(
     .bind(scope_names(scopes))
     .bind(prefix)
     .bind(hash)
-    .fetch_one(db.pool())
+    .fetch_one(ex)
     .await?;
     from_row(&row)
 }
@@ -96,38 +97,46 @@ pub async fn insert_first_admin(
 
 /// The active (not revoked) token with this hash, marking it used. The last-used time is
 /// written at most once a minute per token, so busy CI tokens do not cost a write per request.
-pub async fn authenticate(db: &Db, hash: &[u8]) -> Result<Option<TokenRecord>, DbError> {
+pub async fn authenticate(
+    conn: impl Acquire<'_, Database = Postgres>,
+    hash: &[u8],
+) -> Result<Option<TokenRecord>, DbError> {
+    let mut conn = conn.acquire().await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS}, (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds') AS stale \
          FROM tokens t WHERE t.hash = $1 AND t.revoked_at IS NULL"
     )))
     .bind(hash)
-    .fetch_optional(db.pool())
+    .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else { return Ok(None) };
     let token = from_row(&row)?;
     if row.try_get::<bool, _>("stale")? {
         sqlx::query("UPDATE tokens SET last_used_at = now() WHERE id = $1")
             .bind(token.id)
-            .execute(db.pool())
+            .execute(&mut *conn)
             .await?;
     }
     Ok(Some(token))
 }
 
 /// Every token, newest first.
-pub async fn list_tokens(db: &Db) -> Result<Vec<TokenRecord>, DbError> {
+pub async fn list_tokens(ex: impl PgExecutor<'_>) -> Result<Vec<TokenRecord>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS} FROM tokens t ORDER BY t.id DESC"
     )))
-    .fetch_all(db.pool())
+    .fetch_all(ex)
     .await?;
     rows.iter().map(from_row).collect()
 }
 
 /// Revokes the token whose id, prefix or name is `which`; returns the revoked tokens (none when
 /// nothing matched). A name shared by several tokens revokes them all.
-pub async fn revoke_token(db: &Db, which: &str) -> Result<Vec<TokenRecord>, DbError> {
+pub async fn revoke_token(
+    conn: impl Acquire<'_, Database = Postgres>,
+    which: &str,
+) -> Result<Vec<TokenRecord>, DbError> {
+    let mut conn = conn.acquire().await?;
     let id: Option<i64> = which.parse().ok();
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE tokens AS t SET revoked_at = now() \
@@ -135,11 +144,11 @@ pub async fn revoke_token(db: &Db, which: &str) -> Result<Vec<TokenRecord>, DbEr
     )))
     .bind(id)
     .bind(which)
-    .fetch_all(db.pool())
+    .fetch_all(&mut *conn)
     .await?;
     // Sessions signed in with a revoked token end with it.
     sqlx::query("DELETE FROM sessions WHERE token_id IN (SELECT id FROM tokens WHERE revoked_at IS NOT NULL)")
-        .execute(db.pool())
+        .execute(&mut *conn)
         .await?;
     rows.iter().map(from_row).collect()
 }
@@ -155,7 +164,7 @@ pub struct Session {
 
 /// Creates a session for `token_id`, valid for `days`.
 pub async fn create_session(
-    db: &Db,
+    ex: impl PgExecutor<'_>,
     id_hash: &[u8],
     token_id: i64,
     csrf: &str,
@@ -169,19 +178,22 @@ pub async fn create_session(
     .bind(token_id)
     .bind(csrf)
     .bind(days)
-    .execute(db.pool())
+    .execute(ex)
     .await?;
     Ok(())
 }
 
 /// The live session with this cookie hash, if its token is still valid.
-pub async fn find_session(db: &Db, id_hash: &[u8]) -> Result<Option<Session>, DbError> {
+pub async fn find_session(
+    ex: impl PgExecutor<'_>,
+    id_hash: &[u8],
+) -> Result<Option<Session>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS}, s.csrf FROM sessions s JOIN tokens t ON t.id = s.token_id \
          WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL"
     )))
     .bind(id_hash)
-    .fetch_optional(db.pool())
+    .fetch_optional(ex)
     .await?;
     row.map(|row| {
         Ok(Session {
@@ -193,10 +205,10 @@ pub async fn find_session(db: &Db, id_hash: &[u8]) -> Result<Option<Session>, Db
 }
 
 /// Ends a session (sign-out) and drops expired ones.
-pub async fn delete_session(db: &Db, id_hash: &[u8]) -> Result<(), DbError> {
+pub async fn delete_session(ex: impl PgExecutor<'_>, id_hash: &[u8]) -> Result<(), DbError> {
     sqlx::query("DELETE FROM sessions WHERE id_hash = $1 OR expires_at < now()")
         .bind(id_hash)
-        .execute(db.pool())
+        .execute(ex)
         .await?;
     Ok(())
 }

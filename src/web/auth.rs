@@ -54,7 +54,7 @@ impl FromRequestParts<AppState> for ApiToken {
         if !auth::looks_like_token(token) {
             return Err(AppError::Unauthorized("invalid or revoked token"));
         }
-        let record = tokens::authenticate(&state.db, &auth::hash(token))
+        let record = tokens::authenticate(state.db.pool(), &auth::hash(token))
             .await?
             .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
         if let Err(secs) = state.rate.check(record.id) {
@@ -118,7 +118,7 @@ impl FromRequestParts<AppState> for OptionalUser {
         let Some(cookie) = cookie_value(&parts.headers, SESSION_COOKIE) else {
             return Ok(OptionalUser(None));
         };
-        let session = tokens::find_session(&state.db, &auth::hash(cookie)).await?;
+        let session = tokens::find_session(state.db.pool(), &auth::hash(cookie)).await?;
         Ok(OptionalUser(session.map(PortalUser)))
     }
 }

@@ -9,6 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde::Serialize;
 
+use crate::api_types::ErrorCode;
+use crate::app;
 use crate::storage::DbError;
 
 /// An error a handler returns; it becomes a status code plus an error body.
@@ -16,7 +18,7 @@ use crate::storage::DbError;
 pub enum AppError {
     /// 400: malformed input (query, JSON, form).
     #[error("{1}")]
-    BadRequest(&'static str, String),
+    BadRequest(ErrorCode, String),
     /// 401: no valid credentials.
     #[error("{0}")]
     Unauthorized(&'static str),
@@ -34,7 +36,7 @@ pub enum AppError {
     BodyTooSlow(String),
     /// 409: a conflict with the current state (a lost lease).
     #[error("{1}")]
-    Conflict(&'static str, String),
+    Conflict(ErrorCode, String),
     /// 413: over a size cap.
     #[error("{0}")]
     TooLarge(String),
@@ -43,7 +45,7 @@ pub enum AppError {
     UnsupportedMediaType(String),
     /// 422: well-formed but unacceptable input (empty log, secret in a script, ...).
     #[error("{1}")]
-    Unprocessable(&'static str, String),
+    Unprocessable(ErrorCode, String),
     /// 429: over the rate limit; the value is the `Retry-After` seconds.
     #[error("rate limit exceeded; retry in {0} s")]
     RateLimited(u64),
@@ -67,21 +69,35 @@ impl From<DbError> for AppError {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: ErrorDetail<'a>,
+impl From<app::Error> for AppError {
+    fn from(err: app::Error) -> Self {
+        match err {
+            app::Error::NotFound(what) => AppError::NotFound(what),
+            app::Error::Invalid(code, message) => AppError::Unprocessable(code, message),
+            app::Error::TooLarge(message) => AppError::TooLarge(message),
+            app::Error::Unsupported(message) => AppError::UnsupportedMediaType(message),
+            app::Error::Conflict(code, message) => AppError::Conflict(code, message),
+            app::Error::Db(e) => e.into(),
+            app::Error::Internal(e) => AppError::Internal(e),
+        }
+    }
 }
 
 #[derive(Serialize)]
-struct ErrorDetail<'a> {
-    code: &'a str,
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Serialize)]
+struct ErrorDetail {
+    code: ErrorCode,
     message: String,
 }
 
 impl AppError {
     /// A body extractor's rejection: 413 when the body was over its cap (SECURITY.md item 1),
     /// else 400 with `code`.
-    pub fn rejected(code: &'static str, status: StatusCode, text: String) -> AppError {
+    pub fn rejected(code: ErrorCode, status: StatusCode, text: String) -> AppError {
         if status == StatusCode::PAYLOAD_TOO_LARGE {
             AppError::TooLarge(text)
         } else {
@@ -90,24 +106,27 @@ impl AppError {
     }
 
     /// The status and the stable snake_case code clients can match on.
-    pub fn status_and_code(&self) -> (StatusCode, &'static str) {
+    pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
-            AppError::BadRequest(code, _) => (StatusCode::BAD_REQUEST, code),
-            AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
-            AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
-            AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
-            AppError::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
-            AppError::BodyTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, "body_too_slow"),
-            AppError::Conflict(code, _) => (StatusCode::CONFLICT, code),
-            AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
-            AppError::UnsupportedMediaType(_) => {
-                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+            AppError::BadRequest(code, _) => (StatusCode::BAD_REQUEST, *code),
+            AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            AppError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
+            AppError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            AppError::MethodNotAllowed => {
+                (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }
-            AppError::Unprocessable(code, _) => (StatusCode::UNPROCESSABLE_ENTITY, code),
-            AppError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
-            AppError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
-            AppError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, "overloaded"),
-            AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+            AppError::BodyTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::BodyTooSlow),
+            AppError::Conflict(code, _) => (StatusCode::CONFLICT, *code),
+            AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge),
+            AppError::UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                ErrorCode::UnsupportedMediaType,
+            ),
+            AppError::Unprocessable(code, _) => (StatusCode::UNPROCESSABLE_ENTITY, *code),
+            AppError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
+            AppError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
+            AppError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Overloaded),
+            AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
         }
     }
 

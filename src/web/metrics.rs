@@ -48,6 +48,18 @@ pub enum JobEvent {
     Dead,
 }
 
+impl JobEvent {
+    /// The counter a lease the reaper took back moves: re-queued, or dead when out of attempts.
+    #[must_use]
+    pub fn reaped(state: crate::api_types::JobState) -> JobEvent {
+        if state == crate::api_types::JobState::Dead {
+            JobEvent::Dead
+        } else {
+            JobEvent::Requeued
+        }
+    }
+}
+
 const JOB_EVENTS: [(JobEvent, &str); 5] = [
     (JobEvent::Claimed, "claimed"),
     (JobEvent::Completed, "completed"),

@@ -5,11 +5,13 @@
 mod api;
 pub mod auth;
 mod error;
+pub mod extract;
 mod health;
 mod html;
 pub mod limits;
 pub mod metrics;
 pub mod server;
+mod uploads;
 
 use std::sync::Arc;
 
@@ -22,10 +24,10 @@ use axum::routing::{get, post};
 
 pub use error::{AppError, PageError};
 
-use crate::report::Limits;
+use crate::app::team_rules::RulesetHandle;
+use crate::app::upload::Limits;
 use crate::rules::Ruleset;
 use crate::storage::Db;
-use crate::team_rules::RulesetHandle;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -50,10 +52,9 @@ pub struct AppState {
     pub rate: Arc<limits::RateLimiter>,
     /// Global cap on requests in flight.
     pub shed: Arc<limits::Shed>,
-    /// Reproduction queue settings (lease, caps, long-poll).
-    pub jobs: crate::repro::JobSettings,
-    /// Wakes long-polling claims when this server queues a job.
-    pub job_wake: Arc<tokio::sync::Notify>,
+    /// The reproduction queue: its settings (lease, caps, long-poll) and the signal that wakes
+    /// long-polling claims when this server queues a job.
+    pub queue: crate::app::reproduce::Queue,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -89,7 +90,6 @@ impl AppState {
     pub fn new(db: Db, public_url: &str, ruleset: Arc<Ruleset>) -> AppState {
         let public_url = public_url.trim_end_matches('/').to_string();
         AppState {
-            db,
             secure_cookies: public_url.starts_with("https://"),
             public_url,
             ruleset: RulesetHandle::new(ruleset),
@@ -98,8 +98,12 @@ impl AppState {
             await_team_rules: false,
             rate: Arc::new(limits::RateLimiter::new(&limits::LoadLimits::default())),
             shed: Arc::new(limits::Shed::new(&limits::LoadLimits::default())),
-            jobs: crate::repro::JobSettings::default(),
-            job_wake: Arc::default(),
+            queue: crate::app::reproduce::Queue {
+                db: db.clone(),
+                settings: crate::app::reproduce::JobSettings::default(),
+                wake: Arc::default(),
+            },
+            db,
         }
     }
 

@@ -7,75 +7,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use ureq::Agent;
 
-use super::probe::GpuInfo;
-use super::sandbox::SandboxKind;
-
-/// The claim request.
-#[derive(Debug, Serialize)]
-pub struct ClaimRequest<'a> {
-    /// Free text shown in the portal.
-    pub worker: &'a str,
-    /// Long-poll seconds.
-    pub wait_secs: u32,
-    /// The GPU jobs run on; `None` with `--no-gpu`.
-    pub gpu: Option<&'a GpuInfo>,
-    /// `--no-gpu`.
-    pub no_gpu: bool,
-    /// `bwrap` or `none`.
-    pub sandbox: SandboxKind,
-}
-
-/// A claimed job.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Job {
-    /// Job id (path of heartbeat and result).
-    pub job_id: i64,
-    /// The report it reproduces.
-    pub report_id: i64,
-    /// 1-based attempt.
-    pub attempt: u32,
-    /// Attempts before the job is dead.
-    pub max_attempts: u32,
-    /// Proves this worker holds the job.
-    pub lease_token: String,
-    /// Seconds the lease lasts without a heartbeat.
-    pub lease_secs: u64,
-    /// The script's text.
-    pub script: String,
-    /// The script's file name.
-    pub script_name: String,
-    /// The server's wall-clock limit for the run.
-    pub timeout_secs: u64,
-}
-
-/// The result request.
-#[derive(Debug, Clone, Serialize)]
-pub struct JobResult {
-    /// The lease the job was claimed with.
-    pub lease_token: String,
-    /// `None` when killed by a signal or timeout, or never started.
-    pub exit_code: Option<i32>,
-    /// The signal that ended it.
-    pub signal: Option<i32>,
-    /// Killed at the wall-clock limit.
-    pub timed_out: bool,
-    /// Run time in milliseconds.
-    pub duration_ms: u64,
-    /// Captured stdout (capped).
-    pub stdout: String,
-    /// Captured stderr (capped).
-    pub stderr: String,
-    /// Either stream was cut.
-    pub truncated: bool,
-    /// The GPU probed with this result.
-    pub gpu: Option<GpuInfo>,
-    /// `--no-gpu`.
-    pub no_gpu: bool,
-    /// `bwrap` or `none`.
-    pub sandbox: SandboxKind,
-    /// A worker-side failure (the sandbox could not start, ...).
-    pub error: Option<String>,
-}
+use crate::api_types::LeaseRequest;
+pub use crate::api_types::{
+    ClaimRequest, ClaimedJob as Job, HeartbeatReply as Heartbeat, JobResult,
+};
 
 /// What a request came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -90,13 +25,6 @@ pub enum Reply<T> {
     Transient(String, Option<Duration>),
     /// Retrying will not help (401, 403, 413, 422, ...).
     Rejected(String),
-}
-
-/// The heartbeat response.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub struct Heartbeat {
-    /// The lease's new length.
-    pub lease_secs: u64,
 }
 
 /// The server and the token.
@@ -127,17 +55,21 @@ impl Client {
     }
 
     /// Long-polls for a job.
-    pub fn claim(&self, request: &ClaimRequest<'_>) -> Reply<Job> {
+    pub fn claim(&self, request: &ClaimRequest) -> Reply<Job> {
         self.post("/api/v1/jobs/claim", request)
     }
 
     /// Extends the lease of `job`.
     pub fn heartbeat(&self, job: &Job) -> Reply<Heartbeat> {
         let path = format!("/api/v1/jobs/{}/heartbeat", job.job_id);
-        self.post(&path, &serde_json::json!({"lease_token": job.lease_token}))
+        let request = LeaseRequest {
+            lease_token: job.lease_token.clone(),
+        };
+        self.post(&path, &request)
     }
 
     /// Posts the result once (the caller retries).
+    /// The reply is read as JSON only for the log line: the worker needs nothing from it.
     pub fn result(&self, job_id: i64, result: &JobResult) -> Reply<serde_json::Value> {
         self.post(&format!("/api/v1/jobs/{job_id}/result"), result)
     }
@@ -272,20 +204,5 @@ mod tests {
             backoff(2, Some(Duration::from_secs(600)), max),
             Duration::from_secs(30)
         );
-    }
-
-    #[test]
-    fn the_claim_request_has_the_contract_fields() {
-        let request = ClaimRequest {
-            worker: "host-1",
-            wait_secs: 20,
-            gpu: None,
-            no_gpu: true,
-            sandbox: SandboxKind::None,
-        };
-        let json = serde_json::to_value(&request).unwrap_or_default();
-        let want = serde_json::json!({"worker":"host-1","wait_secs":20,"gpu":null,"no_gpu":true,
-            "sandbox":"none"});
-        assert_eq!(json, want);
     }
 }

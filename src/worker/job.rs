@@ -12,6 +12,7 @@ use super::client::{self, Client, Job, JobResult, Reply};
 use super::run::{self, Limits};
 use super::sandbox::{self, Sandbox, SandboxKind};
 use super::{Config, peak_rss_bytes, probe};
+use crate::api_types::Sandbox as WireSandbox;
 
 /// Result post attempts before giving up.
 const RESULT_ATTEMPTS: u32 = 8;
@@ -67,7 +68,7 @@ pub(super) fn handle(
 fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> bool) -> JobResult {
     let timeout = match job.timeout_secs {
         0 => config.max_timeout,
-        secs => Duration::from_secs(secs).min(config.max_timeout),
+        secs => Duration::from_secs(u64::from(secs)).min(config.max_timeout),
     };
     let limits = Limits {
         timeout,
@@ -87,8 +88,9 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         truncated: false,
         gpu: None,
         no_gpu: config.gpu.is_none(),
-        sandbox: sandbox.kind(),
+        sandbox: WireSandbox::from(sandbox.kind()),
         error: None,
+        worker: None,
     };
     let outcome = sandbox
         .prepare(&job.script_name, &job.script)
@@ -99,7 +101,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
                 .map(|out| (out, marker))
                 .map_err(|e| e.to_string())
         });
-    result.gpu = reprobe(config);
+    result.gpu = reprobe(config).and_then(|g| serde_json::to_value(g).ok());
     let (mut out, marker) = match outcome {
         Ok(done) => done,
         Err(e) => {
@@ -227,8 +229,8 @@ fn start_heartbeat(
     lease_lost: Arc<AtomicBool>,
 ) -> (mpsc::Sender<()>, thread::JoinHandle<()>) {
     let (stop, stopped) = mpsc::channel::<()>();
-    let interval = |lease_secs: u64| {
-        Duration::from_secs(lease_secs / 4).clamp(Duration::from_secs(1), MAX_HEARTBEAT)
+    let interval = |lease_secs: u32| {
+        Duration::from_secs(u64::from(lease_secs) / 4).clamp(Duration::from_secs(1), MAX_HEARTBEAT)
     };
     let handle = thread::spawn(move || {
         let mut every = interval(job.lease_secs);

@@ -22,7 +22,7 @@ use client::{ClaimRequest, Client, Reply};
 use sandbox::Sandbox;
 
 /// Long-poll length of a claim.
-const CLAIM_WAIT_SECS: u32 = 20;
+const CLAIM_WAIT_SECS: u64 = 20;
 /// Longest pause between claims when the server is unreachable.
 const MAX_CLAIM_BACKOFF: Duration = Duration::from_secs(30);
 /// With `--once`, how many transient claim failures in a row end the run.
@@ -90,11 +90,14 @@ pub fn work(client: &Client, sandbox: &Sandbox, config: &Config) -> anyhow::Resu
             return Ok(());
         }
         let request = ClaimRequest {
-            worker: &config.worker_name,
+            worker: config.worker_name.clone(),
             wait_secs: CLAIM_WAIT_SECS,
-            gpu: config.gpu.as_ref(),
+            gpu: config
+                .gpu
+                .as_ref()
+                .and_then(|g| serde_json::to_value(g).ok()),
             no_gpu: config.gpu.is_none(),
-            sandbox: sandbox.kind(),
+            sandbox: sandbox.kind().into(),
         };
         let job = match client.claim(&request) {
             Reply::Ok(job) => job,

@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use super::run::{self, Limits};
 
 /// The uid and gid scripts run as (`nobody`).
@@ -44,14 +42,22 @@ const ETC_FILES: [&str; 12] = [
     "/etc/python3",
 ];
 
-/// How scripts are isolated; the name is what claims and results carry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// How scripts are isolated; claims and results carry it as [`crate::api_types::Sandbox`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SandboxKind {
     /// bubblewrap.
     Bwrap,
     /// `--unsafe-no-sandbox`: the script runs as the worker's user.
     None,
+}
+
+impl From<SandboxKind> for crate::api_types::Sandbox {
+    fn from(kind: SandboxKind) -> Self {
+        match kind {
+            SandboxKind::Bwrap => crate::api_types::Sandbox::Bwrap,
+            SandboxKind::None => crate::api_types::Sandbox::None,
+        }
+    }
 }
 
 /// Why the sandbox is unusable.

@@ -294,7 +294,7 @@ async fn tokens_are_checked_for_presence_revocation_and_scope() {
         StatusCode::UNAUTHORIZED
     );
     // Revoked: 401 at once.
-    gpu_triage::storage::tokens::revoke_token(&app.db, "reader")
+    gpu_triage::storage::tokens::revoke_token(app.db.pool(), "reader")
         .await
         .unwrap();
     assert_eq!(
@@ -562,7 +562,7 @@ async fn groups_are_listed_newest_first_with_counts_from_their_reports() {
         .upload(&t, &[("log", Some("b.log"), OOB_LOG)], None)
         .await
         .json();
-    let groups = gpu_triage::storage::groups::recent_groups(&app.db, 10)
+    let groups = gpu_triage::storage::groups::recent_groups(app.db.pool(), 10)
         .await
         .unwrap();
     let ids: Vec<i64> = groups.iter().map(|g| g.id).collect();

@@ -125,7 +125,7 @@ async fn readyz_waits_for_the_stored_team_rules_when_serve_asks_it_to() {
     let res = app.get("/readyz").await;
     assert_eq!(res.status, StatusCode::SERVICE_UNAVAILABLE, "{}", res.body);
     assert!(res.headers.contains_key("retry-after"));
-    gpu_triage::team_rules::reload(&app.db, &handle)
+    gpu_triage::app::team_rules::reload(&app.db, &handle)
         .await
         .expect("load team rules");
     assert_eq!(app.get("/readyz").await.status, StatusCode::OK);

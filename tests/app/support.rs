@@ -161,7 +161,7 @@ impl TestApp {
     pub async fn token(&self, name: &str, scopes: &[gpu_triage::auth::Scope]) -> String {
         let secret = gpu_triage::auth::generate().expect("random");
         gpu_triage::storage::tokens::insert_token(
-            &self.db,
+            self.db.pool(),
             name,
             scopes,
             &secret.prefix,

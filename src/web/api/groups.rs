@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::parse_id;
+use crate::api_types::ErrorCode;
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::storage::{groups, reports as store, search as find};
@@ -41,7 +42,7 @@ impl SearchParams {
 
 /// A validated search request, shared with the portal's search page.
 pub(crate) fn search_query(p: &SearchParams) -> Result<(find::Query, u32, u32), AppError> {
-    let bad = |m: &str| AppError::BadRequest("bad_query", m.to_owned());
+    let bad = |m: &str| AppError::BadRequest(ErrorCode::BadQuery, m.to_owned());
     let text = p.q.trim();
     if text.is_empty() || text.len() > 500 || text.contains('\0') {
         return Err(bad("q must be 1-500 characters without NUL"));
@@ -87,9 +88,10 @@ pub async fn search(
     params: Result<Query<SearchParams>, QueryRejection>,
 ) -> Result<Json<Value>, AppError> {
     token.require(&[Scope::Read])?;
-    let Query(params) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
+    let Query(params) =
+        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let (query, page, per_page) = search_query(&params)?;
-    let mut hits = find::search(&state.db, &query).await?;
+    let mut hits = find::search(state.db.pool(), &query).await?;
     let more = hits.len() > per_page as usize;
     hits.truncate(per_page as usize);
     let results: Vec<Value> = hits
@@ -121,11 +123,11 @@ pub async fn show_group(
 ) -> Result<Json<Value>, AppError> {
     token.require(&[Scope::Read])?;
     let id = parse_id(&id, "group")?;
-    let g = groups::get_group(&state.db, id)
+    let g = groups::get_group(state.db.pool(), id)
         .await?
         .ok_or(AppError::NotFound("group"))?;
-    let reports = store::group_reports(&state.db, id, 50).await?;
-    let fixes = groups::group_fixes(&state.db, id).await?;
+    let reports = store::group_reports(state.db.pool(), id, 50).await?;
+    let fixes = groups::group_fixes(state.db.pool(), id).await?;
     Ok(Json(json!({
         "id": g.id, "fingerprint": g.fingerprint, "category": g.category, "title": g.title,
         "root_cause_text": g.root_cause_text, "count": g.report_count,
@@ -171,7 +173,7 @@ impl FixBody {
 
 /// Validates a fix (shared with the portal's fix form).
 pub(crate) fn validate_fix(body: FixBody, author: &str) -> Result<groups::NewFix, AppError> {
-    let bad = |m: &str| AppError::Unprocessable("bad_fix", m.to_owned());
+    let bad = |m: &str| AppError::Unprocessable(ErrorCode::BadFix, m.to_owned());
     let summary = body.summary.trim().to_owned();
     if summary.is_empty() || summary.len() > 500 {
         return Err(bad("summary must be 1-500 characters"));
@@ -217,11 +219,13 @@ pub async fn create_fix(
         JsonRejection::MissingJsonContentType(_) => {
             AppError::UnsupportedMediaType("expected Content-Type: application/json".into())
         }
-        JsonRejection::JsonDataError(e) => AppError::Unprocessable("bad_fix", e.body_text()),
-        other => AppError::rejected("bad_json", other.status(), other.body_text()),
+        JsonRejection::JsonDataError(e) => {
+            AppError::Unprocessable(ErrorCode::BadFix, e.body_text())
+        }
+        other => AppError::rejected(ErrorCode::BadJson, other.status(), other.body_text()),
     })?;
     let fix = validate_fix(body, &token.0.name)?;
-    let stored = groups::insert_fix(&state.db, id, &fix)
+    let stored = groups::insert_fix(state.db.pool(), id, &fix)
         .await?
         .ok_or(AppError::NotFound("group"))?;
     Ok((StatusCode::CREATED, Json(fix_json(&stored))))

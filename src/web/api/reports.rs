@@ -2,23 +2,23 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::multipart::{Field, MultipartRejection};
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{Extension, Multipart, Path, State};
+use axum::extract::{Extension, Multipart, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 
-use super::parse_id;
+use crate::api_types::{self as wire, CategorySource, ErrorCode, ReportCreated};
+use crate::app::upload::{self, Meta, UploadError, Uploader};
+use crate::app::{self, reports};
 use crate::auth::Scope;
 use crate::ingest::Reject;
-use crate::report::{self, Meta, UploadError};
-use crate::storage::reports::{IdempotencyKey, InsertOutcome};
-use crate::storage::{groups, reports as store, reproductions};
+use crate::rules::Classification;
+use crate::storage::reproductions::JobView;
 use crate::web::auth::ApiToken;
+use crate::web::extract::ReportId;
 use crate::web::limits::InFlight;
+use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
 use crate::web::{AppError, AppState};
 
 /// `POST /api/v1/classify`: classify the body, store nothing.
@@ -26,7 +26,7 @@ pub async fn classify_log(
     State(state): State<AppState>,
     token: ApiToken,
     body: Result<Bytes, BytesRejection>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<Classification>, AppError> {
     token.require(&[Scope::Ingest, Scope::Read])?;
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -35,37 +35,18 @@ pub async fn classify_log(
                 state.limits.max_classify_bytes
             ))
         } else {
-            AppError::BadRequest("bad_body", e.body_text())
+            AppError::BadRequest(ErrorCode::BadBody, e.body_text())
         }
     })?;
     if body.is_empty() {
-        return Err(upload_error(Reject::Empty.into()));
+        return Err(app::Error::from(UploadError::from(Reject::Empty)).into());
     }
     if crate::ingest::looks_binary(&body[..body.len().min(8192)]) {
-        return Err(upload_error(Reject::Binary.into()));
+        return Err(app::Error::from(UploadError::from(Reject::Binary)).into());
     }
     let ruleset = state.ruleset.current();
-    let c = tokio::task::spawn_blocking(move || ruleset.classify_bytes("-", &body))
-        .await
-        .map_err(|e| AppError::Internal(e.into()))?;
-    Ok(Json(
-        serde_json::to_value(c).map_err(|e| AppError::Internal(e.into()))?,
-    ))
-}
-
-/// The parts of an upload, read from the multipart stream (API or portal form).
-pub(crate) struct Upload {
-    pub log: tokio::fs::File,
-    pub filename: String,
-    pub script: Option<String>,
-    pub meta: Meta,
-    pub meta_raw: Vec<u8>,
-}
-
-/// What storing an upload gave: the response body of `POST /api/v1/reports`.
-pub(crate) struct Created {
-    pub report_id: i64,
-    pub body: Value,
+    let c = app::blocking(move || ruleset.classify_bytes("-", &body)).await?;
+    Ok(Json(c))
 }
 
 /// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`).
@@ -77,7 +58,10 @@ pub async fn create_report(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<impl IntoResponse, AppError> {
     token.require(&[Scope::Ingest])?;
-    let key = idempotency_key(&headers)?;
+    let uploader = Uploader {
+        token_id: token.0.id,
+        idempotency_key: idempotency_key(&headers)?,
+    };
     let multipart = multipart.map_err(|e| {
         AppError::UnsupportedMediaType(format!(
             "expected a multipart/form-data body: {}",
@@ -85,92 +69,16 @@ pub async fn create_report(
         ))
     })?;
     let upload = read_upload(&state, multipart).await?;
-    let created = store_upload(&state, &token, upload, key, held.map(|e| e.0)).await?;
-    Ok((StatusCode::CREATED, Json(created.body)))
-}
-
-/// Runs the report pipeline on a spooled upload and stores the result (shared by the API and
-/// the portal's form).
-pub(crate) async fn store_upload(
-    state: &AppState,
-    token: &ApiToken,
-    upload: Upload,
-    key: Option<String>,
-    held: Option<InFlight>,
-) -> Result<Created, AppError> {
-    let log = upload.log.into_std().await;
-    let ruleset = state.ruleset.current();
-    let filename = upload.filename.clone();
-    let script = upload.script.clone();
-    let meta = upload.meta.clone();
-    let prepared = tokio::task::spawn_blocking(move || {
-        use std::io::Seek;
-        let _held = held;
-        let mut log = log;
-        log.rewind()?;
-        report::prepare(&ruleset, log, &filename, meta, script)
-    })
-    .await
-    .map_err(|e| AppError::Internal(e.into()))?
-    .map_err(upload_error)?;
-    let mut new = prepared.report;
-    new.token_id = Some(token.0.id);
-    let idem = key.map(|key| {
-        let mut h = Sha256::new();
-        h.update(&new.log_sha256);
-        h.update([0]);
-        h.update(upload.script.as_deref().unwrap_or("").as_bytes());
-        h.update([0]);
-        h.update(&upload.meta_raw);
-        // The file name is part of the request too: a retry resends it unchanged.
-        h.update([0]);
-        h.update(new.filename.as_bytes());
-        IdempotencyKey {
-            token_id: token.0.id,
-            key,
-            request_sha256: h.finalize().to_vec(),
-        }
-    });
-    let stored = match store::insert_report(&state.db, &new, idem.as_ref()).await? {
-        InsertOutcome::Stored(s) => s,
-        InsertOutcome::KeyReused => {
-            return Err(AppError::Unprocessable(
-                "idempotency_key_reused",
-                "this Idempotency-Key was used with a different request".into(),
-            ));
-        }
+    let uploaded = store_upload(&state, uploader, upload, held.map(|e| e.0)).await?;
+    let body = ReportCreated {
+        id: uploaded.report_id,
+        url: format!("{}/reports/{}", state.public_url, uploaded.report_id),
+        group_id: uploaded.group_id,
+        duplicate: uploaded.duplicate,
+        classification: uploaded.classification,
+        repro: uploaded.job,
     };
-    // A replayed idempotent answer was counted when it was first given.
-    if !stored.replayed {
-        state
-            .metrics
-            .report_ingested(prepared.classification.category, stored.duplicate);
-    }
-    if stored.job.as_ref().is_some_and(|(_, st)| st == "queued") {
-        // Long-polling workers on this server claim it now rather than at their next poll.
-        state.job_wake.notify_waiters();
-    }
-    let classification = if stored.duplicate || idem.is_some() {
-        // The stored report's own classification (the first upload's), not this request's.
-        store::get_report(&state.db, stored.report_id)
-            .await?
-            .map(|r| r.classification)
-            .unwrap_or(new.classification)
-    } else {
-        new.classification
-    };
-    let body = json!({
-        "id": stored.report_id,
-        "url": format!("{}/reports/{}", state.public_url, stored.report_id),
-        "group_id": stored.group_id,
-        "duplicate": stored.duplicate,
-        "classification": classification,
-        "repro": stored.job.map(|(id, st)| json!({"job_id": id, "state": st})),
-    });
-    Ok(Created {
-        report_id: stored.report_id,
-        body,
-    })
+    Ok((StatusCode::CREATED, Json(body)))
 }
 
 fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, AppError> {
@@ -184,40 +92,38 @@ fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, AppError> {
         .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
         .ok_or_else(|| {
             AppError::BadRequest(
-                "bad_idempotency_key",
+                ErrorCode::BadIdempotencyKey,
                 "Idempotency-Key must be 1-200 printable ASCII characters".into(),
             )
         })?;
     Ok(Some(key.to_owned()))
 }
 
-async fn read_upload(state: &AppState, mut multipart: Multipart) -> Result<Upload, AppError> {
+async fn read_upload(
+    state: &AppState,
+    mut multipart: Multipart,
+) -> Result<upload::Upload, AppError> {
     let limits = state.limits;
-    let mut log: Option<(tokio::fs::File, String)> = None;
+    let mut log: Option<(std::fs::File, String)> = None;
     let mut script = None;
     let mut meta_raw: Vec<u8> = Vec::new();
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_owned();
         match name.as_str() {
             "log" if log.is_none() => {
-                let filename = field
-                    .file_name()
-                    .unwrap_or("log")
-                    .chars()
-                    .take(255)
-                    .collect();
+                let filename = file_name(&field, "log");
                 log = Some((spool(field, limits.max_log_bytes).await?, filename));
             }
             "script" if script.is_none() => {
                 let bytes = read_small(field, limits.max_script_bytes, "script").await?;
-                script = Some(report::check_script(&bytes, &limits).map_err(upload_error)?);
+                script = Some(upload::check_script(&bytes, &limits).map_err(app::Error::from)?);
             }
             "meta" if meta_raw.is_empty() => {
                 meta_raw = read_small(field, limits.max_meta_bytes, "meta").await?;
             }
             other => {
                 return Err(AppError::BadRequest(
-                    "unexpected_field",
+                    ErrorCode::UnexpectedField,
                     format!(
                         "unexpected or repeated multipart field {other:?}; expected log, script, meta"
                     ),
@@ -227,16 +133,16 @@ async fn read_upload(state: &AppState, mut multipart: Multipart) -> Result<Uploa
     }
     let (log, filename) = log.ok_or_else(|| {
         AppError::BadRequest(
-            "missing_log",
+            ErrorCode::MissingLog,
             "the multipart field `log` (the log file) is required".into(),
         )
     })?;
     let meta = if meta_raw.is_empty() {
         Meta::default()
     } else {
-        Meta::parse(&meta_raw).map_err(upload_error)?
+        Meta::parse(&meta_raw).map_err(app::Error::from)?
     };
-    Ok(Upload {
+    Ok(upload::Upload {
         log,
         filename,
         script,
@@ -245,109 +151,64 @@ async fn read_upload(state: &AppState, mut multipart: Multipart) -> Result<Uploa
     })
 }
 
-/// Streams a field into an anonymous temporary file (gone when dropped, even on a crash),
-/// refusing it with 413 as soon as it passes the cap.
-pub(crate) async fn spool(mut field: Field<'_>, cap: u64) -> Result<tokio::fs::File, AppError> {
-    let file = tempfile::tempfile().map_err(|e| AppError::Internal(e.into()))?;
-    let mut file = tokio::fs::File::from_std(file);
-    let mut total: u64 = 0;
-    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        total += chunk.len() as u64;
-        if total > cap {
-            return Err(AppError::TooLarge(format!(
-                "the log is larger than the {cap}-byte limit"
-            )));
-        }
-        file.write_all(&chunk)
-            .await
-            .map_err(|e| AppError::Internal(e.into()))?;
-    }
-    file.flush()
-        .await
-        .map_err(|e| AppError::Internal(e.into()))?;
-    Ok(file)
-}
-
-pub(crate) async fn read_small(
-    mut field: Field<'_>,
-    cap: usize,
-    what: &str,
-) -> Result<Vec<u8>, AppError> {
-    let mut out = Vec::new();
-    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        if out.len() + chunk.len() > cap {
-            return Err(AppError::TooLarge(format!(
-                "the {what} is larger than the {cap}-byte limit"
-            )));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
-}
-
-pub(crate) fn multipart_error(e: axum::extract::multipart::MultipartError) -> AppError {
-    if let Some(slow) = crate::web::limits::BodyTooSlow::find(&e) {
-        return AppError::BodyTooSlow(slow.to_string());
-    }
-    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        AppError::TooLarge(e.body_text())
-    } else {
-        AppError::BadRequest("bad_multipart", e.body_text())
-    }
-}
-
-/// Maps the pipeline's refusals to statuses: empty 422, oversize 413, binary 415, bad meta or
-/// script 422.
-pub(crate) fn upload_error(e: UploadError) -> AppError {
-    match e {
-        UploadError::Log(Reject::Empty) => {
-            AppError::Unprocessable("empty_log", "the log is empty".into())
-        }
-        UploadError::Log(r @ Reject::TooLarge { .. }) => AppError::TooLarge(r.to_string()),
-        UploadError::Log(Reject::Binary) => {
-            AppError::UnsupportedMediaType("the log looks binary, not text".into())
-        }
-        UploadError::Meta(m) => AppError::Unprocessable("bad_meta", format!("meta: {m}")),
-        UploadError::Script(m) => AppError::Unprocessable("bad_script", format!("script: {m}")),
-        UploadError::Io(e) => AppError::Internal(e.into()),
-    }
-}
-
 /// `GET /api/v1/reports/{id}`
 pub async fn show_report(
     State(state): State<AppState>,
     token: ApiToken,
-    Path(id): Path<String>,
-) -> Result<Json<Value>, AppError> {
+    ReportId(id): ReportId,
+) -> Result<Json<wire::ReportDetail>, AppError> {
     token.require(&[Scope::Read])?;
-    let id = parse_id(&id, "report")?;
-    let r = store::get_report(&state.db, id)
-        .await?
-        .ok_or(AppError::NotFound("report"))?;
-    let fixes = groups::group_fixes(&state.db, r.group_id).await?;
-    let reproductions =
-        super::jobs::reproductions_json(&reproductions::report_jobs(&state.db, id).await?);
-    let basis = reproductions::category_basis(&state.db, id).await?;
-    Ok(Json(json!({
-        "id": r.id,
-        "url": format!("{}/reports/{}", state.public_url, r.id),
-        "created_at": r.created_at,
-        "project": r.project,
-        "job_url": r.job_url,
-        "commit": r.commit_sha,
-        "branch": r.branch,
-        "environment": r.environment,
-        "filename": r.filename,
-        "log_bytes": r.log_bytes,
-        "log_lines": r.log_lines,
-        "has_script": r.script.is_some(),
-        "group_id": r.group_id,
-        "classification": r.classification,
-        "fixes": fixes.iter().map(super::groups::fix_json).collect::<Vec<_>>(),
-        "reproductions": reproductions,
-        "category": r.category,
-        "title": r.title,
-        "category_source": basis.as_ref().map_or("log", |b| b.source.as_str()),
-        "original_category": basis.as_ref().and_then(|b| b.original_category.as_deref()),
-    })))
+    let d = reports::detail(&state.db, id).await?;
+    let r = d.report;
+    Ok(Json(wire::ReportDetail {
+        id: r.id,
+        url: format!("{}/reports/{}", state.public_url, r.id),
+        created_at: r.created_at,
+        project: r.project,
+        job_url: r.job_url,
+        commit: r.commit_sha,
+        branch: r.branch,
+        environment: r.environment,
+        filename: r.filename,
+        log_bytes: r.log_bytes,
+        log_lines: r.log_lines,
+        has_script: r.script.is_some(),
+        group_id: r.group_id,
+        classification: r.classification,
+        fixes: d.fixes,
+        reproductions: d.jobs.iter().map(reproduction).collect(),
+        category: r.category,
+        title: r.title,
+        category_source: d.basis.as_ref().map_or(CategorySource::Log, |b| b.source),
+        original_category: d.basis.and_then(|b| b.original_category),
+    }))
+}
+
+/// A job as `GET /api/v1/reports/{id}` lists it under `reproductions` (DESIGN.md section 5):
+/// the result's fields are null until a result is recorded.
+fn reproduction(j: &JobView) -> wire::Reproduction {
+    let r = j.reproduction.as_ref();
+    let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    wire::Reproduction {
+        job_id: j.id,
+        state: j.state,
+        attempt: r.map_or(j.attempts, |r| r.attempt),
+        max_attempts: j.max_attempts,
+        exit_code: r.and_then(|r| r.exit_code),
+        signal: r.and_then(|r| r.signal),
+        timed_out: r.is_some_and(|r| r.timed_out),
+        duration_ms: r.map(|r| r.duration_ms),
+        gpu: r.and_then(|r| r.gpu.clone()),
+        stdout: r.map(|r| r.stdout.clone()),
+        stderr: r.map(|r| r.stderr.clone()),
+        truncated: r.is_some_and(|r| r.truncated),
+        classification: r.map(|r| r.classification.clone()),
+        no_gpu: r.map(|r| r.no_gpu),
+        sandbox: r.map(|r| r.sandbox.clone()),
+        worker: text(&j.worker),
+        reproduction_id: r.map(|r| r.id),
+        dead_reason: text(&j.dead_reason),
+        error: text(&j.last_error),
+        requeued_from: j.requeued_from,
+    }
 }

@@ -11,25 +11,30 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::api_types::ErrorCode;
+use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
-use crate::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
 use crate::web::auth::ApiToken;
 use crate::web::{AppError, AppState};
 
 impl From<TeamRulesError> for AppError {
     fn from(err: TeamRulesError) -> Self {
         match err {
-            TeamRulesError::Invalid(e) => AppError::Unprocessable("invalid_rule", e.to_string()),
-            TeamRulesError::BadInput(m) => AppError::Unprocessable("invalid_rule", m),
+            TeamRulesError::Invalid(e) => {
+                AppError::Unprocessable(ErrorCode::InvalidRule, e.to_string())
+            }
+            TeamRulesError::BadInput(m) => AppError::Unprocessable(ErrorCode::InvalidRule, m),
             TeamRulesError::NotFound => AppError::NotFound("rule"),
             e @ TeamRulesError::LowersAccuracy { .. } => {
-                AppError::Unprocessable("lowers_accuracy", e.to_string())
+                AppError::Unprocessable(ErrorCode::LowersAccuracy, e.to_string())
             }
-            e @ TeamRulesError::Busy => AppError::Conflict("busy", e.to_string()),
-            e @ TeamRulesError::Exists(_) => AppError::Conflict("rule_exists", e.to_string()),
+            e @ TeamRulesError::Busy => AppError::Conflict(ErrorCode::Busy, e.to_string()),
+            e @ TeamRulesError::Exists(_) => {
+                AppError::Conflict(ErrorCode::RuleExists, e.to_string())
+            }
             TeamRulesError::Db(e) => e.into(),
             TeamRulesError::Internal(m) => AppError::Internal(anyhow::anyhow!(m)),
         }
@@ -77,7 +82,8 @@ impl RuleBody {
         if !self.has_spec() {
             return Ok(None);
         }
-        let missing = |f: &str| AppError::Unprocessable("invalid_rule", format!("{f} is required"));
+        let missing =
+            |f: &str| AppError::Unprocessable(ErrorCode::InvalidRule, format!("{f} is required"));
         Ok(Some(RuleSpec {
             id: id.to_owned(),
             category: self.category.ok_or_else(|| missing("category"))?,
@@ -107,7 +113,7 @@ impl RuleBody {
                     enabled,
                 }),
                 None => Err(AppError::Unprocessable(
-                    "invalid_rule",
+                    ErrorCode::InvalidRule,
                     "nothing to change: give the rule's fields, or enabled".into(),
                 )),
             },
@@ -118,9 +124,9 @@ impl RuleBody {
 fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
     b.map(|Json(v)| v).map_err(|e| {
         if e.status() == StatusCode::UNPROCESSABLE_ENTITY {
-            AppError::Unprocessable("invalid_rule", e.body_text())
+            AppError::Unprocessable(ErrorCode::InvalidRule, e.body_text())
         } else {
-            AppError::rejected("bad_json", e.status(), e.body_text())
+            AppError::rejected(ErrorCode::BadJson, e.status(), e.body_text())
         }
     })
 }
@@ -175,13 +181,14 @@ pub async fn create_rule(
 ) -> Result<(StatusCode, Json<Value>), AppError> {
     token.require(&[Scope::Admin])?;
     let b = body(b)?;
-    let id =
-        b.id.clone()
-            .ok_or_else(|| AppError::Unprocessable("invalid_rule", "id is required".into()))?;
+    let id = b
+        .id
+        .clone()
+        .ok_or_else(|| AppError::Unprocessable(ErrorCode::InvalidRule, "id is required".into()))?;
     let spec = b.spec(&id)?;
     if spec.is_none() && b.enabled.is_none() {
         return Err(AppError::Unprocessable(
-            "invalid_rule",
+            ErrorCode::InvalidRule,
             "nothing to create: give the rule's fields, or enabled for a built-in id".into(),
         ));
     }
@@ -211,7 +218,7 @@ pub async fn update_rule(
     let b = body(b)?;
     if b.id.as_ref().is_some_and(|bid| bid != &id) {
         return Err(AppError::Unprocessable(
-            "invalid_rule",
+            ErrorCode::InvalidRule,
             "the body's id differs from the path's; ids cannot be renamed".into(),
         ));
     }
@@ -244,7 +251,7 @@ pub async fn preview_rule(
     let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
     let spec = b.spec(&id)?.ok_or_else(|| {
         AppError::Unprocessable(
-            "invalid_rule",
+            ErrorCode::InvalidRule,
             "category, title and pattern are required".into(),
         )
     })?;

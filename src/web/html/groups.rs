@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::{Layout, trend};
+use crate::api_types::ErrorCode;
 use crate::auth::Scope;
 use crate::storage::groups::{self, Fix, Group};
 use crate::storage::reports::{self as store, ReportSummary};
@@ -44,9 +45,9 @@ pub async fn list_groups(
     user: PortalUser,
 ) -> Result<GroupsPage, PageError> {
     user.require(&[Scope::Read])?;
-    let list = groups::recent_groups(&state.db, 100).await?;
+    let list = groups::recent_groups(state.db.pool(), 100).await?;
     let ids: Vec<i64> = list.iter().map(|g| g.id).collect();
-    let (per_day, today) = groups::group_trends(&state.db, &ids, TREND_DAYS as i32).await?;
+    let (per_day, today) = groups::group_trends(state.db.pool(), &ids, TREND_DAYS as i32).await?;
     let rows = list
         .into_iter()
         .map(|g| {
@@ -87,16 +88,16 @@ pub async fn show_group(
 ) -> Result<GroupPage, PageError> {
     user.require(&[Scope::Read])?;
     let id = parse_id(&id, "group")?;
-    let group = groups::get_group(&state.db, id)
+    let group = groups::get_group(state.db.pool(), id)
         .await?
         .ok_or(AppError::NotFound("group"))?;
-    let (per_day, today) = groups::group_trends(&state.db, &[id], TREND_DAYS as i32).await?;
+    let (per_day, today) = groups::group_trends(state.db.pool(), &[id], TREND_DAYS as i32).await?;
     let days: Vec<(String, i64)> = per_day.into_iter().map(|(_, d, n)| (d, n)).collect();
     Ok(GroupPage {
         layout: Layout::for_user(Some(&user)),
         trend: trend::trend_svg(&days, TREND_DAYS, &today),
-        reports: store::group_reports(&state.db, id, 50).await?,
-        fixes: groups::group_fixes(&state.db, id).await?,
+        reports: store::group_reports(state.db.pool(), id, 50).await?,
+        fixes: groups::group_fixes(state.db.pool(), id).await?,
         can_record: user.require(&[Scope::Ingest, Scope::Admin]).is_ok(),
         group,
     })
@@ -123,13 +124,14 @@ pub async fn create_fix(
     Path(id): Path<String>,
     form: Result<Form<FixForm>, axum::extract::rejection::FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
+    let Form(form) =
+        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let id = parse_id(&id, "group")?;
     let body = FixBody::new(form.summary, form.details, form.link);
     let fix = validate_fix(body, &user.0.token.name)?;
-    groups::insert_fix(&state.db, id, &fix)
+    groups::insert_fix(state.db.pool(), id, &fix)
         .await?
         .ok_or(AppError::NotFound("group"))?;
     Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response())
@@ -170,7 +172,7 @@ pub async fn search(
     params: Result<Query<PageSearch>, QueryRejection>,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Read])?;
-    let Query(p) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
+    let Query(p) = params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let mut page = SearchPage {
         layout: Layout::for_user(Some(&user)),
         q: p.q.clone().unwrap_or_default(),
@@ -196,7 +198,7 @@ pub async fn search(
             return Ok((axum::http::StatusCode::BAD_REQUEST, page).into_response());
         }
     };
-    let mut hits = find::search(&state.db, &query).await?;
+    let mut hits = find::search(state.db.pool(), &query).await?;
     hits.truncate(per_page as usize);
     let words: Vec<String> = query
         .text

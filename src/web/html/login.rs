@@ -55,7 +55,7 @@ pub async fn create_session(
     check_origin(&headers)?;
     let token = form.token.trim();
     let record = if auth::looks_like_token(token) {
-        tokens::authenticate(&state.db, &auth::hash(token)).await?
+        tokens::authenticate(state.db.pool(), &auth::hash(token)).await?
     } else {
         None
     };
@@ -69,7 +69,7 @@ pub async fn create_session(
     let session = auth::generate().map_err(|e| AppError::Internal(e.into()))?;
     let csrf = auth::generate().map_err(|e| AppError::Internal(e.into()))?;
     tokens::create_session(
-        &state.db,
+        state.db.pool(),
         &session.hash,
         record.id,
         &csrf.token[4..],
@@ -106,7 +106,7 @@ pub async fn delete_session(
 ) -> Result<Response, PageError> {
     user.check_form(&headers, &form.csrf)?;
     if let Some(cookie) = cookie_value(&headers, SESSION_COOKIE) {
-        tokens::delete_session(&state.db, &auth::hash(cookie)).await?;
+        tokens::delete_session(state.db.pool(), &auth::hash(cookie)).await?;
     }
     let mut res = Redirect::to("/login").into_response();
     res.headers_mut().insert(

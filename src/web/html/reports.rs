@@ -2,27 +2,27 @@
 //! post that stores one, the report page (log window with the root-cause line highlighted,
 //! findings, facts, next steps, group and fixes) and the raw download.
 
-use std::io::Read;
-
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::multipart::MultipartRejection;
-use axum::extract::{Multipart, Path, Query, State};
+use axum::extract::{Multipart, Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use serde_json::Value;
 
 use super::Layout;
 use super::logview::{self, LogWindow};
 use super::repro::{self, ReproSection};
+use crate::api_types::ErrorCode;
+use crate::app::upload::{self, Meta, Uploader};
+use crate::app::{self, reports};
 use crate::auth::Scope;
-use crate::report::{self, Meta};
-use crate::storage::groups::{self, Fix};
-use crate::storage::reports::{self as store, ReportSummary};
-use crate::storage::reproductions as jobs;
-use crate::web::api::{parse_id, reports as api};
-use crate::web::auth::{ApiToken, OptionalUser, PortalUser};
+use crate::rules::{Category, Confidence, Facts, Role};
+use crate::storage::groups::Fix;
+use crate::storage::reports::ReportSummary;
+use crate::web::auth::{OptionalUser, PortalUser};
+use crate::web::extract::ReportId;
+use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
 use crate::web::{AppError, AppState, PageError};
 
 /// `GET /`: paste or upload a log; the newest reports.
@@ -39,9 +39,7 @@ pub async fn home(
     OptionalUser(user): OptionalUser,
 ) -> Result<HomePage, PageError> {
     let recent = match &user {
-        Some(u) if u.require(&[Scope::Read]).is_ok() => {
-            store::recent_reports(&state.db, 20).await?
-        }
+        Some(u) if u.require(&[Scope::Read]).is_ok() => reports::recent(&state.db, 20).await?,
         _ => Vec::new(),
     };
     Ok(HomePage {
@@ -64,37 +62,31 @@ pub async fn create_report(
     let limits = state.limits;
     let mut csrf = String::new();
     let mut project = String::new();
-    let mut log: Option<(tokio::fs::File, String)> = None;
+    let mut log: Option<(std::fs::File, String)> = None;
     let mut script: Option<Vec<u8>> = None;
-    while let Some(field) = multipart.next_field().await.map_err(api::multipart_error)? {
+    while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_owned();
         match name.as_str() {
             "csrf" => {
-                csrf = String::from_utf8_lossy(&api::read_small(field, 200, "csrf").await?)
-                    .into_owned()
+                csrf = String::from_utf8_lossy(&read_small(field, 200, "csrf").await?).into_owned()
             }
             "project" => {
-                project = String::from_utf8_lossy(&api::read_small(field, 200, "project").await?)
+                project = String::from_utf8_lossy(&read_small(field, 200, "project").await?)
                     .trim()
                     .to_owned()
             }
             "log_file" | "log_text" => {
                 // Check the CSRF token before spooling anything large.
                 user.check_form(&headers, &csrf)?;
-                let filename = field
-                    .file_name()
-                    .unwrap_or("pasted.log")
-                    .chars()
-                    .take(255)
-                    .collect::<String>();
-                let file = api::spool(field, limits.max_log_bytes).await?;
-                let len = file.metadata().await.map(|m| m.len()).unwrap_or(0);
+                let filename = file_name(&field, "pasted.log");
+                let file = spool(field, limits.max_log_bytes).await?;
+                let len = file.metadata().map(|m| m.len()).unwrap_or(0);
                 if len > 0 && log.is_none() {
                     log = Some((file, filename));
                 }
             }
             "script_file" | "script_text" => {
-                let bytes = api::read_small(field, limits.max_script_bytes, "script").await?;
+                let bytes = read_small(field, limits.max_script_bytes, "script").await?;
                 if !bytes.iter().all(u8::is_ascii_whitespace) && script.is_none() {
                     script = Some(bytes);
                 }
@@ -104,35 +96,41 @@ pub async fn create_report(
     }
     user.check_form(&headers, &csrf)?;
     let (log, filename) = log.ok_or_else(|| {
-        AppError::Unprocessable("empty_log", "paste a log or choose a file to upload".into())
+        AppError::Unprocessable(
+            ErrorCode::EmptyLog,
+            "paste a log or choose a file to upload".into(),
+        )
     })?;
     let script = script
-        .map(|b| report::check_script(&b, &limits))
+        .map(|b| upload::check_script(&b, &limits))
         .transpose()
-        .map_err(api::upload_error)?;
+        .map_err(app::Error::from)?;
     let meta_raw = serde_json::json!({ "project": project })
         .to_string()
         .into_bytes();
-    let meta = Meta::parse(&meta_raw).map_err(api::upload_error)?;
-    let upload = api::Upload {
+    let meta = Meta::parse(&meta_raw).map_err(app::Error::from)?;
+    let upload = upload::Upload {
         log,
         filename,
         script,
         meta,
         meta_raw,
     };
-    let token = ApiToken(user.0.token.clone());
-    let created = api::store_upload(&state, &token, upload, None, held.map(|e| e.0)).await?;
-    Ok(Redirect::to(&format!("/reports/{}", created.report_id)).into_response())
+    let uploader = Uploader {
+        token_id: user.0.token.id,
+        idempotency_key: None,
+    };
+    let uploaded = store_upload(&state, uploader, upload, held.map(|e| e.0)).await?;
+    Ok(Redirect::to(&format!("/reports/{}", uploaded.report_id)).into_response())
 }
 
 /// A finding as the report page lists it.
 pub struct FindingView {
     pub root: bool,
-    pub line: u64,
+    pub line: usize,
     pub text: String,
     pub rule: String,
-    pub category: String,
+    pub category: Category,
 }
 
 /// `GET /reports/{id}`
@@ -142,15 +140,15 @@ pub struct ReportPage {
     layout: Layout,
     id: i64,
     title: String,
-    category: String,
-    confidence: String,
+    category: Category,
+    confidence: Confidence,
     created_at: String,
     project: String,
     branch: String,
     commit: String,
     job_url: String,
     filename: String,
-    root_line: Option<u64>,
+    root_line: Option<usize>,
     root_text: String,
     findings: Vec<FindingView>,
     facts: Vec<(String, String)>,
@@ -175,73 +173,63 @@ pub struct WindowParams {
 pub async fn show_report(
     State(state): State<AppState>,
     user: PortalUser,
-    Path(id): Path<String>,
+    ReportId(id): ReportId,
     params: Result<Query<WindowParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<ReportPage, PageError> {
     user.require(&[Scope::Read])?;
-    let Query(params) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
-    let id = parse_id(&id, "report")?;
-    let r = store::get_report(&state.db, id)
-        .await?
-        .ok_or(AppError::NotFound("report"))?;
-    let gz = store::report_log_gz(&state.db, id)
-        .await?
-        .unwrap_or_default();
-    let c = &r.classification;
-    let findings: Vec<FindingView> = c["findings"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|f| FindingView {
-                    root: f["role"] == "root_cause",
-                    line: f["line"].as_u64().unwrap_or(0),
-                    text: f["text"].as_str().unwrap_or_default().to_owned(),
-                    rule: f["rule"].as_str().unwrap_or_default().to_owned(),
-                    category: f["category"].as_str().unwrap_or_default().to_owned(),
-                })
-                .collect()
+    let Query(params) =
+        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
+    let d = reports::detail(&state.db, id).await?;
+    let text = reports::log(&state.db, id).await?;
+    let r = d.report;
+    let c = r.classification;
+    let findings: Vec<FindingView> = c
+        .findings
+        .iter()
+        .map(|f| FindingView {
+            root: f.role == Role::RootCause,
+            line: f.line,
+            text: f.text.clone(),
+            rule: f.rule.clone(),
+            category: f.category,
         })
+        .collect();
+    let root_line = c.root_cause.as_ref().map(|r| r.line);
+    let root_text = c
+        .root_cause
+        .as_ref()
+        .map(|r| r.text.clone())
         .unwrap_or_default();
-    let root_line = c["root_cause"]["line"].as_u64();
-    let root_text = c["root_cause"]["text"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
     // The root cause and identical repeats of it are highlighted.
     let highlight: Vec<usize> = findings
         .iter()
         .filter(|f| f.root || (!root_text.is_empty() && f.text == root_text))
-        .map(|f| f.line as usize)
+        .map(|f| f.line)
         .collect();
     let start = params.start;
-    let focus = root_line.map(|l| l as usize);
-    let jobs = jobs::report_jobs(&state.db, id).await?;
     // The reported traceback is only needed beside a reproduction.
-    let compare = jobs.iter().any(|j| j.reproduction.is_some());
-    let classification = r.classification.clone();
-    let (log, reported) = tokio::task::spawn_blocking(move || {
-        let mut text = Vec::new();
-        let _ = flate2::read::GzDecoder::new(&gz[..]).read_to_end(&mut text);
+    let compare = d.jobs.iter().any(|j| j.reproduction.is_some());
+    let classification = c.clone();
+    let (log, reported) = app::blocking(move || {
         let reported = if compare {
             repro::Reported::from_log(&String::from_utf8_lossy(&text), &classification)
         } else {
             repro::Reported::default()
         };
-        (logview::window(&text, start, focus, &highlight), reported)
+        (
+            logview::window(&text, start, root_line, &highlight),
+            reported,
+        )
     })
-    .await
-    .map_err(|e| AppError::Internal(e.into()))?;
-    let group = groups::get_group(&state.db, r.group_id).await?;
-    let fixes = groups::group_fixes(&state.db, r.group_id).await?;
-    let basis = jobs::category_basis(&state.db, id).await?;
+    .await?;
     let can_write = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
-    let repro = repro::section(jobs, basis.as_ref(), &reported, can_write);
+    let repro = repro::section(d.jobs, d.basis.as_ref(), &reported, can_write);
     Ok(ReportPage {
         layout: Layout::for_user(Some(&user)),
         id,
         title: r.title,
         category: r.category,
-        confidence: c["confidence"].as_str().unwrap_or_default().to_owned(),
+        confidence: c.confidence,
         created_at: r.created_at,
         project: r.project,
         branch: r.branch,
@@ -251,19 +239,12 @@ pub async fn show_report(
         root_line,
         root_text,
         findings,
-        facts: fact_rows(&c["facts"]),
-        next_steps: c["next_steps"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        async_hint: c["async_hint"].as_bool().unwrap_or(false),
+        facts: fact_rows(&c.facts),
+        next_steps: c.next_steps,
+        async_hint: c.async_hint,
         group_id: r.group_id,
-        group_count: group.map_or(1, |g| g.report_count),
-        fixes,
+        group_count: d.group.map_or(1, |g| g.report_count),
+        fixes: d.fixes,
         log,
         log_lines: r.log_lines,
         script: r.script,
@@ -271,42 +252,46 @@ pub async fn show_report(
     })
 }
 
-/// Typed facts as label/value rows, sizes in human units with exact bytes.
-fn fact_rows(facts: &Value) -> Vec<(String, String)> {
+/// Typed facts as label/value rows, sizes in human units with exact bytes; the other facts in
+/// the order of their names.
+fn fact_rows(facts: &Facts) -> Vec<(String, String)> {
     let mut rows = Vec::new();
-    let Some(obj) = facts.as_object() else {
-        return rows;
-    };
-    if let Some(mem) = obj.get("memory").and_then(Value::as_object) {
-        for (key, label) in [
-            ("requested_bytes", "requested"),
-            ("free_bytes", "free"),
-            ("total_bytes", "total"),
-            ("allocated_bytes", "allocated by PyTorch"),
-            ("reserved_bytes", "reserved by PyTorch"),
-        ] {
-            if let Some(b) = mem.get(key).and_then(Value::as_u64) {
-                rows.push((
-                    format!("memory {label}"),
-                    format!("{} ({b} bytes)", human_bytes(b)),
-                ));
-            }
+    let mem = &facts.memory;
+    for (value, label) in [
+        (mem.requested_bytes, "requested"),
+        (mem.free_bytes, "free"),
+        (mem.total_bytes, "total"),
+        (mem.allocated_bytes, "allocated by PyTorch"),
+        (mem.reserved_bytes, "reserved by PyTorch"),
+    ] {
+        if let Some(b) = value {
+            rows.push((
+                format!("memory {label}"),
+                format!("{} ({b} bytes)", human_bytes(b)),
+            ));
         }
     }
-    for (key, value) in obj {
-        if key == "memory" {
-            continue;
+    let list = |items: &[String]| (!items.is_empty()).then(|| items.join(", "));
+    let ranks = (!facts.ranks.is_empty()).then(|| {
+        let ranks: Vec<String> = facts.ranks.iter().map(u32::to_string).collect();
+        ranks.join(", ")
+    });
+    let named = [
+        ("arch", facts.arch.clone()),
+        ("cuda version", facts.cuda_version.clone()),
+        ("devices", list(&facts.devices)),
+        ("driver version", facts.driver_version.clone()),
+        ("dtypes", list(&facts.dtypes)),
+        ("gpu", facts.gpu.clone()),
+        ("nccl version", facts.nccl_version.clone()),
+        ("ranks", ranks),
+        ("shapes", list(&facts.shapes)),
+        ("torch version", facts.torch_version.clone()),
+    ];
+    for (label, value) in named {
+        if let Some(text) = value {
+            rows.push((label.to_owned(), text));
         }
-        let text = match value {
-            Value::Array(items) => items
-                .iter()
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                .collect::<Vec<_>>()
-                .join(", "),
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        rows.push((key.replace('_', " "), text));
     }
     rows
 }
@@ -330,22 +315,10 @@ fn human_bytes(b: u64) -> String {
 pub async fn raw_log(
     State(state): State<AppState>,
     user: PortalUser,
-    Path(id): Path<String>,
+    ReportId(id): ReportId,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Read])?;
-    let id = parse_id(&id, "report")?;
-    let gz = store::report_log_gz(&state.db, id)
-        .await?
-        .ok_or(AppError::NotFound("report"))?;
-    let text = tokio::task::spawn_blocking(move || {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut out)
-            .map(|_| out)
-    })
-    .await
-    .map_err(|e| AppError::Internal(e.into()))?
-    .map_err(|e| AppError::Internal(e.into()))?;
+    let text = reports::log(&state.db, id).await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
@@ -365,10 +338,12 @@ mod tests {
 
     #[test]
     fn facts_become_readable_rows() {
-        let rows = fact_rows(&serde_json::json!({
+        let facts: Facts = serde_json::from_value(serde_json::json!({
             "memory": {"requested_bytes": 2147483648u64, "free_bytes": 512},
             "devices": ["cuda:0", "cpu"], "gpu": "NVIDIA A100"
-        }));
+        }))
+        .expect("facts");
+        let rows = fact_rows(&facts);
         assert_eq!(
             rows[0],
             (

@@ -9,20 +9,18 @@
 
 use std::collections::BTreeSet;
 
-use axum::Form;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use serde_json::Value;
 
+use crate::api_types::ErrorCode;
+use crate::api_types::{CategorySource, JobState, Sandbox};
+use crate::app::reproduce::{self as repro, Location, Requeue};
 use crate::auth::Scope;
 use crate::ingest::normalize::strip_ansi;
-use crate::repro::{self, Location};
-use crate::storage::jobs::{self as store, Requeue};
+use crate::rules::Classification;
 use crate::storage::reproductions::{AttemptView, CategoryBasis, JobView, ReproductionView};
-use crate::web::api::parse_id;
-use crate::web::auth::PortalUser;
+use crate::web::extract::{CsrfField, CsrfForm, JobId};
 use crate::web::{AppError, AppState, PageError};
 
 /// Most lines of a traceback shown (the innermost ones are kept).
@@ -63,7 +61,7 @@ pub struct TraceView {
 }
 
 /// A finished run as the page shows it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReproPanel {
     /// `exited with code 1`, `killed by signal 9`, `timed out`.
     pub outcome: String,
@@ -72,7 +70,7 @@ pub struct ReproPanel {
     pub no_gpu: bool,
     pub unsandboxed: bool,
     pub truncated: bool,
-    pub category: String,
+    pub category: crate::rules::Category,
     pub title: String,
     /// "reported at ..., actually raised at ..." when the run moved the error.
     pub moved: Option<String>,
@@ -85,12 +83,14 @@ pub struct ReproPanel {
 }
 
 /// A job as the page lists it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct JobRow {
     pub id: i64,
-    pub state: String,
-    pub attempts: i32,
-    pub max_attempts: i32,
+    pub state: JobState,
+    /// Queued again after a failed attempt (the page shows that attempt's error).
+    pub retrying: bool,
+    pub attempts: u32,
+    pub max_attempts: u32,
     pub worker: String,
     pub last_error: String,
     pub dead_reason: String,
@@ -120,7 +120,7 @@ pub struct Reported {
 
 impl Reported {
     /// Parses the stored log. CPU work on a possibly large text: call from a blocking thread.
-    pub fn from_log(log: &str, classification: &Value) -> Reported {
+    pub fn from_log(log: &str, classification: &Classification) -> Reported {
         Reported {
             lines: log.lines().map(str::to_owned).collect(),
             tb: repro::main_traceback(log),
@@ -129,10 +129,8 @@ impl Reported {
     }
 }
 
-fn root_line(classification: &Value) -> Option<usize> {
-    classification["root_cause"]["line"]
-        .as_u64()
-        .and_then(|l| usize::try_from(l).ok())
+fn root_line(classification: &Classification) -> Option<usize> {
+    classification.root_cause.as_ref().map(|r| r.line)
 }
 
 /// Builds the section from the report's jobs.
@@ -142,9 +140,7 @@ pub fn section(
     reported: &Reported,
     can_write: bool,
 ) -> ReproSection {
-    let pending = jobs
-        .iter()
-        .any(|j| j.state == "queued" || j.state == "running");
+    let pending = jobs.iter().any(|j| !j.state.is_finished());
     let reported_loc = reported.tb.as_ref().and_then(repro::location);
     // Full panels (both traces, outputs) for the newest runs only: a report re-queued many
     // times would otherwise render every run's megabytes of output.
@@ -158,7 +154,8 @@ pub fn section(
     let jobs = jobs
         .into_iter()
         .map(|j| JobRow {
-            can_requeue: can_write && !pending && (j.state == "done" || j.state == "dead"),
+            can_requeue: can_write && !pending && j.state.is_finished(),
+            retrying: j.state == JobState::Queued && !j.last_error.is_empty(),
             repro: j
                 .reproduction
                 .as_ref()
@@ -183,21 +180,21 @@ pub fn section(
 }
 
 fn category_note(b: &CategoryBasis) -> Option<String> {
-    if b.source != "reproduction" {
+    if b.source != CategorySource::Reproduction {
         return None;
     }
     let title = b
         .reproduction_classification
         .as_ref()
-        .and_then(|c| c["title"].as_str())
-        .unwrap_or_default();
+        .map_or("", |c| c.title.as_str());
     let job = b
         .reproduction_job_id
         .map_or_else(String::new, |j| format!(" (job {j})"));
     Some(format!(
         "The category follows the synchronous reproduction{job}: {} ({title}). The uploaded log alone said {} ({}).",
         b.category,
-        b.original_category.as_deref().unwrap_or("unknown"),
+        b.original_category
+            .map_or("unknown", crate::rules::Category::as_str),
         b.original_title.as_deref().unwrap_or(""),
     ))
 }
@@ -252,16 +249,10 @@ fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Locati
             .and_then(|g| g["name"].as_str())
             .map(str::to_owned),
         no_gpu: r.no_gpu,
-        unsandboxed: r.sandbox == "none",
+        unsandboxed: r.sandbox == Sandbox::None,
         truncated: r.truncated,
-        category: r.classification["category"]
-            .as_str()
-            .unwrap_or("unknown")
-            .to_owned(),
-        title: r.classification["title"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
+        category: r.classification.category,
+        title: r.classification.title.clone(),
         moved,
         same,
         traces: vec![reported_view, sync_view],
@@ -414,37 +405,36 @@ pub struct RequeueForm {
     csrf: String,
 }
 
+impl CsrfField for RequeueForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// `POST /jobs/{id}/requeue`: queues a new run of a `done` or `dead` job's report.
 pub async fn requeue_job(
     State(state): State<AppState>,
-    user: PortalUser,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    form: Result<Form<RequeueForm>, axum::extract::rejection::FormRejection>,
+    JobId(id): JobId,
+    CsrfForm { user, .. }: CsrfForm<RequeueForm>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
-    user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Ingest, Scope::Admin])?;
-    let id = parse_id(&id, "job")?;
-    match store::requeue(&state.db, id, &user.0.token.name).await? {
+    match repro::requeue(&state.queue, id, &user.0.token.name).await? {
         Requeue::Queued { job_id, report_id } => {
             tracing::info!(job = id, new_job = job_id, by = %user.0.token.name, "job re-queued");
-            state.job_wake.notify_waiters();
             Ok(Redirect::to(&format!("/reports/{report_id}#job-{job_id}")).into_response())
         }
         Requeue::NotFinished { .. } => Err(AppError::Conflict(
-            "job_pending",
+            ErrorCode::JobPending,
             format!(
                 "job {id} is still queued or running; only a done or dead job can be re-queued"
             ),
         )
         .into()),
         Requeue::AlreadyQueued { job_id, .. } => Err(AppError::Conflict(
-            "job_pending",
+            ErrorCode::JobPending,
             format!("job {job_id} of this report is already queued or running"),
         )
         .into()),
-        Requeue::UnknownJob => Err(AppError::NotFound("job").into()),
     }
 }
 

@@ -14,13 +14,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::Layout;
+use crate::api_types::ErrorCode;
+use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify};
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::spec::RuleSpec;
 use crate::storage::reclassify::{self as runs, Run};
 use crate::storage::reports::ReportSummary;
 use crate::storage::rules::{self as store, HistoryEntry};
-use crate::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify};
 use crate::web::api::rules::warnings;
 use crate::web::auth::PortalUser;
 use crate::web::{AppError, AppState, PageError};
@@ -157,7 +158,7 @@ pub async fn list_rules(
         team: rows(team),
         version,
         history: history(&state, None).await?,
-        runs: runs::recent_runs(&state.db, 5)
+        runs: runs::recent_runs(state.db.pool(), 5)
             .await?
             .into_iter()
             .map(RunRow::from)
@@ -167,7 +168,7 @@ pub async fn list_rules(
 }
 
 async fn history(state: &AppState, rule_id: Option<&str>) -> Result<Vec<HistoryRow>, AppError> {
-    Ok(store::history(&state.db, rule_id, 30)
+    Ok(store::history(state.db.pool(), rule_id, 30)
         .await?
         .into_iter()
         .map(HistoryRow::from)
@@ -204,7 +205,7 @@ pub async fn show_rule(
     Ok(RulePage {
         layout: Layout::for_user(Some(&user)),
         rule: RuleRow::from(&info),
-        reports: store::reports_naming_rule(&state.db, &id, 20).await?,
+        reports: store::reports_naming_rule(state.db.pool(), &id, 20).await?,
         history: history(&state, Some(&id)).await?,
         can_edit: user.require(&[Scope::Admin]).is_ok(),
         has_entry: info.updated_at.is_some(),
@@ -413,7 +414,7 @@ pub async fn new_rule(
     params: Result<Query<NewParams>, QueryRejection>,
 ) -> Result<RuleFormPage, PageError> {
     user.require(&[Scope::Admin])?;
-    let Query(p) = params.map_err(|e| AppError::BadRequest("bad_query", e.body_text()))?;
+    let Query(p) = params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let mut form = RuleForm {
         enabled: Some("on".into()),
         specificity: "80".into(),
@@ -437,7 +438,8 @@ pub async fn save_rule(
     headers: HeaderMap,
     form: Result<Form<RuleForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
+    let Form(form) =
+        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let spec = match form.spec() {
@@ -504,7 +506,8 @@ pub async fn set_enabled(
     Path(id): Path<String>,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
+    let Form(form) =
+        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::SetEnabled {
@@ -525,7 +528,8 @@ pub async fn delete_rule(
     Path(id): Path<String>,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
+    let Form(form) =
+        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::Delete { id };
@@ -542,7 +546,8 @@ pub async fn start_reclassify(
     headers: HeaderMap,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<Response, PageError> {
-    let Form(form) = form.map_err(|e| AppError::rejected("bad_form", e.status(), e.body_text()))?;
+    let Form(form) =
+        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     reclassify::start(&state.db, &state.ruleset, &user.0.token.name)

@@ -17,7 +17,7 @@ async fn another_replica_picks_up_a_saved_rule_without_a_restart() {
     let admin = app.token("admin", &[Scope::Admin]).await;
     let ruleset = std::sync::Arc::new(gpu_triage::rules::Ruleset::builtin().unwrap());
     let other = AppState::new(app.db.clone(), "http://replica.test", ruleset);
-    let watcher = gpu_triage::team_rules::watch(app.db.clone(), other.ruleset.clone());
+    let watcher = gpu_triage::app::team_rules::watch(app.db.clone(), other.ruleset.clone());
     let res = app.post_json(&admin, "/api/v1/rules", &kernel_rule()).await;
     assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -241,10 +241,10 @@ async fn a_stored_disabled_rule_that_newer_limits_refuse_does_not_stop_loading()
         .execute(app.db.pool())
         .await
         .unwrap();
-    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
+    let handle = gpu_triage::app::team_rules::RulesetHandle::new(std::sync::Arc::new(
         gpu_triage::rules::Ruleset::builtin().unwrap(),
     ));
-    let version = gpu_triage::team_rules::reload(&app.db, &handle).await;
+    let version = gpu_triage::app::team_rules::reload(&app.db, &handle).await;
     assert_eq!(
         version.unwrap(),
         1,

@@ -221,7 +221,7 @@ async fn reclassify_moves_stored_reports_to_their_new_category_and_group() {
     assert_eq!(rows[2].1, "illegal_memory_access");
     assert_eq!(rows[2].2, other["group_id"].as_i64().unwrap());
     // The groups count their reports; the emptied group is gone.
-    let moved_to = gpu_triage::storage::groups::get_group(&app.db, rows[0].2)
+    let moved_to = gpu_triage::storage::groups::get_group(app.db.pool(), rows[0].2)
         .await
         .unwrap()
         .expect("the new group");

@@ -245,12 +245,12 @@ async fn start_reclassify(
     app: &TestApp,
 ) -> (
     i64,
-    tokio::task::JoinHandle<Result<(), gpu_triage::team_rules::TeamRulesError>>,
+    tokio::task::JoinHandle<Result<(), gpu_triage::app::team_rules::TeamRulesError>>,
 ) {
-    let handle = gpu_triage::team_rules::RulesetHandle::new(std::sync::Arc::new(
+    let handle = gpu_triage::app::team_rules::RulesetHandle::new(std::sync::Arc::new(
         gpu_triage::rules::Ruleset::builtin().unwrap(),
     ));
-    gpu_triage::team_rules::reload(&app.db, &handle)
+    gpu_triage::app::team_rules::reload(&app.db, &handle)
         .await
         .unwrap();
     let run = reclassify::start_run(&app.db, handle.version(), "test")
@@ -260,7 +260,7 @@ async fn start_reclassify(
     let db = app.db.clone();
     let id = run.id;
     let task = tokio::spawn(async move {
-        gpu_triage::team_rules::reclassify::run_all(&db, &handle, &run).await
+        gpu_triage::app::team_rules::reclassify::run_all(&db, &handle, &run).await
     });
     (id, task)
 }

@@ -1,18 +1,23 @@
-//! The report pipeline, between the web layer and storage: an uploaded log (already spooled to a
-//! temporary file under its cap) is checked, scrubbed of secrets, classified by the rule engine
-//! and compressed into a [`NewReport`]. Handlers stay thin; this is the one place that knows
-//! the order of those steps.
+//! Upload a report: an uploaded log (already spooled to a temporary file under its cap) is
+//! checked, scrubbed of secrets, classified by the rule engine and compressed into a
+//! [`NewReport`], then stored in one transaction with its group, its idempotency key and the
+//! reproduction job for an attached script. The API and the portal's form both call
+//! [`upload`]; this is the one place that knows the order of those steps.
 
 use std::io::{self, Read, Write};
+use std::sync::Arc;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::{Error, blocking};
+use crate::api_types::{ErrorCode, JobState, QueuedJob};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
-use crate::storage::reports::NewReport;
+use crate::storage::reports::{self as store, IdempotencyKey, InsertOutcome, NewReport};
+use crate::storage::{Db, DbError};
 
 /// Size caps (SECURITY.md item 1). Checked while streaming, before anything is stored.
 #[derive(Clone, Copy, Debug)]
@@ -147,13 +152,137 @@ pub fn check_script(bytes: &[u8], limits: &Limits) -> Result<String, UploadError
     Ok(text.to_owned())
 }
 
-/// A log ready to store, and its classification.
+impl From<UploadError> for Error {
+    /// Empty 422, oversize 413, binary 415, bad meta or script 422.
+    fn from(e: UploadError) -> Self {
+        match e {
+            UploadError::Log(Reject::Empty) => {
+                Error::Invalid(ErrorCode::EmptyLog, "the log is empty".into())
+            }
+            UploadError::Log(r @ Reject::TooLarge { .. }) => Error::TooLarge(r.to_string()),
+            UploadError::Log(Reject::Binary) => {
+                Error::Unsupported("the log looks binary, not text".into())
+            }
+            UploadError::Meta(m) => Error::Invalid(ErrorCode::BadMeta, format!("meta: {m}")),
+            UploadError::Script(m) => Error::Invalid(ErrorCode::BadScript, format!("script: {m}")),
+            UploadError::Io(e) => Error::Internal(e.into()),
+        }
+    }
+}
+
+/// The parts of an upload (API or portal form), the log spooled under its cap.
 #[derive(Debug)]
-pub struct Prepared {
-    /// The row to insert.
-    pub report: NewReport,
-    /// The classification (also inside `report.classification`).
+pub struct Upload {
+    pub log: std::fs::File,
+    pub filename: String,
+    pub script: Option<String>,
+    pub meta: Meta,
+    /// The `meta` part as sent, part of what an idempotency key covers.
+    pub meta_raw: Vec<u8>,
+}
+
+/// What an upload came to.
+#[derive(Clone, Debug)]
+pub struct Uploaded {
+    pub report_id: i64,
+    pub group_id: i64,
+    /// The same bytes were already stored for the project: this is that report.
+    pub duplicate: bool,
+    /// The first answer to this idempotency key, replayed (nothing new was stored).
+    pub replayed: bool,
+    /// The reproduction queued for the script.
+    pub job: Option<QueuedJob>,
+    /// The stored report's classification (the first upload's, for a duplicate or replay).
     pub classification: Classification,
+}
+
+/// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
+#[derive(Clone, Debug)]
+pub struct Uploader {
+    pub token_id: i64,
+    pub idempotency_key: Option<String>,
+}
+
+/// Runs the pipeline on a spooled upload and stores it in one transaction (see
+/// [`store::insert_report`]). `hold` is kept alive until the blocking work ends (the web layer's
+/// in-flight slot), so an abandoned request cannot free its slot while its work goes on.
+pub async fn upload(
+    db: &Db,
+    ruleset: Arc<Ruleset>,
+    uploader: Uploader,
+    upload: Upload,
+    hold: impl Send + 'static,
+) -> Result<Uploaded, Error> {
+    let Upload {
+        log,
+        filename,
+        script,
+        meta,
+        meta_raw,
+    } = upload;
+    let script_for_key = script.clone().unwrap_or_default();
+    let mut new = blocking(move || {
+        use std::io::Seek;
+        let _hold = hold;
+        let mut log = log;
+        log.rewind()?;
+        prepare(&ruleset, log, &filename, meta, script)
+    })
+    .await??;
+    new.token_id = Some(uploader.token_id);
+    let idem = uploader.idempotency_key.map(|key| {
+        let mut h = Sha256::new();
+        h.update(&new.log_sha256);
+        h.update([0]);
+        h.update(script_for_key.as_bytes());
+        h.update([0]);
+        h.update(&meta_raw);
+        // The file name is part of the request too: a retry resends it unchanged.
+        h.update([0]);
+        h.update(new.filename.as_bytes());
+        IdempotencyKey {
+            token_id: uploader.token_id,
+            key,
+            request_sha256: h.finalize().to_vec(),
+        }
+    });
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    let stored = match store::insert_report(&mut tx, &new, idem.as_ref()).await? {
+        InsertOutcome::Stored(s) => s,
+        InsertOutcome::KeyReused => {
+            tx.rollback().await.map_err(DbError::from)?;
+            return Err(Error::Invalid(
+                ErrorCode::IdempotencyKeyReused,
+                "this Idempotency-Key was used with a different request".into(),
+            ));
+        }
+    };
+    let classification = if stored.duplicate || stored.replayed {
+        // The stored report's own classification (the first upload's), not this request's.
+        store::get_report(&mut *tx, stored.report_id)
+            .await?
+            .map_or(new.classification, |r| r.classification)
+    } else {
+        new.classification
+    };
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(Uploaded {
+        report_id: stored.report_id,
+        group_id: stored.group_id,
+        duplicate: stored.duplicate,
+        replayed: stored.replayed,
+        job: stored.job,
+        classification,
+    })
+}
+
+/// Whether an upload queued a job a waiting worker can claim now.
+#[must_use]
+pub fn queued_a_job(uploaded: &Uploaded) -> bool {
+    uploaded
+        .job
+        .as_ref()
+        .is_some_and(|j| j.state == JobState::Queued)
 }
 
 /// Scrubs, classifies and compresses a spooled log. Blocking (CPU and file I/O): call it from
@@ -165,7 +294,7 @@ pub fn prepare(
     filename: &str,
     meta: Meta,
     script: Option<String>,
-) -> Result<Prepared, UploadError> {
+) -> Result<NewReport, UploadError> {
     // Every stored and searchable field is scrubbed, not only the log.
     let meta = meta.scrubbed();
     let filename = &*ingest::scrub::scrub(filename).text;
@@ -224,7 +353,7 @@ pub fn prepare(
     };
     let search_text = search_text(&classification, &meta, filename);
     let root = classification.root_cause.as_ref();
-    let report = NewReport {
+    Ok(NewReport {
         token_id: None,
         project: meta.project,
         job_url: meta.job_url,
@@ -232,26 +361,19 @@ pub fn prepare(
         branch: meta.branch,
         environment: meta.environment,
         filename: filename.to_owned(),
-        category: classification.category.as_str().to_owned(),
+        category: classification.category,
         title: classification.title.clone(),
-        confidence: serde_json::to_value(classification.confidence)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default(),
+        confidence: classification.confidence,
         root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
         root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
         fingerprint: classification.fingerprint.clone(),
         async_hint: classification.async_hint,
-        classification: serde_json::to_value(&classification).unwrap_or_default(),
         log_sha256: sha.finalize().to_vec(),
         log_bytes: i64::try_from(total).unwrap_or(i64::MAX),
         log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
         log_gz,
         script,
         search_text,
-    };
-    Ok(Prepared {
-        report,
         classification,
     })
 }
@@ -427,9 +549,9 @@ mod tests {
     }
 
     /// The log as stored: the gzip stream decompressed.
-    fn stored_log(p: &Prepared) -> String {
+    fn stored_log(p: &NewReport) -> String {
         let mut text = String::new();
-        flate2::read::GzDecoder::new(&p.report.log_gz[..])
+        flate2::read::GzDecoder::new(&p.log_gz[..])
             .read_to_string(&mut text)
             .expect("gzip");
         text
@@ -440,13 +562,13 @@ mod tests {
         let log = b"step 1\nexport HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH\nRuntimeError: CUDA error: out of memory\n";
         let p =
             prepare(&ruleset(), &log[..], "train.log", Meta::default(), None).expect("accepted");
-        assert_eq!(p.report.category, "out_of_memory");
-        assert_eq!(p.report.root_cause_line, Some(3));
-        assert_eq!(p.report.log_bytes, log.len() as i64);
+        assert_eq!(p.category, crate::rules::Category::OutOfMemory);
+        assert_eq!(p.root_cause_line, Some(3));
+        assert_eq!(p.log_bytes, log.len() as i64);
         let text = stored_log(&p);
         assert!(!text.contains("hf_abcdefghijklmnopqrstuvwxyz"), "{text}");
         assert!(text.contains("RuntimeError: CUDA error: out of memory"));
-        assert_eq!(p.report.log_sha256, Sha256::digest(log).to_vec());
+        assert_eq!(p.log_sha256, Sha256::digest(log).to_vec());
     }
 
     #[test]
@@ -504,8 +626,8 @@ mod tests {
                 text == expected,
                 "blocks differ from line-wise scrubbing (step {step})"
             );
-            assert_eq!(p.report.log_bytes, log.len() as i64);
-            assert_eq!(p.report.log_sha256, Sha256::digest(log.as_bytes()).to_vec());
+            assert_eq!(p.log_bytes, log.len() as i64);
+            assert_eq!(p.log_sha256, Sha256::digest(log.as_bytes()).to_vec());
         }
     }
 
@@ -558,7 +680,7 @@ mod tests {
     fn a_log_that_only_mentions_a_key_header_keeps_the_rest_of_its_text() {
         let log = b"config check: -----BEGIN PRIVATE KEY----- marker missing\nRuntimeError: CUDA error: out of memory\n";
         let p = prepare(&ruleset(), &log[..], "k.log", Meta::default(), None).expect("accepted");
-        assert_eq!(p.report.category, "out_of_memory");
+        assert_eq!(p.category, crate::rules::Category::OutOfMemory);
         let text = stored_log(&p);
         assert_eq!(
             text,

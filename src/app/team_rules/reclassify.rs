@@ -10,7 +10,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use super::{RulesetHandle, TeamRulesError};
-use crate::report::{Meta, search_text};
+use crate::app::upload::{Meta, search_text};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::Db;
 use crate::storage::reclassify::{self as store, Applied, Reclassified, Run, StoredLog};
@@ -32,7 +32,7 @@ pub async fn start(db: &Db, handle: &RulesetHandle, actor: &str) -> Result<Run, 
         if let Some(why) = &failed {
             tracing::error!(run = task_run.id, error = %why, "reclassification failed");
         }
-        if let Err(e) = store::finish_run(&db, &task_run, failed.as_deref()).await {
+        if let Err(e) = store::finish_run(db.pool(), &task_run, failed.as_deref()).await {
             tracing::error!(run = task_run.id, error = %e, "recording the end of a reclassification");
         }
     });
@@ -60,9 +60,9 @@ pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), T
     // Wait for the transactions open now, then take the reports the scan could not see: those
     // that commit after its end (ids above `after`) and those whose id it passed before they
     // committed (ids below, not seen).
-    let horizon = store::xid_horizon(db).await?;
+    let horizon = store::xid_horizon(db.pool()).await?;
     let deadline = Instant::now() + SETTLE;
-    while !store::settled(db, &horizon).await? {
+    while !store::settled(db.pool(), &horizon).await? {
         if Instant::now() > deadline {
             tracing::warn!(
                 run = run.id,
@@ -74,11 +74,11 @@ pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), T
     }
     after = scan_from(db, handle, run, after, &mut seen, &mut tally).await?;
     seen.sort_unstable();
-    let missed = not_seen(&store::ids_upto(db, after).await?, &seen);
+    let missed = not_seen(&store::ids_upto(db.pool(), after).await?, &seen);
     for ids in missed.chunks(BATCH as usize) {
-        let batch = store::reports_by_id(db, ids).await?;
+        let batch = store::reports_by_id(db.pool(), ids).await?;
         process(db, handle, batch, &mut tally).await?;
-        store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
+        store::record_progress(db.pool(), run, tally.done, tally.changed, tally.regrouped).await?;
     }
     Ok(())
 }
@@ -94,14 +94,14 @@ async fn scan_from(
     tally: &mut Tally,
 ) -> Result<i64, TeamRulesError> {
     loop {
-        let batch = store::next_reports(db, after, BATCH).await?;
+        let batch = store::next_reports(db.pool(), after, BATCH).await?;
         let Some(last) = batch.last() else {
             return Ok(after);
         };
         after = last.id;
         seen.extend(batch.iter().map(|r| r.id));
         process(db, handle, batch, tally).await?;
-        store::record_progress(db, run, tally.done, tally.changed, tally.regrouped).await?;
+        store::record_progress(db.pool(), run, tally.done, tally.changed, tally.regrouped).await?;
     }
 }
 

@@ -217,7 +217,7 @@ pub async fn watch_loop(db: Db, handle: RulesetHandle) {
                 tracing::warn!(error = %e, "rules listener failed; reconnecting");
                 listener = None;
             }
-            let stale = match store::ruleset_version(&db).await {
+            let stale = match store::ruleset_version(db.pool()).await {
                 Ok(v) => v != handle.version(),
                 Err(_) => false,
             };

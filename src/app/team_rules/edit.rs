@@ -251,14 +251,14 @@ pub async fn preview(
     );
     let before = Arc::new(compile(current).await?);
     let alone = alone(&spec).await?;
-    let (sizes, stored_count) = store::recent_log_sizes(db, PREVIEW_REPORTS).await?;
+    let (sizes, stored_count) = store::recent_log_sizes(db.pool(), PREVIEW_REPORTS).await?;
     let mut reports = ReportsDryRun {
         stored: stored_count,
         ..ReportsDryRun::default()
     };
     // One batch of compressed logs in memory at a time, however large the stored logs are.
     for ids in batches_by_size(&sizes, PREVIEW_BATCH_BYTES) {
-        let logs = store::logs_by_id(db, &ids).await?;
+        let logs = store::logs_by_id(db.pool(), &ids).await?;
         let (before, after, alone, id) = (
             before.clone(),
             after.clone(),

@@ -45,7 +45,10 @@ pub struct RuleInfo {
 pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), TeamRulesError> {
     let (stored, version) = store::list_team_rules(db).await?;
     let hits: HashMap<String, i64> = if with_hits {
-        store::rule_hit_counts(db).await?.into_iter().collect()
+        store::rule_hit_counts(db.pool())
+            .await?
+            .into_iter()
+            .collect()
     } else {
         HashMap::new()
     };

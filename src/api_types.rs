@@ -1,0 +1,466 @@
+//! The wire contract of API v1 (DESIGN.md section 5) as plain serde types, written once and
+//! shared by the server's handlers, the GPU worker's client and the `upload` command, so the
+//! two sides of each request cannot drift apart. Pure: no I/O, no web or storage types.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::rules::{Category, Classification};
+
+/// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
+/// clients match on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[allow(missing_docs)]
+pub enum ErrorCode {
+    BadBody,
+    BadDuration,
+    BadFix,
+    BadForm,
+    BadGpu,
+    BadIdempotencyKey,
+    BadJson,
+    BadMeta,
+    BadMultipart,
+    BadQuery,
+    BadSandbox,
+    BadScript,
+    BadWorker,
+    BodyTooSlow,
+    Busy,
+    EmptyLog,
+    Forbidden,
+    IdempotencyKeyReused,
+    Internal,
+    InvalidRule,
+    JobPending,
+    LeaseLost,
+    LowersAccuracy,
+    MethodNotAllowed,
+    MissingLog,
+    NoGpu,
+    NotFound,
+    Overloaded,
+    RateLimited,
+    RuleExists,
+    TooLarge,
+    Unauthorized,
+    Unavailable,
+    UnexpectedField,
+    UnsupportedMediaType,
+}
+
+impl ErrorCode {
+    /// The wire spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadBody => "bad_body",
+            ErrorCode::BadDuration => "bad_duration",
+            ErrorCode::BadFix => "bad_fix",
+            ErrorCode::BadForm => "bad_form",
+            ErrorCode::BadGpu => "bad_gpu",
+            ErrorCode::BadIdempotencyKey => "bad_idempotency_key",
+            ErrorCode::BadJson => "bad_json",
+            ErrorCode::BadMeta => "bad_meta",
+            ErrorCode::BadMultipart => "bad_multipart",
+            ErrorCode::BadQuery => "bad_query",
+            ErrorCode::BadSandbox => "bad_sandbox",
+            ErrorCode::BadScript => "bad_script",
+            ErrorCode::BadWorker => "bad_worker",
+            ErrorCode::BodyTooSlow => "body_too_slow",
+            ErrorCode::Busy => "busy",
+            ErrorCode::EmptyLog => "empty_log",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
+            ErrorCode::Internal => "internal",
+            ErrorCode::InvalidRule => "invalid_rule",
+            ErrorCode::JobPending => "job_pending",
+            ErrorCode::LeaseLost => "lease_lost",
+            ErrorCode::LowersAccuracy => "lowers_accuracy",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::MissingLog => "missing_log",
+            ErrorCode::NoGpu => "no_gpu",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Overloaded => "overloaded",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::RuleExists => "rule_exists",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::UnexpectedField => "unexpected_field",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a worker isolates the scripts it runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum Sandbox {
+    /// bubblewrap.
+    Bwrap,
+    /// `--unsafe-no-sandbox`: the script runs as the worker's user.
+    None,
+    /// Anything else a client sent; the server refuses it with 422 `bad_sandbox`.
+    Other(String),
+}
+
+impl Sandbox {
+    /// The wire spelling.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        match self {
+            Sandbox::Bwrap => "bwrap",
+            Sandbox::None => "none",
+            Sandbox::Other(s) => s,
+        }
+    }
+}
+
+impl From<String> for Sandbox {
+    fn from(s: String) -> Self {
+        match s.as_str() {
+            "bwrap" => Sandbox::Bwrap,
+            "none" => Sandbox::None,
+            _ => Sandbox::Other(s),
+        }
+    }
+}
+
+impl From<Sandbox> for String {
+    fn from(s: Sandbox) -> Self {
+        s.as_str().to_owned()
+    }
+}
+
+impl std::fmt::Display for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A reproduction job's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Waiting for a worker.
+    Queued,
+    /// Leased to a worker.
+    Running,
+    /// A result was recorded.
+    Done,
+    /// Gave up after `max_attempts` (or re-queued by hand into a new job).
+    Dead,
+}
+
+impl JobState {
+    /// The spelling on the wire and in the `jobs.state` column.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done => "done",
+            JobState::Dead => "dead",
+        }
+    }
+
+    /// The state spelled `s`, if it is one.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<JobState> {
+        [
+            JobState::Queued,
+            JobState::Running,
+            JobState::Done,
+            JobState::Dead,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
+    }
+
+    /// Whether the job is over (done or dead).
+    #[must_use]
+    pub fn is_finished(self) -> bool {
+        matches!(self, JobState::Done | JobState::Dead)
+    }
+}
+
+impl std::fmt::Display for JobState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// `POST /api/v1/jobs/claim` request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimRequest {
+    /// Free text shown in the portal.
+    pub worker: String,
+    /// Long-poll seconds (the server caps them).
+    #[serde(default)]
+    pub wait_secs: u64,
+    /// The GPU jobs run on (a JSON object); `null` with `no_gpu`.
+    #[serde(default)]
+    pub gpu: Option<Value>,
+    /// The worker has no GPU (`--no-gpu`).
+    #[serde(default)]
+    pub no_gpu: bool,
+    /// `bwrap` or `none`.
+    pub sandbox: Sandbox,
+}
+
+/// `POST /api/v1/jobs/claim` 200 response: a leased job.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClaimedJob {
+    /// Job id (path of heartbeat and result).
+    pub job_id: i64,
+    /// The report it reproduces.
+    pub report_id: i64,
+    /// 1-based attempt.
+    pub attempt: u32,
+    /// Attempts before the job is dead.
+    pub max_attempts: u32,
+    /// Proves the worker holds the job.
+    pub lease_token: String,
+    /// Seconds the lease lasts without a heartbeat.
+    pub lease_secs: u32,
+    /// The script's text.
+    pub script: String,
+    /// The script's file name.
+    pub script_name: String,
+    /// The server's wall-clock limit for the run.
+    pub timeout_secs: u32,
+}
+
+/// `POST /api/v1/jobs/{id}/heartbeat` request.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LeaseRequest {
+    /// The lease the job was claimed with.
+    pub lease_token: String,
+}
+
+/// `POST /api/v1/jobs/{id}/heartbeat` 200 response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// The lease's new length.
+    pub lease_secs: u32,
+}
+
+/// `POST /api/v1/jobs/{id}/result` request: one attempt's outcome.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobResult {
+    /// The lease the job was claimed with.
+    pub lease_token: String,
+    /// `None` when killed by a signal or timeout, or never started.
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// Killed at the wall-clock limit.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Run time in milliseconds.
+    pub duration_ms: u64,
+    /// Captured stdout (capped).
+    #[serde(default)]
+    pub stdout: String,
+    /// Captured stderr (capped).
+    #[serde(default)]
+    pub stderr: String,
+    /// Either stream was cut.
+    #[serde(default)]
+    pub truncated: bool,
+    /// The GPU probed with this result (a JSON object).
+    #[serde(default)]
+    pub gpu: Option<Value>,
+    /// The worker has no GPU.
+    #[serde(default)]
+    pub no_gpu: bool,
+    /// `bwrap` or `none`.
+    pub sandbox: Sandbox,
+    /// A worker-side failure (the sandbox could not start, ...): a failed attempt.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Not in the contract: the worker's name, when it sends one (else the claiming worker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+}
+
+/// `POST /api/v1/jobs/{id}/result` 200 response.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ResultReply {
+    /// The stored reproduction; `None` for a failed attempt.
+    pub reproduction_id: Option<i64>,
+    /// The job's state after the result.
+    pub state: JobState,
+    /// The classification of the run's output; `None` for a failed attempt.
+    pub classification: Option<Classification>,
+}
+
+/// The reproduction job an upload queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedJob {
+    /// The job's id.
+    pub job_id: i64,
+    /// Its state now.
+    pub state: JobState,
+}
+
+/// `POST /api/v1/reports` 201/200 response.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReportCreated {
+    /// The report's id.
+    pub id: i64,
+    /// The report page.
+    pub url: String,
+    /// The group of recurring failures it joined.
+    pub group_id: i64,
+    /// The same bytes were already stored for the project: this is that report.
+    #[serde(default)]
+    pub duplicate: bool,
+    /// The stored report's classification.
+    pub classification: Classification,
+    /// The reproduction queued for an attached script.
+    pub repro: Option<QueuedJob>,
+}
+
+/// A fix recorded for a group, as `GET /api/v1/groups/{id}` and `GET /api/v1/reports/{id}`
+/// list it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Fix {
+    pub id: i64,
+    pub group_id: i64,
+    /// What fixed it, in a line.
+    pub summary: String,
+    pub details: String,
+    /// A link to the change (commit, pull request); empty when none.
+    pub link: String,
+    /// Who recorded it.
+    pub author: String,
+    /// When, RFC 3339.
+    pub created_at: String,
+}
+
+/// One reproduction job of a report, as `GET /api/v1/reports/{id}` lists it under
+/// `reproductions`: the result's fields are null until a result is recorded.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Reproduction {
+    pub job_id: i64,
+    pub state: JobState,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: Option<u64>,
+    pub gpu: Option<Value>,
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub truncated: bool,
+    pub classification: Option<Classification>,
+    pub no_gpu: Option<bool>,
+    pub sandbox: Option<Sandbox>,
+    pub worker: Option<String>,
+    pub reproduction_id: Option<i64>,
+    pub dead_reason: Option<String>,
+    pub error: Option<String>,
+    pub requeued_from: Option<i64>,
+}
+
+/// Where a report's headline category comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CategorySource {
+    /// The uploaded log's classification.
+    Log,
+    /// A reproduction that named a more specific root cause.
+    Reproduction,
+}
+
+/// `GET /api/v1/reports/{id}` response.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReportDetail {
+    pub id: i64,
+    pub url: String,
+    pub created_at: String,
+    pub project: String,
+    pub job_url: String,
+    pub commit: String,
+    pub branch: String,
+    pub environment: String,
+    pub filename: String,
+    pub log_bytes: i64,
+    pub log_lines: i64,
+    pub has_script: bool,
+    pub group_id: i64,
+    /// The log's classification (DESIGN.md section 3).
+    pub classification: Classification,
+    pub fixes: Vec<Fix>,
+    pub reproductions: Vec<Reproduction>,
+    /// The headline: the log's, or a more specific reproduction's.
+    pub category: Category,
+    pub title: String,
+    pub category_source: CategorySource,
+    /// The log's category when the headline follows a reproduction.
+    pub original_category: Option<Category>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_claim_request_has_the_contract_fields() {
+        let request = ClaimRequest {
+            worker: "host-1".into(),
+            wait_secs: 20,
+            gpu: None,
+            no_gpu: true,
+            sandbox: Sandbox::None,
+        };
+        let json = serde_json::to_value(&request).unwrap_or_default();
+        let want = serde_json::json!({"worker":"host-1","wait_secs":20,"gpu":null,"no_gpu":true,
+            "sandbox":"none"});
+        assert_eq!(json, want);
+    }
+
+    #[test]
+    fn an_unknown_sandbox_is_kept_for_the_server_to_refuse() {
+        let s: Sandbox = serde_json::from_str("\"docker\"").expect("a string");
+        assert_eq!(s, Sandbox::Other("docker".into()));
+        let s: Sandbox = serde_json::from_str("\"bwrap\"").expect("a string");
+        assert_eq!(s, Sandbox::Bwrap);
+        assert_eq!(
+            serde_json::to_string(&Sandbox::None).ok().as_deref(),
+            Some("\"none\"")
+        );
+    }
+
+    #[test]
+    fn error_codes_serialize_as_their_spelling() {
+        for code in [
+            ErrorCode::BadJson,
+            ErrorCode::IdempotencyKeyReused,
+            ErrorCode::LeaseLost,
+        ] {
+            let json = serde_json::to_value(code).unwrap_or_default();
+            assert_eq!(json.as_str(), Some(code.as_str()));
+        }
+    }
+
+    #[test]
+    fn job_states_round_trip_through_their_spelling() {
+        for s in ["queued", "running", "done", "dead"] {
+            assert_eq!(JobState::parse(s).map(JobState::as_str), Some(s));
+        }
+        assert_eq!(JobState::parse("Queued"), None);
+    }
+}

@@ -1,0 +1,54 @@
+//! The use cases, between the edges (`web`, the CLI commands) and the engine and storage:
+//! upload a report, reproduce it on a GPU worker, triage groups and fixes, team rules and
+//! reclassification, tokens. Each function takes typed input, opens and owns its transaction,
+//! calls the pure `ingest`/`rules` and the `storage` statements, and returns typed output; the
+//! HTTP handlers (JSON and HTML alike) only extract, call one of them and render.
+
+pub mod reports;
+pub mod reproduce;
+pub mod team_rules;
+pub mod upload;
+
+use crate::api_types::ErrorCode;
+use crate::storage::DbError;
+
+/// Why a use case refused or failed; the web layer maps each to a status.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The thing named does not exist.
+    #[error("{0} not found")]
+    NotFound(&'static str),
+    /// Well-formed but unacceptable input (422).
+    #[error("{1}")]
+    Invalid(ErrorCode, String),
+    /// Input over a size cap (413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// Input of the wrong kind (415: a binary log).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The request conflicts with the current state (409: a lost lease, an existing id).
+    #[error("{1}")]
+    Conflict(ErrorCode, String),
+    /// The database failed or is unreachable.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// An unexpected failure (a blocking task panicked, an encoding failed).
+    #[error("internal error: {0}")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        Error::Db(err.into())
+    }
+}
+
+/// Runs CPU-bound work (classification, compression) off the async threads.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Error::Internal(e.into()))
+}

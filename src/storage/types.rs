@@ -1,0 +1,44 @@
+//! How the domain's enums sit in `text` columns: the job state, the category and the
+//! confidence are decoded into their Rust enums here, at the storage boundary, and encoded back
+//! from them, so no caller compares them as strings. A stored value this build does not know is
+//! a decode error, never a silent default.
+
+use sqlx::encode::IsNull;
+use sqlx::error::BoxDynError;
+use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
+use sqlx::{Decode, Encode, Postgres, Type};
+
+use crate::api_types::JobState;
+use crate::rules::{Category, Confidence};
+
+/// Implements `Type`, `Decode` and `Encode` for an enum stored as its `as_str()` spelling.
+macro_rules! text_enum {
+    ($ty:ty, $parse:expr, $what:literal) => {
+        impl Type<Postgres> for $ty {
+            fn type_info() -> PgTypeInfo {
+                <String as Type<Postgres>>::type_info()
+            }
+            fn compatible(ty: &PgTypeInfo) -> bool {
+                <String as Type<Postgres>>::compatible(ty)
+            }
+        }
+
+        impl<'r> Decode<'r, Postgres> for $ty {
+            fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+                let text = <&str as Decode<Postgres>>::decode(value)?;
+                let parse: fn(&str) -> Option<$ty> = $parse;
+                parse(text).ok_or_else(|| format!(concat!("unknown ", $what, " {:?}"), text).into())
+            }
+        }
+
+        impl Encode<'_, Postgres> for $ty {
+            fn encode_by_ref(&self, buf: &mut PgArgumentBuffer) -> Result<IsNull, BoxDynError> {
+                <&str as Encode<Postgres>>::encode(self.as_str(), buf)
+            }
+        }
+    };
+}
+
+text_enum!(JobState, JobState::parse, "job state");
+text_enum!(Category, |s| s.parse().ok(), "category");
+text_enum!(Confidence, |s| s.parse().ok(), "confidence");
