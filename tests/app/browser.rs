@@ -5,11 +5,14 @@
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{KillOnDrop, create_token, database_url, free_port, spawn_server};
+use crate::support::{KillOnDrop, create_token, database_url, free_port, spawn_server, wait_until};
+
+/// How long a page may take to appear after a click (the server classifies a paste inline).
+const PAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// A real cascade from a PyTorch run: kernel assertions, then the generic re-raise.
 const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
@@ -123,6 +126,37 @@ impl Driver {
             .unwrap_or_default()
             .to_owned()
     }
+
+    /// How many elements match `css` now (none is an answer, not an error).
+    fn count(&self, css: &str) -> usize {
+        self.cmd(
+            "POST",
+            "elements",
+            Some(json!({"using": "css selector", "value": css})),
+        )
+        .as_array()
+        .map_or(0, Vec::len)
+    }
+
+    /// `document.readyState` of the current page.
+    fn ready_state(&self) -> String {
+        self.cmd(
+            "POST",
+            "execute/sync",
+            Some(json!({"script": "return document.readyState", "args": []})),
+        )
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+    }
+
+    /// Waits until the browser shows a page whose URL satisfies `url`, fully loaded, with an
+    /// element matching `css`: the page a click led to, not the one it left.
+    fn wait_for_page(&self, what: &str, url: impl Fn(&str) -> bool, css: &str) {
+        wait_until(PAGE_WAIT, what, || {
+            url(&self.current_url()) && self.ready_state() == "complete" && self.count(css) > 0
+        });
+    }
 }
 
 #[test]
@@ -155,11 +189,9 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", driver_port)).is_err() {
-        assert!(Instant::now() < deadline, "chromedriver did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(Duration::from_secs(30), "chromedriver to listen", || {
+        std::net::TcpStream::connect(("127.0.0.1", driver_port)).is_ok()
+    });
     let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
         "binary": "/usr/bin/chromium",
         "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1600"]
@@ -178,18 +210,21 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
     d.go(&format!("{base}/login"));
     d.type_into("input[name=token]", &token);
     d.click("form button[type=submit]");
-    d.go(&format!("{base}/"));
+    // Signing in lands on the home page with the new-report form (shown only to a session).
+    let home = format!("{base}/");
+    d.wait_for_page(
+        "the signed-in home page after signing in",
+        |url| url == home,
+        "#new-report #log_text",
+    );
     d.type_into("#log_text", LOG);
     d.click("#new-report button[type=submit]");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !d.current_url().contains("/reports/") {
-        assert!(
-            Instant::now() < deadline,
-            "no report page after submit: {}",
-            d.current_url()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let reports = format!("{base}/reports/");
+    d.wait_for_page(
+        "the report page after submitting the log",
+        |url| url.starts_with(&reports),
+        "h1 .cat",
+    );
     assert_eq!(d.text("h1 .cat"), "out_of_bounds");
     let highlighted = d.text("pre.log .line.hl");
     assert!(
@@ -203,11 +238,10 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
     assert!(d.text("#async-warning").contains("CUDA_LAUNCH_BLOCKING=1"));
 
     let shot = d.cmd("GET", "screenshot", None);
-    if let Some(b64) = shot.as_str() {
-        let png = base64_decode(b64);
-        let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../browser-report.png");
-        std::fs::write(&out, png).unwrap();
-    }
+    let png = base64_decode(shot.as_str().expect("the screenshot, as base64"));
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../browser-report.png");
+    std::fs::write(&out, png).unwrap();
     call(
         driver_port,
         "DELETE",

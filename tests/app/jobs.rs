@@ -10,7 +10,7 @@ use gpu_triage::auth::Scope;
 use serde_json::{Value, json};
 
 use crate::browse::{attr, page, sign_in, texts as select};
-use crate::support::{TestApp, TestResponse};
+use crate::support::{TestApp, TestResponse, wait_until_async};
 
 /// What the user uploaded: the asynchronous report, pointing at an innocent `loss.item()`.
 const ASYNC_LOG: &str = "\
@@ -714,19 +714,19 @@ fn the_served_binary_long_polls_reaps_in_the_background_and_records_results() {
             .execute(db.pool())
             .await
             .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
-                .bind(job_id)
-                .fetch_one(db.pool())
-                .await
-                .unwrap();
-            if state == "queued" {
-                break;
-            }
-            assert!(std::time::Instant::now() < deadline, "the reaper never ran");
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
+        wait_until_async(
+            std::time::Duration::from_secs(30),
+            "the reaper to requeue the job",
+            async || {
+                let state: String = sqlx::query_scalar("SELECT state FROM jobs WHERE id = $1")
+                    .bind(job_id)
+                    .fetch_one(db.pool())
+                    .await
+                    .unwrap();
+                state == "queued"
+            },
+        )
+        .await;
     });
 
     let (status, body) = http_post(

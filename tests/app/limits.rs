@@ -10,7 +10,7 @@ use gpu_triage::auth::Scope;
 use gpu_triage::web::limits::LoadLimits;
 use http_body_util::Channel;
 
-use crate::support::TestApp;
+use crate::support::{TestApp, wait_until_async};
 
 const OOM: &[u8] = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
 
@@ -94,21 +94,22 @@ async fn requests_beyond_the_in_flight_cap_get_503_and_probes_still_answer() {
     ))
     .await
     .expect("send");
-    // Let the upload take the slot and wait for the rest of its body.
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let mut shed = None;
-    for _ in 0..200 {
-        let res = app.send(classify_request(&token, OOM.to_vec(), None)).await;
-        if res.status == StatusCode::SERVICE_UNAVAILABLE {
-            shed = Some(res);
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    if slow.is_finished() {
-        panic!("the held upload ended early: {:?}", slow.await);
-    }
-    let shed = shed.expect("a request beyond the cap is shed");
+    // The upload's body is read only past the cap (in the handler): once its first chunk has
+    // left the channel, the upload holds the only slot and waits for the rest of its body.
+    wait_until_async(
+        std::time::Duration::from_secs(30),
+        "the held upload to take the slot and read its first chunk",
+        async || tx.capacity() == tx.max_capacity(),
+    )
+    .await;
+    assert!(!slow.is_finished(), "the held upload waits for its body");
+    let shed = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+    assert_eq!(
+        shed.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        shed.body
+    );
     assert_eq!(shed.error_code(), "overloaded");
     assert_eq!(shed.headers["retry-after"], "1");
     assert_eq!(app.get("/healthz").await.status, StatusCode::OK);

@@ -224,22 +224,22 @@ fn half_open_connections_are_closed_after_the_header_read_timeout() {
         let started = std::time::Instant::now();
         let mut buf = Vec::new();
         let read = stream.read_to_end(&mut buf);
-        // Closed by the server (EOF, or a reset after hyper's 408), not by our read timeout.
-        let closed = match &read {
-            Ok(_) => true,
-            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
-        };
-        assert!(closed, "{what}: {read:?} after {:?}", started.elapsed());
+        // Closed by the server (EOF: hyper read all we sent, so no reset), not by our read
+        // timeout.
+        assert!(
+            read.is_ok(),
+            "{what}: {read:?} after {:?}",
+            started.elapsed()
+        );
         assert!(
             started.elapsed() < std::time::Duration::from_secs(15),
             "{what}: closed only after {:?}",
             started.elapsed()
         );
         let text = String::from_utf8_lossy(&buf);
-        assert!(
-            text.is_empty() || text.starts_with("HTTP/1.1 408"),
-            "{what}: {text}"
-        );
+        // hyper answers only malformed heads; on its header-read timeout it closes without a
+        // word, half a request or none.
+        assert_eq!(text, "", "{what}");
     }
 }
 

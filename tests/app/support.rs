@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
@@ -364,6 +365,96 @@ pub fn http_get_with(port: u16, path: &str, headers: &[(&str, &str)]) -> Option<
     let status = raw.split(' ').nth(1)?.parse().ok()?;
     let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
     Some((status, body))
+}
+
+/// How often the waits below look at their condition again.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Polls `condition` until it holds; fails the test, naming `what` it waited for, once `within`
+/// has passed without it. The wait a test uses instead of a sleep before acting on a state.
+pub fn wait_until(within: Duration, what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// [`wait_until`] for async tests: `condition` is awaited each round.
+pub async fn wait_until_async(
+    within: Duration,
+    what: &str,
+    mut condition: impl AsyncFnMut() -> bool,
+) {
+    let deadline = Instant::now() + within;
+    while !condition().await {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Waits (30 s at most) until another session on `db`'s database is blocked on a lock while
+/// running a statement that contains `statement`, as PostgreSQL reports it
+/// (`pg_stat_activity.wait_event_type = 'Lock'`): a race test lets the lock go only then, so
+/// the waiting side really waited.
+pub async fn wait_for_lock_wait(db: &Db, statement: &str) {
+    wait_for_session(db, statement, true).await;
+}
+
+/// Waits (30 s at most) until another session on `db`'s database has run (or is running) a
+/// statement that contains `statement` (`pg_stat_activity.query` keeps a session's latest
+/// statement): how a test sees that a background task reached a step that leaves no row behind.
+pub async fn wait_for_statement(db: &Db, statement: &str) {
+    wait_for_session(db, statement, false).await;
+}
+
+async fn wait_for_session(db: &Db, statement: &str, lock_wait: bool) {
+    use sqlx::Connection;
+    // A connection of its own, outside the pool, so that the observed sessions keep their
+    // latest statement and the observer is told apart by its pid.
+    let mut observer = sqlx::PgConnection::connect_with(&db.pool().connect_options())
+        .await
+        .expect("connect the observer session");
+    let within = Duration::from_secs(30);
+    let what = if lock_wait {
+        format!("a session blocked on a lock in `{statement}`")
+    } else {
+        format!("a session that ran `{statement}`")
+    };
+    let deadline = Instant::now() + within;
+    loop {
+        let seen: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                   AND strpos(query, $1) > 0 AND (NOT $2 OR wait_event_type = 'Lock'))",
+        )
+        .bind(statement)
+        .bind(lock_wait)
+        .fetch_one(&mut observer)
+        .await
+        .expect("read pg_stat_activity");
+        if seen {
+            break;
+        }
+        if Instant::now() > deadline {
+            let sessions: Vec<(Option<String>, Option<String>, Option<String>)> = sqlx::query_as(
+                "SELECT state, wait_event_type, query FROM pg_stat_activity \
+                     WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_all(&mut observer)
+            .await
+            .unwrap_or_default();
+            panic!("timed out after {within:?} waiting for {what}; sessions: {sessions:#?}");
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let _ = observer.close().await;
 }
 
 /// Polls `path` until it answers `want` or `secs` pass.

@@ -60,13 +60,10 @@ fn upload_prints_results_and_fails_clearly() {
 
     let forbidden = run(&[log_s], Some(&read));
     assert_eq!(forbidden.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&forbidden.stderr);
     assert!(
-        String::from_utf8_lossy(&forbidden.stdout)
-            .to_lowercase()
-            .contains("ingest")
-            || String::from_utf8_lossy(&forbidden.stderr)
-                .to_lowercase()
-                .contains("ingest")
+        stderr.contains("the token lacks the ingest scope"),
+        "{stderr}"
     );
     let bogus = run(
         &[log_s],

@@ -9,7 +9,7 @@ use gpu_triage::storage::reclassify::{self, Applied, Reclassified};
 use serde_json::json;
 
 use super::{ILLEGAL_LOG, KERNEL_LOG, upload};
-use crate::support::TestApp;
+use crate::support::{TestApp, wait_for_lock_wait, wait_for_statement};
 
 fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
     Reclassified {
@@ -50,8 +50,13 @@ async fn copy_report(
     .unwrap()
 }
 
+/// The statement with which reclassification drops a group it emptied: the one that waits for
+/// an open upload or fix holding the group's row (their foreign key's `KEY SHARE` lock).
+const DROP_GROUP: &str = "DELETE FROM groups";
+
 /// Moves `report` to a new group with reclassification while `tx` (an upload or a fix in the
-/// report's group) is open; commits `tx` meanwhile, and returns what the move did.
+/// report's group) is open; commits `tx` once the move is blocked on it, and returns what the
+/// move did.
 async fn move_out_while_open(
     app: &TestApp,
     report: i64,
@@ -61,7 +66,13 @@ async fn move_out_while_open(
     let apply = tokio::spawn(async move {
         reclassify::apply(&db, report, &moved_to("fp-new", "library_error")).await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Commit only once dropping the old group waits for `tx`: then the delete meets the
+    // committed reference, the case under test.
+    wait_for_lock_wait(&app.db, DROP_GROUP).await;
+    assert!(
+        !apply.is_finished(),
+        "the move waits for the open transaction"
+    );
     tx.commit().await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), apply)
         .await
@@ -287,7 +298,10 @@ async fn reclassify_takes_a_report_that_committed_after_the_scan_passed_its_id()
         .unwrap();
     assert_eq!(before, "unknown", "classified before the team rule existed");
     let (_, task) = start_reclassify(&app).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The scan read the committed reports (the late id between them is not visible yet), moved
+    // the first one to the team rule's group and now waits for the open upload, which holds
+    // the emptied group.
+    wait_for_lock_wait(&app.db, DROP_GROUP).await;
     assert!(!task.is_finished(), "the run waits for the open upload");
     late_tx.commit().await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), task)
@@ -322,24 +336,19 @@ async fn reclassify_takes_an_upload_still_open_at_the_end_of_the_scan_with_the_n
     )
     .await;
     let (run_id, task) = start_reclassify(&app).await;
-    // Commit only once the scan has gone past every committed report (and found no more).
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        let done: i64 = sqlx::query_scalar("SELECT done FROM reclassify_runs WHERE id = $1")
-            .bind(run_id)
-            .fetch_one(app.db.pool())
-            .await
-            .unwrap();
-        if done >= 2 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the scan made no progress"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Commit only once the scan has gone past every committed report, found no more and waits
+    // for the transactions still open (the settle check, which runs only after the scan ended).
+    wait_for_statement(&app.db, "pg_snapshot_xmin(pg_current_snapshot())").await;
+    let done: i64 = sqlx::query_scalar("SELECT done FROM reclassify_runs WHERE id = $1")
+        .bind(run_id)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        done, 2,
+        "the scan took both committed reports before it settled"
+    );
+    assert!(!task.is_finished(), "the run waits for the open upload");
     late_tx.commit().await.unwrap();
     tokio::time::timeout(Duration::from_secs(30), task)
         .await

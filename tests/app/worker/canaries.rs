@@ -147,12 +147,15 @@ print("environ:", dict(os.environ))
     );
     assert!(stdout.contains("'CUDA_LAUNCH_BLOCKING': '1'"), "{stdout}");
 
-    // Writes anywhere but /tmp fail, including a world-writable host directory.
+    // Writes anywhere but /tmp fail, including a world-writable host directory; the write to
+    // /tmp stays in the sandbox's own /tmp (a name no one else uses, so the host's /tmp has no
+    // such file unless the write leaked).
     let host_dir = open_host_dir("writable");
+    let tmp_file = format!("/tmp/gpu-triage-canary-{}", unique());
     let writes = canary(
         "write.py",
         &format!(
-            r#"for path in ["/usr/canary", "/etc/canary", "/canary", "/var/canary", {:?}, "/tmp/ok"]:
+            r#"for path in ["/usr/canary", "/etc/canary", "/canary", "/var/canary", {:?}, {tmp_file:?}]:
     try:
         open(path, "w").write("x")
         print(f"WROTE {{path}}")
@@ -164,14 +167,14 @@ print("environ:", dict(os.environ))
     );
     assert_eq!(
         lines_with(&writes, "WROTE"),
-        vec!["WROTE /tmp/ok".to_owned()],
+        vec![format!("WROTE {tmp_file}")],
         "{writes}"
     );
     assert_eq!(lines_with(&writes, "blocked").len(), 5, "{writes}");
     assert!(!host_dir.join("canary").exists());
     assert!(
-        !Path::new("/tmp/ok").exists()
-            || std::fs::read_to_string("/tmp/ok").unwrap_or_default() != "x"
+        !Path::new(&tmp_file).exists(),
+        "the sandbox's write reached the host: {tmp_file}"
     );
 }
 

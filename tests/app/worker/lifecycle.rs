@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::support::wait_until;
 
 /// The fake interpreter: what PyTorch prints for an out-of-range embedding index, reported
 /// asynchronously at a later `loss.item()` unless CUDA_LAUNCH_BLOCKING=1 makes the launch
@@ -347,21 +348,15 @@ impl Drop for Running {
     }
 }
 
-/// Waits (up to 60 s) until `ready` holds.
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long a worker may take to reach the next step of a signal test.
+const STEP: Duration = Duration::from_secs(60);
 
 #[test]
 fn sigterm_stops_an_idle_worker_and_lets_a_running_job_finish_first() {
     use rustix::process::Signal;
     let idle = JobServer::start(vec![]);
     let worker = Running::spawn(&idle, &["--unsafe-no-sandbox"]);
-    wait_until("a claim", || !idle.claims().is_empty());
+    wait_until(STEP, "a claim", || !idle.claims().is_empty());
     worker.signal(Signal::TERM);
     let (ok, log) = worker.finish();
     assert!(
@@ -373,7 +368,7 @@ fn sigterm_stops_an_idle_worker_and_lets_a_running_job_finish_first() {
     slow["lease_secs"] = json!(4);
     let busy = JobServer::start(vec![slow, job(41, "next.sh", "echo next", 60)]);
     let worker = Running::spawn(&busy, &["--unsafe-no-sandbox"]);
-    wait_until("the job", || worker.log().contains("claimed job 40"));
+    wait_until(STEP, "the job", || worker.log().contains("claimed job 40"));
     worker.signal(Signal::TERM);
     let (ok, log) = worker.finish();
     assert!(ok && log.contains("finishing the running job"), "{log}");
@@ -394,9 +389,9 @@ fn a_second_signal_abandons_the_running_job_and_reports_it() {
     let marker = format!("3600.{}", unique());
     let server = JobServer::start(vec![job(42, "long.sh", &format!("sleep {marker}"), 300)]);
     let worker = Running::spawn(&server, &[]);
-    wait_until("the job", || worker.log().contains("claimed job 42"));
+    wait_until(STEP, "the job", || worker.log().contains("claimed job 42"));
     worker.signal(Signal::INT);
-    wait_until("the first signal", || {
+    wait_until(STEP, "the first signal", || {
         worker.log().contains("finishing the running job")
     });
     worker.signal(Signal::INT);
