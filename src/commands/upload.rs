@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::Duration;
 
-use serde::Deserialize;
 use ureq::{Agent, SendBody};
 
 use super::BadInput;
+use crate::api_types::ReportCreated;
 
 /// The metadata keys the server accepts (`--project` sets the first, `--meta` any of them).
 const META_KEYS: [&str; 5] = ["project", "job_url", "commit", "branch", "environment"];
@@ -242,7 +242,7 @@ fn quoted_filename(path: &Path) -> String {
 /// What one attempt came to.
 #[derive(Debug)]
 enum Outcome {
-    Created(Created),
+    Created(Box<ReportCreated>),
     /// Worth another attempt: why, and the server's `Retry-After`.
     Retry(String, Option<Duration>),
     /// Final: the line to print.
@@ -258,7 +258,12 @@ struct Client<'a> {
 
 impl Client<'_> {
     /// Posts one log, retrying transient failures with the same `Idempotency-Key`.
-    fn upload(&self, body: &Multipart, key: &str, log: &Path) -> Result<Created, String> {
+    fn upload(
+        &self,
+        body: &Multipart,
+        key: &str,
+        log: &Path,
+    ) -> Result<Box<ReportCreated>, String> {
         let mut attempt = 1;
         loop {
             match self.send(body, key) {
@@ -383,33 +388,6 @@ fn retry_delay(attempt: u32, retry_after: Option<Duration>) -> Duration {
     retry_after.map_or(backoff.min(MAX_DELAY), |wait| wait.min(MAX_RETRY_AFTER))
 }
 
-/// The fields of the 201 response that are printed.
-#[derive(Debug, Deserialize)]
-struct Created {
-    url: String,
-    #[serde(default)]
-    duplicate: bool,
-    classification: Summary,
-    repro: Option<Repro>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Summary {
-    category: String,
-    root_cause: Option<RootCause>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RootCause {
-    line: u64,
-    text: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Repro {
-    job_id: i64,
-}
-
 /// A report URL as printed: a path is appended to the server URL, an absolute URL kept.
 fn report_url(server: &str, url: &str) -> String {
     if url.starts_with('/') {
@@ -419,7 +397,7 @@ fn report_url(server: &str, url: &str) -> String {
     }
 }
 
-fn render_created(log: &Path, created: &Created, server: &str) -> String {
+fn render_created(log: &Path, created: &ReportCreated, server: &str) -> String {
     let summary = &created.classification;
     let cause = match &summary.root_cause {
         Some(cause) => format!("line {}: {}", cause.line, cause.text.trim_end()),
@@ -595,9 +573,9 @@ mod tests {
     #[test]
     fn responses_are_sorted_into_created_retry_and_rejected() {
         let api = |code, msg| format!(r#"{{"error":{{"code":"{code}","message":"{msg}"}}}}"#);
-        let created = r#"{"url":"/r/1","classification":{"category":"x","root_cause":null}}"#;
+        let created = response("/r/1", None, false, None);
         let cases = [
-            (201, None, None, created.to_owned(), "created /r/1"),
+            (201, None, None, created, "created /r/1"),
             (
                 401,
                 None,
@@ -669,27 +647,41 @@ mod tests {
         }
     }
 
+    /// A 201 body as the server writes it: a real classification of `log`.
+    fn response(url: &str, log: Option<&str>, duplicate: bool, job: Option<i64>) -> String {
+        let ruleset = crate::rules::Ruleset::builtin().expect("builtin rules");
+        let classification = ruleset.classify_bytes("a.log", log.unwrap_or("fine\n").as_bytes());
+        let created = ReportCreated {
+            id: 1,
+            url: url.to_owned(),
+            group_id: 3,
+            duplicate,
+            classification,
+            repro: job.map(|job_id| crate::api_types::QueuedJob {
+                job_id,
+                state: crate::api_types::JobState::Queued,
+            }),
+        };
+        serde_json::to_string(&created).unwrap_or_default()
+    }
+
     #[test]
     fn created_reports_print_category_root_cause_url_and_repro() -> anyhow::Result<()> {
-        let cause = r#"{"id":1,"url":"/reports/1","group_id":3,"duplicate":false,
-            "classification":{"category":"cuda_oom","title":"t",
-            "root_cause":{"line":42,"text":"CUDA out of memory. \n","rule":"oom"}},"repro":null}"#;
-        let dup = r#"{"id":2,"url":"http://x/reports/2","group_id":3,"duplicate":true,
-            "classification":{"category":"nccl_timeout","root_cause":null},
-            "repro":{"job_id":9,"state":"queued"}}"#;
+        let oom = "step 1\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB \n";
         let cases = [
             (
-                cause,
-                "a.log: cuda_oom (line 42: CUDA out of memory.)\n  http://s/reports/1\n",
+                response("/reports/1", Some(oom), false, None),
+                "a.log: out_of_memory (line 2: RuntimeError: CUDA out of memory. Tried to allocate \
+                 2.00 GiB)\n  http://s/reports/1\n",
             ),
             (
-                dup,
-                "a.log: nccl_timeout (no root-cause line)\n  http://x/reports/2 (duplicate of \
+                response("http://x/reports/2", None, true, Some(9)),
+                "a.log: unknown (no root-cause line)\n  http://x/reports/2 (duplicate of \
                  an existing report)\n  reproduction queued (job 9)\n",
             ),
         ];
         for (body, want) in cases {
-            let created: Created = serde_json::from_str(body)?;
+            let created: ReportCreated = serde_json::from_str(&body)?;
             assert_eq!(
                 render_created(Path::new("a.log"), &created, "http://s"),
                 want
