@@ -7,6 +7,7 @@
 pub mod reports;
 pub mod reproduce;
 pub mod team_rules;
+pub mod triage;
 pub mod upload;
 
 use crate::api_types::ErrorCode;
@@ -18,6 +19,9 @@ pub enum Error {
     /// The thing named does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// Malformed input (400: a query out of bounds).
+    #[error("{1}")]
+    Malformed(ErrorCode, String),
     /// Well-formed but unacceptable input (422).
     #[error("{1}")]
     Invalid(ErrorCode, String),

@@ -73,6 +73,7 @@ impl From<app::Error> for AppError {
     fn from(err: app::Error) -> Self {
         match err {
             app::Error::NotFound(what) => AppError::NotFound(what),
+            app::Error::Malformed(code, message) => AppError::BadRequest(code, message),
             app::Error::Invalid(code, message) => AppError::Unprocessable(code, message),
             app::Error::TooLarge(message) => AppError::TooLarge(message),
             app::Error::Unsupported(message) => AppError::UnsupportedMediaType(message),

@@ -222,6 +222,38 @@ pub struct Preview {
     pub corpus: Option<CorpusDryRun>,
 }
 
+impl Preview {
+    /// Human warnings about a dry run (the API and the portal show the same).
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        let p = self;
+        let mut out = Vec::new();
+        if p.reports.capped() {
+            out.push(format!(
+                "only the newest {} of {} stored reports were scanned",
+                p.reports.scanned, p.reports.stored
+            ));
+        }
+        if p.reports.shadowed > 0 {
+            out.push(format!(
+                "the pattern matches lines in {} stored reports that more specific rules already \
+                 name, so it changes nothing there; raise its specificity to take them over",
+                p.reports.shadowed
+            ));
+        }
+        if let Some(c) = &p.corpus
+            && c.lowers_accuracy()
+        {
+            out.push(format!(
+                "this rule lowers corpus accuracy from {:.1}% to {:.1}%; saving it needs confirmation",
+                c.accuracy_before(),
+                c.accuracy_after()
+            ));
+        }
+        out
+    }
+}
+
 /// Dry-runs `spec` (as a new rule, or replacing the entry with its id): its own checks, then
 /// the newest stored reports and the labelled corpus classified with and without it. A pattern
 /// that does not compile within the limits is an error.

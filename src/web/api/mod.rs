@@ -11,7 +11,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 
-use super::{AppError, AppState};
+use super::AppState;
 
 /// The `/api/v1` routes.
 pub fn routes(state: &AppState) -> Router<AppState> {
@@ -46,12 +46,4 @@ pub fn routes(state: &AppState) -> Router<AppState> {
             "/api/v1/rules/{id}",
             axum::routing::put(rules::update_rule).delete(rules::delete_rule),
         )
-}
-
-/// A positive id from a path segment; anything else is an unknown id (404).
-pub(crate) fn parse_id(raw: &str, what: &'static str) -> Result<i64, AppError> {
-    raw.parse::<i64>()
-        .ok()
-        .filter(|id| *id > 0)
-        .ok_or(AppError::NotFound(what))
 }

@@ -276,7 +276,7 @@ pub fn preview_json(p: &Preview) -> Value {
         })).collect::<Vec<_>>(),
         "reports": reports_json(&p.reports),
         "corpus": p.corpus.as_ref().map(corpus_json),
-        "warnings": warnings(p),
+        "warnings": p.warnings(),
     })
 }
 
@@ -305,32 +305,4 @@ fn corpus_json(c: &CorpusDryRun) -> Value {
         "precision": c.precision(),
         "lowers_accuracy": c.lowers_accuracy(),
     })
-}
-
-/// Human warnings about a dry run (shown by the portal too).
-pub fn warnings(p: &Preview) -> Vec<String> {
-    let mut out = Vec::new();
-    if p.reports.capped() {
-        out.push(format!(
-            "only the newest {} of {} stored reports were scanned",
-            p.reports.scanned, p.reports.stored
-        ));
-    }
-    if p.reports.shadowed > 0 {
-        out.push(format!(
-            "the pattern matches lines in {} stored reports that more specific rules already \
-             name, so it changes nothing there; raise its specificity to take them over",
-            p.reports.shadowed
-        ));
-    }
-    if let Some(c) = &p.corpus
-        && c.lowers_accuracy()
-    {
-        out.push(format!(
-            "this rule lowers corpus accuracy from {:.1}% to {:.1}%; saving it needs confirmation",
-            c.accuracy_before(),
-            c.accuracy_after()
-        ));
-    }
-    out
 }

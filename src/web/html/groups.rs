@@ -3,22 +3,20 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::{Layout, trend};
 use crate::api_types::ErrorCode;
+use crate::app::{self, triage};
 use crate::auth::Scope;
-use crate::storage::groups::{self, Fix, Group};
-use crate::storage::reports::{self as store, ReportSummary};
-use crate::storage::search::{self as find, Hit};
-use crate::web::api::groups::{FixBody, SearchParams, search_query, validate_fix};
-use crate::web::api::parse_id;
+use crate::storage::groups::{Fix, Group};
+use crate::storage::reports::ReportSummary;
+use crate::storage::search::Hit;
 use crate::web::auth::PortalUser;
+use crate::web::extract::{CsrfField, CsrfForm, GroupId};
 use crate::web::{AppError, AppState, PageError};
 
 /// Days shown in trends.
@@ -45,9 +43,9 @@ pub async fn list_groups(
     user: PortalUser,
 ) -> Result<GroupsPage, PageError> {
     user.require(&[Scope::Read])?;
-    let list = groups::recent_groups(state.db.pool(), 100).await?;
+    let list = triage::recent_groups(&state.db, 100).await?;
     let ids: Vec<i64> = list.iter().map(|g| g.id).collect();
-    let (per_day, today) = groups::group_trends(state.db.pool(), &ids, TREND_DAYS as i32).await?;
+    let (per_day, today) = triage::trends(&state.db, &ids, TREND_DAYS as i32).await?;
     let rows = list
         .into_iter()
         .map(|g| {
@@ -84,22 +82,19 @@ pub struct GroupPage {
 pub async fn show_group(
     State(state): State<AppState>,
     user: PortalUser,
-    Path(id): Path<String>,
+    GroupId(id): GroupId,
 ) -> Result<GroupPage, PageError> {
     user.require(&[Scope::Read])?;
-    let id = parse_id(&id, "group")?;
-    let group = groups::get_group(state.db.pool(), id)
-        .await?
-        .ok_or(AppError::NotFound("group"))?;
-    let (per_day, today) = groups::group_trends(state.db.pool(), &[id], TREND_DAYS as i32).await?;
+    let detail = triage::group(&state.db, id).await?;
+    let (per_day, today) = triage::trends(&state.db, &[id], TREND_DAYS as i32).await?;
     let days: Vec<(String, i64)> = per_day.into_iter().map(|(_, d, n)| (d, n)).collect();
     Ok(GroupPage {
         layout: Layout::for_user(Some(&user)),
         trend: trend::trend_svg(&days, TREND_DAYS, &today),
-        reports: store::group_reports(state.db.pool(), id, 50).await?,
-        fixes: groups::group_fixes(state.db.pool(), id).await?,
+        reports: detail.reports,
+        fixes: detail.fixes,
         can_record: user.require(&[Scope::Ingest, Scope::Admin]).is_ok(),
-        group,
+        group: detail.group,
     })
 }
 
@@ -116,24 +111,25 @@ pub struct FixForm {
     link: String,
 }
 
+impl CsrfField for FixForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// `POST /groups/{id}/fixes`
 pub async fn create_fix(
     State(state): State<AppState>,
-    user: PortalUser,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    form: Result<Form<FixForm>, axum::extract::rejection::FormRejection>,
+    GroupId(id): GroupId,
+    CsrfForm { user, form }: CsrfForm<FixForm>,
 ) -> Result<Response, PageError> {
-    let Form(form) =
-        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
-    user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Ingest, Scope::Admin])?;
-    let id = parse_id(&id, "group")?;
-    let body = FixBody::new(form.summary, form.details, form.link);
-    let fix = validate_fix(body, &user.0.token.name)?;
-    groups::insert_fix(state.db.pool(), id, &fix)
-        .await?
-        .ok_or(AppError::NotFound("group"))?;
+    let request = triage::FixRequest {
+        summary: form.summary,
+        details: form.details,
+        link: form.link,
+    };
+    triage::record_fix(&state.db, id, request, &user.0.token.name).await?;
     Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response())
 }
 
@@ -189,18 +185,22 @@ pub async fn search(
     if page.q.trim().is_empty() {
         return Ok(page.into_response());
     }
-    let params = SearchParams::new(page.q.clone(), p.category, p.project);
-    let (query, _, per_page) = match search_query(&params) {
-        Ok(q) => q,
-        Err(e) => {
+    let request = triage::SearchRequest {
+        q: page.q.clone(),
+        category: p.category,
+        project: p.project,
+        ..triage::SearchRequest::default()
+    };
+    let found = match triage::search(&state.db, &request).await {
+        Ok(found) => found,
+        Err(e @ app::Error::Malformed(..)) => {
             // The form again with the reason, as a 400 like the API's `bad_query`.
             page.error = Some(e.to_string());
             return Ok((axum::http::StatusCode::BAD_REQUEST, page).into_response());
         }
+        Err(e) => return Err(e.into()),
     };
-    let mut hits = find::search(state.db.pool(), &query).await?;
-    hits.truncate(per_page as usize);
-    let words: Vec<String> = query
+    let words: Vec<String> = found
         .text
         .split_whitespace()
         .map(|w| {
@@ -209,7 +209,8 @@ pub async fn search(
         })
         .filter(|w| w.len() >= 2 && w != "or")
         .collect();
-    page.hits = hits
+    page.hits = found
+        .hits
         .into_iter()
         .map(|h| HitView {
             url: if h.kind == "report" {

@@ -22,7 +22,7 @@ use crate::rules::spec::RuleSpec;
 use crate::storage::reclassify::{self as runs, Run};
 use crate::storage::reports::ReportSummary;
 use crate::storage::rules::{self as store, HistoryEntry};
-use crate::web::api::rules::warnings;
+
 use crate::web::auth::PortalUser;
 use crate::web::{AppError, AppState, PageError};
 
@@ -371,7 +371,7 @@ impl From<&Preview> for PreviewView {
                     c.lowers_accuracy(),
                 )
             }),
-            warnings: warnings(p),
+            warnings: p.warnings(),
         }
     }
 }

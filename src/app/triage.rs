@@ -1,0 +1,184 @@
+//! Triage the knowledge base: search reports, groups and fixes; read a group with its newest
+//! reports and fixes; record a fix for a group. Input is validated here (the same rules for the
+//! API and the portal's forms), so both surfaces refuse the same things with the same words.
+
+use serde::Deserialize;
+
+use super::Error;
+use crate::api_types::ErrorCode;
+use crate::rules::Category;
+use crate::storage::groups::{self, Fix, Group, NewFix};
+use crate::storage::reports::{self as store, ReportSummary};
+use crate::storage::search::{self as find, Hit};
+use crate::storage::{Db, DbError};
+
+/// A search as asked (`GET /api/v1/search`, the portal's search form).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchRequest {
+    pub q: String,
+    pub category: Option<String>,
+    pub project: Option<String>,
+    pub page: Option<u32>,
+    pub per_page: Option<u32>,
+}
+
+/// One page of search hits.
+#[derive(Clone, Debug)]
+pub struct SearchPage {
+    /// The words searched, trimmed.
+    pub text: String,
+    pub page: u32,
+    pub per_page: u32,
+    pub hits: Vec<Hit>,
+    /// Another page follows.
+    pub more: bool,
+}
+
+/// A validated search: the storage query and the page asked for.
+fn search_query(p: &SearchRequest) -> Result<(find::Query, u32, u32), Error> {
+    let bad = |m: &str| Error::Malformed(ErrorCode::BadQuery, m.to_owned());
+    let text = p.q.trim();
+    if text.is_empty() || text.len() > 500 || text.contains('\0') {
+        return Err(bad("q must be 1-500 characters without NUL"));
+    }
+    let category = match p.category.as_deref().filter(|c| !c.is_empty()) {
+        Some(c) => Some(c.parse::<Category>().map_err(|e| bad(&e))?),
+        None => None,
+    };
+    let project = p.project.clone().filter(|s| !s.is_empty());
+    if project
+        .as_ref()
+        .is_some_and(|s| s.len() > 200 || s.contains('\0'))
+    {
+        return Err(bad("project must be at most 200 characters without NUL"));
+    }
+    let page = p.page.unwrap_or(1);
+    let per_page = p.per_page.unwrap_or(20);
+    if !(1..=1000).contains(&page) || !(1..=100).contains(&per_page) {
+        return Err(bad("page must be 1-1000 and per_page 1-100"));
+    }
+    Ok((
+        find::Query {
+            text: text.to_owned(),
+            category: category.map(|c| c.as_str().to_owned()),
+            project,
+            limit: i64::from(per_page) + 1,
+            offset: i64::from(page - 1) * i64::from(per_page),
+        },
+        page,
+        per_page,
+    ))
+}
+
+/// Searches reports, groups and fixes; 400 `bad_query` for a request out of bounds.
+pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Error> {
+    let (query, page, per_page) = search_query(request)?;
+    let mut hits = find::search(db.pool(), &query).await?;
+    let more = hits.len() > per_page as usize;
+    hits.truncate(per_page as usize);
+    Ok(SearchPage {
+        text: query.text,
+        page,
+        per_page,
+        hits,
+        more,
+    })
+}
+
+/// A group with its newest reports and its fixes.
+#[derive(Clone, Debug)]
+pub struct GroupDetail {
+    pub group: Group,
+    pub reports: Vec<ReportSummary>,
+    pub fixes: Vec<Fix>,
+}
+
+/// The group with id `id` (its 50 newest reports), or 404; read in one transaction.
+pub async fn group(db: &Db, id: i64) -> Result<GroupDetail, Error> {
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    let group = groups::get_group(&mut *tx, id)
+        .await?
+        .ok_or(Error::NotFound("group"))?;
+    let reports = store::group_reports(&mut *tx, id, 50).await?;
+    let fixes = groups::group_fixes(&mut *tx, id).await?;
+    tx.rollback().await.map_err(DbError::from)?;
+    Ok(GroupDetail {
+        group,
+        reports,
+        fixes,
+    })
+}
+
+/// The groups seen most recently.
+pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, Error> {
+    Ok(groups::recent_groups(db.pool(), limit).await?)
+}
+
+/// A fix as submitted (`POST /api/v1/groups/{id}/fixes`, the portal's fix form).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixRequest {
+    pub summary: String,
+    #[serde(default)]
+    pub details: String,
+    #[serde(default)]
+    pub link: String,
+}
+
+/// Checks a fix and scrubs it: it is searchable and shown to everyone, so a token pasted into
+/// it is scrubbed like one in a log (SECURITY.md item 3).
+fn validate_fix(body: FixRequest, author: &str) -> Result<NewFix, Error> {
+    let bad = |m: &str| Error::Invalid(ErrorCode::BadFix, m.to_owned());
+    let summary = body.summary.trim().to_owned();
+    if summary.is_empty() || summary.len() > 500 {
+        return Err(bad("summary must be 1-500 characters"));
+    }
+    if body.details.len() > 20_000 {
+        return Err(bad("details must be at most 20000 characters"));
+    }
+    let link = body.link.trim().to_owned();
+    let link_ok = link.is_empty()
+        || ((link.starts_with("https://") || link.starts_with("http://"))
+            && link.len() <= 2000
+            && !link.chars().any(|c| c.is_whitespace() || c.is_control()));
+    if !link_ok {
+        return Err(bad("link must be an http(s) URL"));
+    }
+    if [&summary, &body.details, &link]
+        .iter()
+        .any(|s| s.contains('\0'))
+    {
+        return Err(bad("fields must not contain NUL"));
+    }
+    let scrub = |s: &str| crate::ingest::scrub::scrub(s).text.into_owned();
+    Ok(NewFix {
+        summary: scrub(&summary),
+        details: scrub(&body.details),
+        link: scrub(&link),
+        author: author.to_owned(),
+    })
+}
+
+/// Records a fix for group `group_id` by `author`; 404 for an unknown group.
+pub async fn record_fix(
+    db: &Db,
+    group_id: i64,
+    request: FixRequest,
+    author: &str,
+) -> Result<Fix, Error> {
+    let fix = validate_fix(request, author)?;
+    groups::insert_fix(db.pool(), group_id, &fix)
+        .await?
+        .ok_or(Error::NotFound("group"))
+}
+
+/// Reports per day of some groups over the last `days` days: `(group, day, count)` rows and
+/// today's date, for the portal's trend lines.
+pub async fn trends(
+    db: &Db,
+    ids: &[i64],
+    days: i32,
+) -> Result<(Vec<(i64, String, i64)>, String), Error> {
+    Ok(groups::group_trends(db.pool(), ids, days).await?)
+}
