@@ -2,11 +2,14 @@
 //! with ANSI colours turned into CSS classes from a fixed set.
 //!
 //! Logs can be hundreds of megabytes, so only newlines are counted over the whole log (memchr)
-//! and only the page's lines are decoded. Escape sequences are parsed by a small state machine;
-//! only SGR colour/attribute codes have an effect, and they can only select class names from the
+//! and only the page's lines are decoded. Escape sequences are read by [`ansi::tokens`], the
+//! tokenizer normalization uses too, so the view shows exactly the text the rules matched. Only
+//! SGR colour/attribute codes have an effect, and they can only select class names from the
 //! tables below, so nothing from the input ever reaches an attribute. Everything else (cursor
 //! moves, OSC titles and hyperlinks, charset designations, DCS/APC/PM strings) is dropped. Span
 //! text stays raw: the template escapes it.
+
+use crate::ingest::ansi::{self, Token};
 
 /// A run of text with one set of CSS classes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -317,72 +320,31 @@ impl Segment {
 fn render_line(raw: &[u8], style: &mut Style) -> (Vec<Span>, bool) {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     let (mut seg, mut shown) = (Segment::default(), None);
-    let mut i = 0;
-    while i < raw.len() {
-        let stop = memchr::memchr2(0x1b, b'\r', &raw[i..]).map_or(raw.len(), |n| i + n);
-        for c in String::from_utf8_lossy(&raw[i..stop]).chars() {
-            seg.push(c, *style);
-        }
-        i = stop;
-        if raw.get(i) == Some(&b'\r') {
-            // Progress bars redraw with `\r`: keep the last segment that shows something.
-            let done = std::mem::take(&mut seg);
-            if shown.is_none() || done.visible {
-                shown = Some(done);
+    for token in ansi::tokens(raw) {
+        match token {
+            Token::Text(text) => {
+                for (n, piece) in text.split(|&b| b == b'\r').enumerate() {
+                    if n > 0 {
+                        // Progress bars redraw with `\r`: keep the last segment that shows
+                        // something.
+                        let done = std::mem::take(&mut seg);
+                        if shown.is_none() || done.visible {
+                            shown = Some(done);
+                        }
+                    }
+                    for c in String::from_utf8_lossy(piece).chars() {
+                        seg.push(c, *style);
+                    }
+                }
             }
-            i += 1;
-        } else if i < raw.len() {
-            let (end, sgr) = escape(raw, i);
-            if let Some(params) = sgr {
-                style.apply_sgr(params);
-            }
-            i = end;
+            Token::Sgr(params) => style.apply_sgr(params),
+            Token::Other => {}
         }
     }
     if shown.is_none() || seg.visible {
         shown = Some(seg);
     }
     shown.map(Segment::finish).unwrap_or_default()
-}
-
-/// Given `raw[at] == ESC`, the end of the escape sequence and, for an SGR, its parameters.
-/// Escape bytes are ASCII, so this never splits a UTF-8 character; a malformed sequence ends
-/// before the byte that broke it, which is then read as text (an ESC starts a new sequence).
-fn escape(raw: &[u8], at: usize) -> (usize, Option<&[u8]>) {
-    let skip = |from: usize, range: std::ops::RangeInclusive<u8>| {
-        from + raw[from.min(raw.len())..]
-            .iter()
-            .take_while(|b| range.contains(b))
-            .count()
-    };
-    let byte = |i: usize| raw.get(i).copied();
-    match byte(at + 1) {
-        Some(b'[') => {
-            let params_end = skip(at + 2, 0x30..=0x3f);
-            let end = skip(params_end, 0x20..=0x2f);
-            match byte(end) {
-                Some(b'm') if end == params_end => (end + 1, Some(&raw[at + 2..params_end])),
-                Some(0x40..=0x7e) => (end + 1, None),
-                _ => (end, None),
-            }
-        }
-        // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (`ESC \`), or the line's end.
-        Some(b']' | b'P' | b'X' | b'^' | b'_') => {
-            match memchr::memchr2(0x07, 0x1b, &raw[at + 2..]).map(|n| at + 2 + n) {
-                None => (raw.len(), None),
-                Some(n) if raw[n] == 0x07 => (n + 1, None),
-                Some(n) => (n + if byte(n + 1) == Some(b'\\') { 2 } else { 0 }, None),
-            }
-        }
-        // `ESC ( B` and other designations: intermediates, then one final byte.
-        Some(0x20..=0x2f) => {
-            let end = skip(at + 2, 0x20..=0x2f);
-            let has_final = matches!(byte(end), Some(0x30..=0x7e));
-            (end + usize::from(has_final), None)
-        }
-        Some(0x30..=0x7e) => (at + 2, None),
-        _ => (at + 1, None),
-    }
 }
 
 #[cfg(test)]
@@ -513,6 +475,55 @@ mod tests {
                     "{input:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_view_shows_exactly_the_text_normalization_keeps() {
+        // Both read escapes with `ingest::ansi`, so every sequence ends at the same byte for the
+        // rules and for the reader. These cases used to end at different bytes: an OSC cut short
+        // by another escape, an ESC before an ESC, a CSI broken by a non-ASCII byte.
+        let visible = |log: &[u8]| -> String {
+            let page = window(log, None, None, &[]).lines;
+            page.iter()
+                .flat_map(|l| &l.spans)
+                .map(|s| s.text.as_str())
+                .collect()
+        };
+        let normalized = |log: &[u8]| -> String {
+            let text = crate::ingest::normalize::strip_ansi(std::str::from_utf8(log).unwrap_or(""))
+                .into_owned();
+            let neutral = |c: char| c.is_control() && c != '\t';
+            text.replace(neutral, "\u{fffd}")
+        };
+        let cases = [
+            "a␛]0;t␛[32mb",
+            "x␛]8;;http://unterminated",
+            "a␛]8;;https://x/␛\\link␛]8;;␛\\ b",
+            "a␛␛[31mb",
+            "␛[3é1mx",
+            "␛[1 qx␛(␛7y",
+        ];
+        for case in cases {
+            let log = case.replace('␛', "\x1b");
+            assert_eq!(
+                visible(log.as_bytes()),
+                normalized(log.as_bytes()),
+                "{case:?}"
+            );
+        }
+        let alphabet = b"\x1b[];:?(P^_X\\\x07\0m0123458aB< ";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..3000 {
+            let input: Vec<u8> = (0..40)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(visible(&input), normalized(&input), "{input:?}");
         }
     }
 
