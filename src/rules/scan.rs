@@ -1,5 +1,5 @@
 //! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few SIMD
-//! literal searches over each whole chunk (see `literals` for what they search), and hands each
+//! literal searches over each whole chunk (see `keys` for what they search), and hands each
 //! candidate line with its original 1-based line number and two lines of lookahead (for
 //! console-wrapped messages) to the classifier. Memory stays bounded whatever the input size.
 //!
@@ -9,7 +9,7 @@
 //! thread, so neither the reader nor the callback need be `Send`.
 
 mod chunks;
-mod literals;
+mod keys;
 mod teddy;
 
 use std::collections::{HashMap, VecDeque};
@@ -18,6 +18,7 @@ use std::sync::mpsc;
 
 use chunks::{Chunk, Chunks};
 
+use super::literals::LiteralPlan;
 use crate::ingest::MAX_MATCH_LINE;
 use crate::ingest::normalize::strip_ansi_into;
 
@@ -38,7 +39,7 @@ const SEARCH_SIZE_LIMIT: usize = 256 << 20;
 const ESC: u8 = 0x1b;
 
 /// The candidate pass: searches for keys, each standing for the required literals (see
-/// `literals`) that contain it, and the owners of those literals.
+/// `rules::literals`) that contain it, and the owners of those literals.
 #[derive(Debug)]
 pub(super) struct Candidates {
     searches: Vec<Search>,
@@ -68,19 +69,22 @@ struct Required {
 }
 
 impl Candidates {
-    /// The candidate pass for `patterns` (rules, then contexts). A pattern without required
-    /// literals joins a slow search of whole patterns (without capture names in `full`); `rules
-    /// check` asks for literal-led patterns.
-    pub fn new(patterns: &[&str], full: impl Fn(&str) -> String) -> Result<Candidates, String> {
+    /// The candidate pass for `patterns` (rules, then contexts), each with its literal plan. A
+    /// pattern without required literals joins a slow search of whole patterns (without capture
+    /// names in `full`); `rules check` reports it, from the same plan.
+    pub fn new(
+        patterns: &[(&str, &LiteralPlan)],
+        full: impl Fn(&str) -> String,
+    ) -> Result<Candidates, String> {
         let mut texts: Vec<String> = Vec::new();
         let mut owners: HashMap<String, Vec<usize>> = HashMap::new();
         let mut ungated = Vec::new();
-        for (i, p) in patterns.iter().enumerate() {
-            match literals::required_literals(p) {
+        for (i, (_, plan)) in patterns.iter().enumerate() {
+            match plan.literals() {
                 Some(lits) => {
                     for lit in lits {
                         owners.entry(lit.clone()).or_default().push(i);
-                        texts.push(lit);
+                        texts.push(lit.clone());
                     }
                 }
                 None => ungated.push(i),
@@ -96,7 +100,7 @@ impl Candidates {
             })
             .collect();
         let mut searches = Vec::new();
-        for keys in teddy::arrange(literals::keys(&texts)) {
+        for keys in teddy::arrange(keys::keys(&texts)) {
             let mut stands_for = StandsFor::new();
             for key in &keys {
                 let finder = memchr::memmem::Finder::new(key.as_bytes());
@@ -114,7 +118,7 @@ impl Candidates {
         if !ungated.is_empty() {
             let alternatives: Vec<String> = ungated
                 .iter()
-                .map(|&i| format!("(?:{})", full(patterns[i])))
+                .map(|&i| format!("(?:{})", full(patterns[i].0)))
                 .collect();
             searches.push(Search {
                 regex: build(&alternatives)?,
@@ -408,7 +412,10 @@ mod tests {
     use super::*;
 
     fn candidates(patterns: &[&str]) -> Candidates {
-        Candidates::new(patterns, str::to_owned).expect("test patterns")
+        let plans: Vec<LiteralPlan> = patterns.iter().map(|p| LiteralPlan::of(p)).collect();
+        let with_plans: Vec<(&str, &LiteralPlan)> =
+            patterns.iter().copied().zip(plans.iter()).collect();
+        Candidates::new(&with_plans, str::to_owned).expect("test patterns")
     }
 
     fn run(pattern: &str, input: &[u8]) -> (Vec<(usize, String, usize)>, u64) {
