@@ -78,6 +78,17 @@ pub(super) struct CompiledContext {
     pub m: Matcher,
 }
 
+/// Which pattern of a ruleset the candidate pass and the matcher name: a failure rule or a
+/// context extractor, each by its index in [`Ruleset`]'s list of that kind. Rules order before
+/// contexts, so sorted ids visit rules first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum PatternId {
+    /// `Ruleset::rules[i]`.
+    Rule(usize),
+    /// `Ruleset::contexts[i]`.
+    Context(usize),
+}
+
 /// A compiled ruleset: what the classifier runs.
 #[derive(Debug)]
 pub struct Ruleset {
@@ -85,7 +96,7 @@ pub struct Ruleset {
     pub(super) contexts: Vec<CompiledContext>,
     pub(super) advice: HashMap<Category, Vec<String>>,
     /// The required literals of every pattern: finds candidate lines in raw chunks.
-    pub(super) candidates: super::scan::Candidates,
+    pub(super) candidates: super::scan::Candidates<PatternId>,
 }
 
 /// One failed check of `rules check`.
@@ -150,15 +161,11 @@ impl Ruleset {
             let m = Matcher::new(&spec.id, &spec.pattern, eager)?;
             contexts.push(CompiledContext { spec, m });
         }
-        let patterns: Vec<(&str, &LiteralPlan)> = rules
-            .iter()
-            .map(|r| (r.spec.pattern.as_str(), &r.m.plan))
-            .chain(
-                contexts
-                    .iter()
-                    .map(|c| (c.spec.pattern.as_str(), &c.m.plan)),
-            )
-            .collect();
+        let rule_patterns = (rules.iter().enumerate())
+            .map(|(i, r)| (PatternId::Rule(i), r.spec.pattern.as_str(), &r.m.plan));
+        let context_patterns = (contexts.iter().enumerate())
+            .map(|(i, c)| (PatternId::Context(i), c.spec.pattern.as_str(), &c.m.plan));
+        let patterns: Vec<_> = rule_patterns.chain(context_patterns).collect();
         let candidates = candidate_regex(&patterns)?;
         let mut advice: HashMap<Category, Vec<String>> = HashMap::new();
         for a in file.advice {
@@ -170,6 +177,14 @@ impl Ruleset {
             advice,
             candidates,
         })
+    }
+
+    /// The matcher of one pattern.
+    pub(super) fn matcher(&self, id: PatternId) -> &Matcher {
+        match id {
+            PatternId::Rule(i) => &self.rules[i].m,
+            PatternId::Context(i) => &self.contexts[i].m,
+        }
     }
 
     /// Number of failure rules.
@@ -248,8 +263,10 @@ fn whole(reason: String) -> Error {
     }
 }
 
-/// The candidate pass over every pattern (rules, then contexts): see `scan`.
-fn candidate_regex(patterns: &[(&str, &LiteralPlan)]) -> Result<super::scan::Candidates, Error> {
+/// The candidate pass over every pattern: see `scan`.
+fn candidate_regex(
+    patterns: &[(PatternId, &str, &LiteralPlan)],
+) -> Result<super::scan::Candidates<PatternId>, Error> {
     super::scan::Candidates::new(patterns, strip_names).map_err(whole)
 }
 
@@ -477,7 +494,10 @@ mod tests {
         let messages: Vec<String> = slow.check().into_iter().map(|f| f.message).collect();
         assert_eq!(messages, vec![why.to_string()]);
         assert!(messages[0].contains("does not start with literal text"));
-        assert_eq!(slow.candidates.patterns_for(unrelated), vec![0]);
+        assert_eq!(
+            slow.candidates.patterns_for(unrelated),
+            vec![PatternId::Rule(0)]
+        );
     }
 
     #[test]
