@@ -1,6 +1,8 @@
 //! Ingest: text in, clean lines out. Pure (no database, no network): size caps, decoding,
-//! normalization of what people paste and CI prints, secret scrubbing and traceback parsing.
+//! terminal escape sequences, normalization of what people paste and CI prints, secret
+//! scrubbing and traceback parsing.
 
+pub mod ansi;
 pub mod normalize;
 pub mod scrub;
 pub mod traceback;

@@ -9,70 +9,19 @@
 
 use std::borrow::Cow;
 
+use super::ansi::{self, Token};
+
 const ESC: u8 = 0x1b;
-const BEL: u8 = 0x07;
 
 /// Copies `src` into `dst` without ANSI escape sequences (CSI colours and cursor moves, OSC
-/// hyperlinks and titles, two-byte escapes). Newlines are never removed, so line numbers survive.
+/// hyperlinks and titles, two-byte escapes), as [`ansi::tokens`] reads them: the log view drops
+/// exactly the same bytes. Newlines are never removed, so line numbers survive.
 pub fn strip_ansi_into(src: &[u8], dst: &mut Vec<u8>) {
     dst.reserve(src.len());
-    let mut i = 0;
-    while i < src.len() {
-        match memchr::memchr(ESC, &src[i..]) {
-            None => {
-                dst.extend_from_slice(&src[i..]);
-                return;
-            }
-            Some(off) => {
-                dst.extend_from_slice(&src[i..i + off]);
-                i += off;
-                i = skip_escape(src, i);
-            }
+    for token in ansi::tokens(src) {
+        if let Token::Text(text) = token {
+            dst.extend_from_slice(text);
         }
-    }
-}
-
-/// Given `src[at] == ESC`, the index just past the escape sequence. Stops early at a newline so a
-/// broken sequence never swallows a line boundary.
-fn skip_escape(src: &[u8], at: usize) -> usize {
-    let mut i = at + 1;
-    match src.get(i) {
-        Some(b'[') => {
-            i += 1;
-            while let Some(&b) = src.get(i) {
-                if b == b'\n' {
-                    return i;
-                }
-                i += 1;
-                if (0x40..=0x7e).contains(&b) {
-                    break;
-                }
-            }
-            i
-        }
-        Some(b']') | Some(b'P') | Some(b'_') | Some(b'^') => {
-            // OSC / DCS / APC / PM: up to BEL or ESC '\'.
-            i += 1;
-            while let Some(&b) = src.get(i) {
-                match b {
-                    b'\n' => return i,
-                    BEL => return i + 1,
-                    ESC if src.get(i + 1) == Some(&b'\\') => return i + 2,
-                    _ => i += 1,
-                }
-            }
-            i
-        }
-        Some(b'\n') | None => i,
-        // Character-set designation and similar: ESC, an intermediate byte, a final byte.
-        Some(b'(' | b')' | b'*' | b'+' | b'-' | b'.' | b'/' | b'#' | b'%') => {
-            if src.get(i + 1).is_some_and(|&b| b != b'\n') {
-                i + 2
-            } else {
-                i + 1
-            }
-        }
-        Some(_) => i + 1,
     }
 }
 

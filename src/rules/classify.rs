@@ -7,7 +7,7 @@ use std::io::Read;
 use regex::Captures;
 use sha2::{Digest, Sha256};
 
-use super::compile::CompiledRule;
+use super::compile::{CompiledRule, PatternId};
 use super::scan::{self, Candidate};
 use super::spec::FALLBACK_SPECIFICITY;
 use super::{
@@ -43,7 +43,8 @@ struct Collector {
     facts: Facts,
     async_hint: bool,
     context_advice: Vec<String>,
-    /// Contexts (by index) that another match could no longer change (see `context_settled`).
+    /// For each context (by its index), whether another match could no longer change anything
+    /// (see `context_settled`).
     settled: Vec<bool>,
     /// The line of the first Python traceback header, when the log has one.
     first_traceback: Option<usize>,
@@ -90,15 +91,12 @@ impl Ruleset {
 
     /// Runs the per-line set and captures on one candidate line.
     fn evaluate(&self, cand: Candidate, col: &mut Collector) {
-        let n_rules = self.rules.len();
         // The cleaned line is a part of the raw one, so only these patterns can match it. A
         // line that only settled contexts could match (a `torch==` requirement on every pip
         // line) changes nothing: skip it before decoding and cleaning.
         let possible = self.candidates.patterns_for(&cand.raw);
-        if possible
-            .iter()
-            .all(|&i| i >= n_rules && col.settled.get(i - n_rules) == Some(&true))
-        {
+        let settled = |id: &PatternId| matches!(*id, PatternId::Context(c) if col.settled.get(c) == Some(&true));
+        if possible.iter().all(settled) {
             return;
         }
         let decoded = String::from_utf8_lossy(&cand.raw);
@@ -124,48 +122,56 @@ impl Ruleset {
             .map(|l| crate::ingest::neutralize_controls(&clean_line(l)).into_owned())
             .collect();
         let rank = rank_prefix(&decoded);
-        for idx in matched {
-            if idx >= n_rules {
-                let ctx = &self.contexts[idx - n_rules];
-                if ctx.spec.async_hint {
-                    col.async_hint = true;
+        for id in matched {
+            let ri = match id {
+                PatternId::Rule(ri) => ri,
+                PatternId::Context(ci) => {
+                    self.apply_context(ci, &cleaned, cand.line, col);
+                    continue;
                 }
-                if ctx.spec.traceback && col.first_traceback.is_none() {
-                    col.first_traceback = Some(cand.line);
-                }
-                for a in &ctx.spec.advice {
-                    if !col.context_advice.contains(a) {
-                        col.context_advice.push(a.clone());
-                    }
-                }
-                if let Some(caps) = ctx.m.regex().captures(&cleaned) {
-                    for (name, value) in named(ctx.m.regex(), &caps) {
-                        col.facts.record(&name, &value);
-                    }
-                }
-                let ci = idx - n_rules;
-                if col.settled.len() <= ci {
-                    col.settled.resize(ci + 1, false);
-                }
-                col.settled[ci] = context_settled(ctx.m.regex(), &col.facts);
-                continue;
-            }
-            let count = col.per_rule.entry(idx).or_default();
+            };
+            let count = col.per_rule.entry(ri).or_default();
             *count += 1;
             if *count > MAX_PER_RULE || col.hits.len() >= MAX_FINDINGS {
                 continue;
             }
-            let rule = &self.rules[idx];
+            let rule = &self.rules[ri];
             let captures =
                 super::facts::expand_type_trees(captures_with_wrap(rule, &cleaned, &following));
             col.hits.push(Hit {
-                rule: idx,
+                rule: ri,
                 line: cand.line,
                 text: truncate(&cleaned, MAX_TEXT),
                 captures,
                 rank_prefix: rank,
             });
         }
+    }
+
+    /// What context extractor `ci`, matching the cleaned `line` numbered `number`, tells the
+    /// classification: the async hint, the first traceback, advice and facts.
+    fn apply_context(&self, ci: usize, line: &str, number: usize, col: &mut Collector) {
+        let ctx = &self.contexts[ci];
+        if ctx.spec.async_hint {
+            col.async_hint = true;
+        }
+        if ctx.spec.traceback && col.first_traceback.is_none() {
+            col.first_traceback = Some(number);
+        }
+        for a in &ctx.spec.advice {
+            if !col.context_advice.contains(a) {
+                col.context_advice.push(a.clone());
+            }
+        }
+        if let Some(caps) = ctx.m.regex().captures(line) {
+            for (name, value) in named(ctx.m.regex(), &caps) {
+                col.facts.record(&name, &value);
+            }
+        }
+        if col.settled.len() <= ci {
+            col.settled.resize(ci + 1, false);
+        }
+        col.settled[ci] = context_settled(ctx.m.regex(), &col.facts);
     }
 
     fn finish(
@@ -320,18 +326,10 @@ impl Ruleset {
         }
     }
 
-    /// Indices (rules, then contexts) of the patterns that match a cleaned line.
-    fn matching(&self, line: &str) -> Vec<usize> {
-        let n_rules = self.rules.len();
+    /// The patterns that match a cleaned line, rules first.
+    fn matching(&self, line: &str) -> Vec<PatternId> {
         let mut found = self.candidates.patterns_for(line.as_bytes());
-        found.retain(|&i| {
-            let m = if i < n_rules {
-                &self.rules[i].m
-            } else {
-                &self.contexts[i - n_rules].m
-            };
-            m.regex().is_match(line)
-        });
+        found.retain(|&id| self.matcher(id).regex().is_match(line));
         found
     }
 

@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 
 use std::sync::OnceLock;
 
-use memchr::memmem;
 use regex::{Regex, RegexBuilder};
 
+use super::literals::LiteralPlan;
 use super::spec::{ContextSpec, RuleFile, RuleSpec};
 use super::{Category, Error};
 
@@ -18,15 +18,15 @@ pub const MAX_RULES: usize = 2000;
 /// Compiled size limit of one rule's regex.
 const RULE_SIZE_LIMIT: usize = 1 << 20;
 
-/// One pattern ready to match a cleaned line: cheap literal gates first, then the regex,
-/// compiled on first use for the (already validated) built-in ruleset so start-up stays fast.
+/// One pattern ready to match a cleaned line: its regex, compiled on first use for the (already
+/// validated) built-in ruleset so start-up stays fast, and its literal plan, which the candidate
+/// pass searches by and `rules check` reports on.
 #[derive(Debug)]
 pub(super) struct Matcher {
     id: String,
     pattern: String,
     re: OnceLock<Regex>,
-    /// Literals every match starts with; `None` when the pattern has no usable literal prefix.
-    gates: Option<Vec<memmem::Finder<'static>>>,
+    plan: LiteralPlan,
 }
 
 impl Matcher {
@@ -35,16 +35,11 @@ impl Matcher {
         if eager {
             let _ = re.set(compile_pattern(id, pattern)?);
         }
-        let gates = prefix_literals(pattern).map(|lits| {
-            lits.iter()
-                .map(|l| memmem::Finder::new(l.as_bytes()).into_owned())
-                .collect()
-        });
         Ok(Matcher {
             id: id.to_owned(),
             pattern: pattern.to_owned(),
             re,
-            gates,
+            plan: LiteralPlan::of(pattern),
         })
     }
 
@@ -56,15 +51,6 @@ impl Matcher {
                 never_matches()
             })
         })
-    }
-
-    /// Whether the pattern matches the cleaned line (gates first).
-    pub fn is_match(&self, line: &str) -> bool {
-        let gated = self
-            .gates
-            .as_ref()
-            .is_none_or(|g| g.iter().any(|f| f.find(line.as_bytes()).is_some()));
-        gated && self.regex().is_match(line)
     }
 
     /// Whether the pattern has named captures.
@@ -92,14 +78,25 @@ pub(super) struct CompiledContext {
     pub m: Matcher,
 }
 
+/// Which pattern of a ruleset the candidate pass and the matcher name: a failure rule or a
+/// context extractor, each by its index in [`Ruleset`]'s list of that kind. Rules order before
+/// contexts, so sorted ids visit rules first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum PatternId {
+    /// `Ruleset::rules[i]`.
+    Rule(usize),
+    /// `Ruleset::contexts[i]`.
+    Context(usize),
+}
+
 /// A compiled ruleset: what the classifier runs.
 #[derive(Debug)]
 pub struct Ruleset {
     pub(super) rules: Vec<CompiledRule>,
     pub(super) contexts: Vec<CompiledContext>,
     pub(super) advice: HashMap<Category, Vec<String>>,
-    /// The literal prefixes of every pattern: finds candidate lines in raw chunks.
-    pub(super) candidates: super::scan::Candidates,
+    /// The required literals of every pattern: finds candidate lines in raw chunks.
+    pub(super) candidates: super::scan::Candidates<PatternId>,
 }
 
 /// One failed check of `rules check`.
@@ -164,11 +161,11 @@ impl Ruleset {
             let m = Matcher::new(&spec.id, &spec.pattern, eager)?;
             contexts.push(CompiledContext { spec, m });
         }
-        let patterns: Vec<&str> = rules
-            .iter()
-            .map(|r| r.spec.pattern.as_str())
-            .chain(contexts.iter().map(|c| c.spec.pattern.as_str()))
-            .collect();
+        let rule_patterns = (rules.iter().enumerate())
+            .map(|(i, r)| (PatternId::Rule(i), r.spec.pattern.as_str(), &r.m.plan));
+        let context_patterns = (contexts.iter().enumerate())
+            .map(|(i, c)| (PatternId::Context(i), c.spec.pattern.as_str(), &c.m.plan));
+        let patterns: Vec<_> = rule_patterns.chain(context_patterns).collect();
         let candidates = candidate_regex(&patterns)?;
         let mut advice: HashMap<Category, Vec<String>> = HashMap::new();
         for a in file.advice {
@@ -180,6 +177,14 @@ impl Ruleset {
             advice,
             candidates,
         })
+    }
+
+    /// The matcher of one pattern.
+    pub(super) fn matcher(&self, id: PatternId) -> &Matcher {
+        match id {
+            PatternId::Rule(i) => &self.rules[i].m,
+            PatternId::Context(i) => &self.contexts[i].m,
+        }
     }
 
     /// Number of failure rules.
@@ -202,7 +207,8 @@ impl Ruleset {
     }
 
     /// Verifies every example matches its rule and no counter-example does; also that a rule
-    /// without examples is reported (rules must be demonstrated on real lines).
+    /// without examples is reported (rules must be demonstrated on real lines), and one the
+    /// candidate pass cannot prefilter, with the reason its literal plan gives.
     pub fn check(&self) -> Vec<CheckFailure> {
         let mut failures = Vec::new();
         let entries = self
@@ -215,12 +221,10 @@ impl Ruleset {
                     .map(|c| (&c.spec.id, &c.m, &c.spec.examples, &c.spec.counter_examples)),
             );
         for (id, m, examples, counters) in entries {
-            if m.gates.is_none() {
+            if let LiteralPlan::Unfiltered(why) = &m.plan {
                 failures.push(CheckFailure {
                     id: id.clone(),
-                    message: "pattern does not start with literal text, which slows every \
-                              log down: start it with the message's fixed words"
-                        .into(),
+                    message: why.to_string(),
                 });
             }
             if examples.is_empty() {
@@ -231,7 +235,7 @@ impl Ruleset {
             }
             for ex in examples {
                 let line = crate::ingest::normalize::clean_line(ex.as_bytes());
-                if !m.is_match(&line) || !self.candidates.is_match(ex.as_bytes()) {
+                if !m.regex().is_match(&line) || !self.candidates.is_match(ex.as_bytes()) {
                     failures.push(CheckFailure {
                         id: id.clone(),
                         message: format!("example does not match: {ex:?}"),
@@ -259,38 +263,11 @@ fn whole(reason: String) -> Error {
     }
 }
 
-/// Longest literal prefix kept per pattern for its gates: long enough that a line without the
-/// message rarely passes, short enough to stay cheap.
-const PREFIX_LEN: usize = 10;
-
-/// The candidate pass over every pattern (rules, then contexts): see `scan`.
-fn candidate_regex(patterns: &[&str]) -> Result<super::scan::Candidates, Error> {
+/// The candidate pass over every pattern: see `scan`.
+fn candidate_regex(
+    patterns: &[(PatternId, &str, &LiteralPlan)],
+) -> Result<super::scan::Candidates<PatternId>, Error> {
     super::scan::Candidates::new(patterns, strip_names).map_err(whole)
-}
-
-/// The literal prefixes every match of `pattern` starts with (truncated to `PREFIX_LEN`), or
-/// `None` when there is no finite set of them of at least 3 bytes.
-pub(super) fn prefix_literals(pattern: &str) -> Option<Vec<String>> {
-    use regex_syntax::hir::literal::{ExtractKind, Extractor};
-    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
-    let lits = seq.literals()?;
-    if lits.is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(lits.len());
-    for lit in lits {
-        let text = std::str::from_utf8(lit.as_bytes()).ok()?;
-        let mut end = text.len().min(PREFIX_LEN);
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        if end < 3 {
-            return None;
-        }
-        out.push(text[..end].to_owned());
-    }
-    Some(out)
 }
 
 pub(super) fn check_id(id: &str, seen: &mut HashSet<String>) -> Result<(), Error> {
@@ -486,6 +463,40 @@ mod tests {
                 "rule t.x: example does not match: \"no match here\"".to_owned(),
                 "rule t.x: counter-example matches: \"XError: oops\"".to_owned(),
             ]
+        );
+    }
+
+    #[test]
+    fn the_check_and_the_candidate_pass_give_one_verdict_from_one_literal_plan() {
+        let ruleset = |pattern: &str, example: &str| {
+            let toml = format!(
+                "[[rule]]\nid = 't.x'\ncategory = 'unknown'\ntitle = 'X'\n\
+                 pattern = '{pattern}'\nexamples = ['{example}']\n"
+            );
+            Ruleset::from_toml(&toml).expect("compiles")
+        };
+        let unrelated = b"step 12 loss 0.25".as_slice();
+        // No literal start, but every match holds `Error: CUDA error: misaligned address`: the
+        // check used to call it slow while the candidate pass searched for that text.
+        let fast = ruleset(
+            r"\w+Error: CUDA error: misaligned address",
+            "RuntimeError: CUDA error: misaligned address",
+        );
+        assert_eq!(fast.check(), Vec::new());
+        assert!(fast.candidates.patterns_for(unrelated).is_empty());
+        // No usable literal at all: the pass tries it on every line, and the check says so with
+        // the reason the plan gives.
+        let slow = ruleset("(a*)*b", "aab");
+        let plan = LiteralPlan::of("(a*)*b");
+        let LiteralPlan::Unfiltered(why) = &plan else {
+            panic!("{plan:?}")
+        };
+        let messages: Vec<String> = slow.check().into_iter().map(|f| f.message).collect();
+        assert_eq!(messages, vec![why.to_string()]);
+        assert!(messages[0].contains("does not start with literal text"));
+        assert_eq!(
+            slow.candidates.patterns_for(unrelated),
+            vec![PatternId::Rule(0)]
         );
     }
 

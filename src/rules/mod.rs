@@ -10,6 +10,7 @@ mod classify;
 mod compile;
 pub mod corpus;
 pub mod facts;
+mod literals;
 pub mod preview;
 mod scan;
 pub mod spec;

@@ -1,5 +1,5 @@
 //! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few SIMD
-//! literal searches over each whole chunk (see `literals` for what they search), and hands each
+//! literal searches over each whole chunk (see `keys` for what they search), and hands each
 //! candidate line with its original 1-based line number and two lines of lookahead (for
 //! console-wrapped messages) to the classifier. Memory stays bounded whatever the input size.
 //!
@@ -9,7 +9,7 @@
 //! thread, so neither the reader nor the callback need be `Send`.
 
 mod chunks;
-mod literals;
+mod keys;
 mod teddy;
 
 use std::collections::{HashMap, VecDeque};
@@ -18,6 +18,7 @@ use std::sync::mpsc;
 
 use chunks::{Chunk, Chunks};
 
+use super::literals::LiteralPlan;
 use crate::ingest::MAX_MATCH_LINE;
 use crate::ingest::normalize::strip_ansi_into;
 
@@ -38,13 +39,15 @@ const SEARCH_SIZE_LIMIT: usize = 256 << 20;
 const ESC: u8 = 0x1b;
 
 /// The candidate pass: searches for keys, each standing for the required literals (see
-/// `literals`) that contain it, and the owners of those literals.
+/// `rules::literals`) that contain it, and the owners of those literals. An owner `K` is what
+/// the caller names a pattern by (the ruleset's `PatternId`); the pass only sorts and hands
+/// them back.
 #[derive(Debug)]
-pub(super) struct Candidates {
+pub(super) struct Candidates<K> {
     searches: Vec<Search>,
-    required: Vec<Required>,
+    required: Vec<Required<K>>,
     /// Patterns without required literals: always tried.
-    ungated: Vec<usize>,
+    ungated: Vec<K>,
 }
 
 /// One regex over whole chunks.
@@ -60,64 +63,51 @@ struct Search {
 /// For each key, the required literals that contain it: (index in `required`, offset of the key).
 type StandsFor = HashMap<Box<[u8]>, Vec<(usize, usize)>>;
 
-/// A required literal and the patterns (rules, then contexts) that require it.
+/// A required literal and the patterns that require it.
 #[derive(Debug)]
-struct Required {
+struct Required<K> {
     text: Box<[u8]>,
-    owners: Vec<usize>,
+    owners: Vec<K>,
 }
 
-impl Candidates {
-    /// The candidate pass for `patterns` (rules, then contexts). A pattern without required
-    /// literals joins a slow search of whole patterns (without capture names in `full`); `rules
-    /// check` asks for literal-led patterns.
-    pub fn new(patterns: &[&str], full: impl Fn(&str) -> String) -> Result<Candidates, String> {
+impl<K: Copy + Ord> Candidates<K> {
+    /// The candidate pass for `patterns`, each with its owner and literal plan. A pattern
+    /// without required literals joins a slow search of whole patterns (without capture names
+    /// in `full`); `rules check` reports it, from the same plan.
+    pub fn new(
+        patterns: &[(K, &str, &LiteralPlan)],
+        full: impl Fn(&str) -> String,
+    ) -> Result<Candidates<K>, String> {
         let mut texts: Vec<String> = Vec::new();
-        let mut owners: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut ungated = Vec::new();
-        for (i, p) in patterns.iter().enumerate() {
-            match literals::required_literals(p) {
+        let mut owners: HashMap<String, Vec<K>> = HashMap::new();
+        let (mut ungated, mut whole) = (Vec::new(), Vec::new());
+        for &(owner, pattern, plan) in patterns {
+            match plan.literals() {
                 Some(lits) => {
                     for lit in lits {
-                        owners.entry(lit.clone()).or_default().push(i);
-                        texts.push(lit);
+                        owners.entry(lit.clone()).or_default().push(owner);
+                        texts.push(lit.clone());
                     }
                 }
-                None => ungated.push(i),
+                None => {
+                    ungated.push(owner);
+                    whole.push(format!("(?:{})", full(pattern)));
+                }
             }
         }
         texts.sort();
         texts.dedup();
-        let required: Vec<Required> = texts
+        let required: Vec<Required<K>> = texts
             .iter()
             .map(|t| Required {
                 text: t.as_bytes().into(),
                 owners: owners.remove(t).unwrap_or_default(),
             })
             .collect();
-        let mut searches = Vec::new();
-        for keys in teddy::arrange(literals::keys(&texts)) {
-            let mut stands_for = StandsFor::new();
-            for key in &keys {
-                let finder = memchr::memmem::Finder::new(key.as_bytes());
-                let entry = stands_for.entry(key.as_bytes().into()).or_default();
-                for (ri, r) in required.iter().enumerate() {
-                    entry.extend(finder.find_iter(&r.text).map(|at| (ri, at)));
-                }
-            }
-            let alternatives: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
+        let mut searches = key_searches(&texts, &required)?;
+        if !whole.is_empty() {
             searches.push(Search {
-                regex: build(&alternatives)?,
-                keys: Some(stands_for),
-            });
-        }
-        if !ungated.is_empty() {
-            let alternatives: Vec<String> = ungated
-                .iter()
-                .map(|&i| format!("(?:{})", full(patterns[i])))
-                .collect();
-            searches.push(Search {
-                regex: build(&alternatives)?,
+                regex: build(&whole)?,
                 keys: None,
             });
         }
@@ -129,7 +119,7 @@ impl Candidates {
     }
 
     /// The patterns that may match `line`: owners of every required literal in it, ascending.
-    pub fn patterns_for(&self, line: &[u8]) -> Vec<usize> {
+    pub fn patterns_for(&self, line: &[u8]) -> Vec<K> {
         let mut out = self.ungated.clone();
         for search in &self.searches {
             let Some(keys) = &search.keys else { continue };
@@ -190,6 +180,28 @@ impl Candidates {
     }
 }
 
+/// The searches for the keys of `texts` (the required literals, sorted), grouped as Teddy takes
+/// them in one pass, each key knowing which of `required` it stands for.
+fn key_searches<K>(texts: &[String], required: &[Required<K>]) -> Result<Vec<Search>, String> {
+    let mut searches = Vec::new();
+    for keys in teddy::arrange(keys::keys(texts)) {
+        let mut stands_for = StandsFor::new();
+        for key in &keys {
+            let finder = memchr::memmem::Finder::new(key.as_bytes());
+            let entry = stands_for.entry(key.as_bytes().into()).or_default();
+            for (ri, r) in required.iter().enumerate() {
+                entry.extend(finder.find_iter(&r.text).map(|at| (ri, at)));
+            }
+        }
+        let alternatives: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
+        searches.push(Search {
+            regex: build(&alternatives)?,
+            keys: Some(stands_for),
+        });
+    }
+    Ok(searches)
+}
+
 fn build(alternatives: &[String]) -> Result<regex::bytes::Regex, String> {
     regex::bytes::RegexBuilder::new(&alternatives.join("|"))
         .size_limit(SEARCH_SIZE_LIMIT)
@@ -218,8 +230,8 @@ pub(super) struct Scanned {
 
 /// Streams `reader` and calls `on_candidate` for each candidate line, in order. `first_chunk`
 /// is called once with the first bytes read (for binary detection); returning `false` stops.
-pub(super) fn scan<R: Read>(
-    candidates: &Candidates,
+pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
+    candidates: &Candidates<K>,
     reader: R,
     mut first_chunk: impl FnMut(&[u8]) -> bool,
     mut on_candidate: impl FnMut(Candidate),
@@ -329,7 +341,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn process(&mut self, candidates: &Candidates, chunk: &Chunk) -> Processed {
+    fn process<K: Copy + Ord>(&mut self, candidates: &Candidates<K>, chunk: &Chunk) -> Processed {
         let raw = &chunk.data[..chunk.len];
         // ANSI sequences never span a newline, so the processed part and the lookahead are
         // stripped apart and `end` is where the processed part ends after stripping.
@@ -407,8 +419,14 @@ fn window(line: &[u8], hit: usize) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn candidates(patterns: &[&str]) -> Candidates {
-        Candidates::new(patterns, str::to_owned).expect("test patterns")
+    /// The candidate pass over `patterns`, each owned by its index.
+    fn candidates(patterns: &[&str]) -> Candidates<usize> {
+        let plans: Vec<LiteralPlan> = patterns.iter().map(|p| LiteralPlan::of(p)).collect();
+        let owned: Vec<(usize, &str, &LiteralPlan)> = (patterns.iter().copied().enumerate())
+            .zip(&plans)
+            .map(|((i, p), plan)| (i, p, plan))
+            .collect();
+        Candidates::new(&owned, str::to_owned).expect("test patterns")
     }
 
     fn run(pattern: &str, input: &[u8]) -> (Vec<(usize, String, usize)>, u64) {

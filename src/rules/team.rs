@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use super::compile::compile_pattern;
+use super::literals::LiteralPlan;
 use super::spec::{RuleFile, RuleSpec};
 use super::{Error, Ruleset};
 
@@ -151,20 +152,18 @@ pub struct RuleCheck {
     pub problems: Vec<String>,
 }
 
-/// Checks one rule: fields within limits, the pattern compiles within the size limits, starts
-/// with literal text (so it keeps the streaming prefilter fast), has examples, every example
-/// matches and no counter-example does.
+/// Checks one rule: fields within limits, the pattern compiles within the size limits, has
+/// fixed text the streaming prefilter can search for (the candidate pass's own [`LiteralPlan`]),
+/// has examples, every example matches and no counter-example does.
 pub fn check_rule(spec: &RuleSpec) -> Result<RuleCheck, Error> {
     check_fields(spec)?;
     compile_pattern(&spec.id, &spec.pattern)?;
-    if super::compile::prefix_literals(&spec.pattern).is_none() {
-        // Without a literal start the pattern joins the slow search every log line goes
+    if let LiteralPlan::Unfiltered(why) = LiteralPlan::of(&spec.pattern) {
+        // Without required literals the pattern joins the slow search every log line goes
         // through: one such rule costs every upload, so it is refused like an oversize one.
         return Err(Error::Pattern {
             id: spec.id.clone(),
-            reason: "pattern does not start with literal text, which slows every log down: \
-                     start it with the message's fixed words"
-                .into(),
+            reason: why.to_string(),
         });
     }
     let alone = Ruleset::compile(RuleFile {
@@ -394,6 +393,17 @@ mod tests {
             assert!(err.starts_with("rule team.bad: "), "{pattern}: {err}");
             assert!(err.contains(want), "{pattern}: want {want:?}, got {err}");
         }
+    }
+
+    #[test]
+    fn a_rule_the_prefilter_can_search_is_accepted_without_a_literal_start() {
+        // Every match holds `Error: MyKernel failed`, which the candidate pass searches for.
+        let s = spec(
+            "team.any_error",
+            r"\w+Error: MyKernel failed",
+            &["RuntimeError: MyKernel failed"],
+        );
+        assert!(validate_rule(&s).is_ok(), "{:?}", validate_rule(&s));
     }
 
     #[test]

@@ -2,11 +2,18 @@
 //! with ANSI colours turned into CSS classes from a fixed set.
 //!
 //! Logs can be hundreds of megabytes, so only newlines are counted over the whole log (memchr)
-//! and only the page's lines are decoded. Escape sequences are parsed by a small state machine;
-//! only SGR colour/attribute codes have an effect, and they can only select class names from the
-//! tables below, so nothing from the input ever reaches an attribute. Everything else (cursor
-//! moves, OSC titles and hyperlinks, charset designations, DCS/APC/PM strings) is dropped. Span
-//! text stays raw: the template escapes it.
+//! and only the page's lines are decoded. Escape sequences are read by [`ansi::tokens`], the
+//! tokenizer normalization uses too, so the view shows exactly the text the rules matched. Only
+//! SGR colour/attribute codes have an effect, and they can only select class names from the
+//! fixed tables of `style`, so nothing from the input ever reaches an attribute. Everything else
+//! (cursor moves, OSC titles and hyperlinks, charset designations, DCS/APC/PM strings) is
+//! dropped. Span text stays raw: the template escapes it.
+
+mod style;
+
+use style::Style;
+
+use crate::ingest::ansi::{self, Token};
 
 /// A run of text with one set of CSS classes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -54,27 +61,6 @@ pub const PAGE_LINES: usize = 400;
 
 /// Characters shown per line; longer lines end with `…` (the raw download has them whole).
 pub const MAX_LINE_CHARS: usize = 2000;
-
-/// Longer SGR parameter lists are ignored rather than applied in part.
-const MAX_PARAM_BYTES: usize = 128;
-
-/// Colour names in SGR order; classes are `fg-` / `bg-`, plus `bright-` for indices 8..16.
-const COLOURS: [&str; 8] = [
-    "black", "red", "green", "yellow", "blue", "magenta", "cyan", "white",
-];
-/// xterm's default RGB for the 16 basic colours, to map 256-colour and truecolour onto them.
-const PALETTE: [u32; 16] = [
-    0x000000, 0xcd0000, 0x00cd00, 0xcdcd00, 0x0000ee, 0xcd00cd, 0x00cdcd, 0xe5e5e5, 0x7f7f7f,
-    0xff0000, 0x00ff00, 0xffff00, 0x5c5cff, 0xff00ff, 0x00ffff, 0xffffff,
-];
-/// Attributes: the SGR code that sets one, the code that clears it, its class.
-const ATTRS: [(u32, u32, &str); 5] = [
-    (1, 22, "bold"),
-    (2, 22, "dim"),
-    (3, 23, "italic"),
-    (4, 24, "underline"),
-    (7, 27, "inverse"),
-];
 
 /// The page of `log` to show: from `start` if given, else with `focus` (the root-cause line)
 /// about a quarter page down, else from line 1. Lines in `highlight` (1-based) are marked.
@@ -146,118 +132,6 @@ fn page_lines(log: &[u8], first: usize, last: usize) -> Vec<&[u8]> {
     out
 }
 
-/// SGR state: colours are 0..16 (8..16 bright), `attrs` has bit `i` for `ATTRS[i]`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Style {
-    fg: Option<u8>,
-    bg: Option<u8>,
-    attrs: u8,
-}
-
-impl Style {
-    /// The class string: only fixed names, in a fixed order.
-    fn class(&self) -> String {
-        let colours = [("fg-", self.fg), ("bg-", self.bg)]
-            .into_iter()
-            .filter_map(|(side, c)| {
-                let c = usize::from(c?);
-                let bright = if c >= 8 { "bright-" } else { "" };
-                Some(format!("{side}{bright}{}", COLOURS[c % 8]))
-            });
-        let attrs = (ATTRS.iter().enumerate())
-            .filter(|(i, _)| self.attrs & (1 << i) != 0)
-            .map(|(_, a)| a.2.to_owned());
-        colours.chain(attrs).collect::<Vec<_>>().join(" ")
-    }
-
-    /// Applies the parameters of one `ESC [ ... m` (digits and `;` only; colon sub-parameters
-    /// and private markers make the whole sequence ignored).
-    fn apply_sgr(&mut self, params: &[u8]) {
-        let plain = params.iter().all(|&b| b == b';' || b.is_ascii_digit());
-        if !plain || params.len() > MAX_PARAM_BYTES {
-            return;
-        }
-        let mut codes = params.split(|&b| b == b';').map(|p| {
-            // Empty means 0; overlong values saturate and match no code.
-            (p.iter()).fold(0u32, |n, &d| {
-                n.saturating_mul(10).saturating_add(u32::from(d - b'0'))
-            })
-        });
-        while let Some(code) = codes.next() {
-            if code != 38 && code != 48 {
-                self.apply_code(code);
-                continue;
-            }
-            let colour = match codes.next() {
-                Some(5) => codes.next().and_then(indexed),
-                Some(2) => match (codes.next(), codes.next(), codes.next()) {
-                    (Some(r), Some(g), Some(b)) => Some(nearest(r, g, b)),
-                    _ => None,
-                },
-                // Unknown colour mode: the rest cannot be parsed reliably.
-                _ => return,
-            };
-            // An unmappable colour changes nothing.
-            if code == 38 {
-                self.fg = colour.or(self.fg);
-            } else {
-                self.bg = colour.or(self.bg);
-            }
-        }
-    }
-
-    /// Applies one SGR code other than 38/48; unknown codes change nothing.
-    fn apply_code(&mut self, code: u32) {
-        match code {
-            0 => *self = Style::default(),
-            30..=37 => self.fg = Some((code - 30) as u8),
-            39 => self.fg = None,
-            40..=47 => self.bg = Some((code - 40) as u8),
-            49 => self.bg = None,
-            90..=97 => self.fg = Some((code - 90 + 8) as u8),
-            100..=107 => self.bg = Some((code - 100 + 8) as u8),
-            _ => {
-                for (i, &(on, off, _)) in ATTRS.iter().enumerate() {
-                    if code == on {
-                        self.attrs |= 1 << i;
-                    } else if code == off {
-                        self.attrs &= !(1 << i);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// One of the 256 indexed colours as the nearest basic colour.
-fn indexed(n: u32) -> Option<u8> {
-    const LEVELS: [u32; 6] = [0, 95, 135, 175, 215, 255];
-    match n {
-        0..=15 => Some(n as u8),
-        16..=231 => {
-            let i = (n - 16) as usize;
-            Some(nearest(LEVELS[i / 36], LEVELS[i / 6 % 6], LEVELS[i % 6]))
-        }
-        232..=255 => {
-            let grey = 8 + 10 * (n - 232);
-            Some(nearest(grey, grey, grey))
-        }
-        _ => None,
-    }
-}
-
-/// The basic colour closest to an RGB value (components above 255 count as 255).
-fn nearest(r: u32, g: u32, b: u32) -> u8 {
-    let dist = |rgb: u32| {
-        let d =
-            |shift: u32, v: u32| (i64::from((rgb >> shift) & 0xff) - i64::from(v.min(255))).pow(2);
-        d(16, r) + d(8, g) + d(0, b)
-    };
-    (0..16u8)
-        .min_by_key(|&i| dist(PALETTE[usize::from(i)]))
-        .unwrap_or(0)
-}
-
 /// One `\r`-separated segment being built.
 #[derive(Default)]
 struct Segment {
@@ -317,72 +191,31 @@ impl Segment {
 fn render_line(raw: &[u8], style: &mut Style) -> (Vec<Span>, bool) {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
     let (mut seg, mut shown) = (Segment::default(), None);
-    let mut i = 0;
-    while i < raw.len() {
-        let stop = memchr::memchr2(0x1b, b'\r', &raw[i..]).map_or(raw.len(), |n| i + n);
-        for c in String::from_utf8_lossy(&raw[i..stop]).chars() {
-            seg.push(c, *style);
-        }
-        i = stop;
-        if raw.get(i) == Some(&b'\r') {
-            // Progress bars redraw with `\r`: keep the last segment that shows something.
-            let done = std::mem::take(&mut seg);
-            if shown.is_none() || done.visible {
-                shown = Some(done);
+    for token in ansi::tokens(raw) {
+        match token {
+            Token::Text(text) => {
+                for (n, piece) in text.split(|&b| b == b'\r').enumerate() {
+                    if n > 0 {
+                        // Progress bars redraw with `\r`: keep the last segment that shows
+                        // something.
+                        let done = std::mem::take(&mut seg);
+                        if shown.is_none() || done.visible {
+                            shown = Some(done);
+                        }
+                    }
+                    for c in String::from_utf8_lossy(piece).chars() {
+                        seg.push(c, *style);
+                    }
+                }
             }
-            i += 1;
-        } else if i < raw.len() {
-            let (end, sgr) = escape(raw, i);
-            if let Some(params) = sgr {
-                style.apply_sgr(params);
-            }
-            i = end;
+            Token::Sgr(params) => style.apply_sgr(params),
+            Token::Other => {}
         }
     }
     if shown.is_none() || seg.visible {
         shown = Some(seg);
     }
     shown.map(Segment::finish).unwrap_or_default()
-}
-
-/// Given `raw[at] == ESC`, the end of the escape sequence and, for an SGR, its parameters.
-/// Escape bytes are ASCII, so this never splits a UTF-8 character; a malformed sequence ends
-/// before the byte that broke it, which is then read as text (an ESC starts a new sequence).
-fn escape(raw: &[u8], at: usize) -> (usize, Option<&[u8]>) {
-    let skip = |from: usize, range: std::ops::RangeInclusive<u8>| {
-        from + raw[from.min(raw.len())..]
-            .iter()
-            .take_while(|b| range.contains(b))
-            .count()
-    };
-    let byte = |i: usize| raw.get(i).copied();
-    match byte(at + 1) {
-        Some(b'[') => {
-            let params_end = skip(at + 2, 0x30..=0x3f);
-            let end = skip(params_end, 0x20..=0x2f);
-            match byte(end) {
-                Some(b'm') if end == params_end => (end + 1, Some(&raw[at + 2..params_end])),
-                Some(0x40..=0x7e) => (end + 1, None),
-                _ => (end, None),
-            }
-        }
-        // OSC, DCS, SOS, PM, APC: a string up to BEL or ST (`ESC \`), or the line's end.
-        Some(b']' | b'P' | b'X' | b'^' | b'_') => {
-            match memchr::memchr2(0x07, 0x1b, &raw[at + 2..]).map(|n| at + 2 + n) {
-                None => (raw.len(), None),
-                Some(n) if raw[n] == 0x07 => (n + 1, None),
-                Some(n) => (n + if byte(n + 1) == Some(b'\\') { 2 } else { 0 }, None),
-            }
-        }
-        // `ESC ( B` and other designations: intermediates, then one final byte.
-        Some(0x20..=0x2f) => {
-            let end = skip(at + 2, 0x20..=0x2f);
-            let has_final = matches!(byte(end), Some(0x30..=0x7e));
-            (end + usize::from(has_final), None)
-        }
-        Some(0x30..=0x7e) => (at + 2, None),
-        _ => (at + 1, None),
-    }
 }
 
 #[cfg(test)]
@@ -513,6 +346,55 @@ mod tests {
                     "{input:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_view_shows_exactly_the_text_normalization_keeps() {
+        // Both read escapes with `ingest::ansi`, so every sequence ends at the same byte for the
+        // rules and for the reader. These cases used to end at different bytes: an OSC cut short
+        // by another escape, an ESC before an ESC, a CSI broken by a non-ASCII byte.
+        let visible = |log: &[u8]| -> String {
+            let page = window(log, None, None, &[]).lines;
+            page.iter()
+                .flat_map(|l| &l.spans)
+                .map(|s| s.text.as_str())
+                .collect()
+        };
+        let normalized = |log: &[u8]| -> String {
+            let text = crate::ingest::normalize::strip_ansi(std::str::from_utf8(log).unwrap_or(""))
+                .into_owned();
+            let neutral = |c: char| c.is_control() && c != '\t';
+            text.replace(neutral, "\u{fffd}")
+        };
+        let cases = [
+            "a␛]0;t␛[32mb",
+            "x␛]8;;http://unterminated",
+            "a␛]8;;https://x/␛\\link␛]8;;␛\\ b",
+            "a␛␛[31mb",
+            "␛[3é1mx",
+            "␛[1 qx␛(␛7y",
+        ];
+        for case in cases {
+            let log = case.replace('␛', "\x1b");
+            assert_eq!(
+                visible(log.as_bytes()),
+                normalized(log.as_bytes()),
+                "{case:?}"
+            );
+        }
+        let alphabet = b"\x1b[];:?(P^_X\\\x07\0m0123458aB< ";
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..3000 {
+            let input: Vec<u8> = (0..40)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(visible(&input), normalized(&input), "{input:?}");
         }
     }
 

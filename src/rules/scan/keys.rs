@@ -1,26 +1,16 @@
-//! Which literals the candidate pass searches for.
+//! Which keys the candidate pass searches for.
 //!
-//! Every pattern gets *required literals*: a set of which every line the pattern matches contains
-//! at least one. They come from the parsed pattern: its prefixes, or a fixed piece inside it
-//! (`Target \d+ is out of bounds` requires ` is out of bounds`), or for an alternation one piece
-//! per branch, so a pattern need not start with fixed text to be found fast. The pass searches
-//! whole chunks for *keys*, pieces of the required literals, with SIMD literal searches (see
-//! `teddy`): required literals that share a long, distinctive piece share one key
-//! (`cudaErrorAssert` and `cudaErrorUnknown` become `cudaError`), and each key starts at its
-//! rarest bytes. A key hit is confirmed against the full required literals it stands for before a
-//! line becomes a candidate, so a shorter key costs a few compares, not extra candidate lines.
+//! Every pattern's required literals (see `rules::literals`) are found by searching whole chunks
+//! for *keys*, pieces of the required literals, with SIMD literal searches (see `teddy`):
+//! required literals that share a long, distinctive piece share one key (`cudaErrorAssert` and
+//! `cudaErrorUnknown` become `cudaError`), and each key starts at its rarest bytes. A key hit is
+//! confirmed against the full required literals it stands for before a line becomes a
+//! candidate, so a shorter key costs a few compares, not extra candidate lines.
 
 use std::collections::HashMap;
 
-use regex_syntax::hir::literal::{ExtractKind, Extractor};
-use regex_syntax::hir::{Hir, HirKind};
-
 use super::teddy::{FINGERPRINT, fingerprint_cost, frequency};
 
-/// Shortest required literal: anything shorter hits noise on most lines.
-const MIN_REQUIRED: usize = 3;
-/// Required literals at least this long are preferred when a pattern offers a choice.
-const GOOD_REQUIRED: usize = 6;
 /// A key is not shortened below this many bytes to start at rarer ones.
 const MIN_KEY: usize = 8;
 /// Required literals share a key when they share a piece at least this long...
@@ -28,82 +18,6 @@ const SHARED_LEN: usize = 8;
 /// ...and at least this rare (see `rarity`): `cudaError`, `CUDA_ERROR_`, `_STATUS_`,
 /// ` out of memory` qualify, common phrases such as ` of the ` or `xpected ` do not.
 const SHARED_RARITY: u32 = 16;
-
-/// The required literals of `pattern`, or `None` when no finite set of them exists (the pattern
-/// can match without any fixed text, e.g. it starts and ends with classes or repetitions).
-pub(super) fn required_literals(pattern: &str) -> Option<Vec<String>> {
-    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
-    let mut options = covers(&hir);
-    options.extend(prefixes(&hir));
-    best(options)
-}
-
-/// Sets of literals such that every match of `hir` contains one literal of each set.
-fn covers(hir: &Hir) -> Vec<Vec<String>> {
-    match hir.kind() {
-        HirKind::Literal(lit) => match std::str::from_utf8(&lit.0) {
-            Ok(text) => vec![vec![text.to_owned()]],
-            Err(_) => Vec::new(),
-        },
-        HirKind::Capture(cap) => covers(&cap.sub),
-        HirKind::Repetition(rep) if rep.min >= 1 => covers(&rep.sub),
-        HirKind::Concat(parts) => {
-            // Any part's literals, or the prefixes of the pattern from any part on (which join
-            // adjacent literals and small classes: `[Ee]xpected scalar`).
-            let mut out: Vec<Vec<String>> = parts.iter().flat_map(covers).collect();
-            for from in 0..parts.len() {
-                // After a literal, the prefixes from that literal on are longer and as many.
-                if from > 0 && matches!(parts[from - 1].kind(), HirKind::Literal(_)) {
-                    continue;
-                }
-                out.extend(prefixes(&Hir::concat(parts[from..].to_vec())));
-            }
-            out
-        }
-        HirKind::Alternation(branches) => {
-            // Every branch must contribute; the union of each branch's best set covers them all.
-            let mut union = Vec::new();
-            for branch in branches {
-                match best(covers(branch)) {
-                    Some(set) => union.extend(set),
-                    None => return Vec::new(),
-                }
-            }
-            union.sort();
-            union.dedup();
-            vec![union]
-        }
-        _ => Vec::new(),
-    }
-}
-
-/// The literal prefixes every match of `hir` starts with, when there is a finite set of them.
-fn prefixes(hir: &Hir) -> Option<Vec<String>> {
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
-    let mut out = Vec::new();
-    for lit in seq.literals()? {
-        out.push(std::str::from_utf8(lit.as_bytes()).ok()?.to_owned());
-    }
-    out.sort();
-    out.dedup();
-    (!out.is_empty()).then_some(out)
-}
-
-/// The set to search for: no literal too short, preferably none short, then as few literals as
-/// possible, then the longest shortest one.
-fn best(options: Vec<Vec<String>>) -> Option<Vec<String>> {
-    options
-        .into_iter()
-        .filter(|set| set.iter().all(|l| l.len() >= MIN_REQUIRED))
-        .min_by_key(|set| {
-            let shortest = set.iter().map(String::len).min().unwrap_or(0);
-            (
-                shortest < GOOD_REQUIRED,
-                set.len(),
-                std::cmp::Reverse(shortest),
-            )
-        })
-}
 
 /// The keys to search for: every required literal contains one.
 pub(super) fn keys(required: &[String]) -> Vec<String> {
@@ -337,47 +251,7 @@ fn rarity(piece: &[u8]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn required_literals_come_from_prefixes_inner_pieces_and_branches() {
-        let cases: &[(&str, Option<&[&str]>)] = &[
-            (
-                "index out of range in self",
-                Some(&["index out of range in self"]),
-            ),
-            (
-                r"Target (?P<t>-?\d+) is out of bounds",
-                Some(&[" is out of bounds"]),
-            ),
-            // One literal beats two: every spelling shares `xpected scalar type`.
-            ("[Ee]xpected scalar type", Some(&["xpected scalar type"])),
-            ("[Ee]rr[Oo]r", Some(&["rrOr", "rror"])),
-            (
-                "device-side assert(?:ion)? triggered|cudaErrorAssert",
-                Some(&["cudaErrorAssert", "device-side assert"]),
-            ),
-            (
-                r"(?:\[Rank (?P<r>\d+)\] )?Watchdog caught",
-                Some(&["Watchdog caught"]),
-            ),
-            // A branch without fixed text leaves the pattern without required literals.
-            (r"boom|\d+ms", None),
-            (r"(?:abc)?\d+", None),
-            (r"\w+Error", Some(&["Error"])),
-            ("ab", None),
-        ];
-        for (pattern, want) in cases {
-            let want = want.map(|w| w.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-            assert_eq!(required_literals(pattern), want, "{pattern}");
-        }
-    }
-
-    #[test]
-    fn case_insensitive_patterns_require_every_spelling() {
-        let got = required_literals("(?i)oom").expect("finite");
-        assert_eq!(got.len(), 8, "{got:?}");
-        assert!(got.contains(&"OoM".to_owned()));
-    }
+    use crate::rules::literals::LiteralPlan;
 
     #[test]
     fn every_required_literal_contains_a_key() {
@@ -413,7 +287,7 @@ mod tests {
             .iter()
             .map(|r| r.pattern.as_str())
             .chain(file.context.iter().map(|c| c.pattern.as_str()))
-            .filter_map(required_literals)
+            .filter_map(|p| LiteralPlan::of(p).literals().map(<[String]>::to_vec))
             .flatten()
             .collect();
         minimal(&mut required);
