@@ -7,6 +7,7 @@
 pub mod reports;
 pub mod reproduce;
 pub mod team_rules;
+pub mod tokens;
 pub mod triage;
 pub mod upload;
 

@@ -1,11 +1,11 @@
 //! `gpu-triage token create|list|revoke`: manage API tokens from the server's shell.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
-use crate::auth::{self, Scope};
+use crate::app::tokens;
+use crate::auth::Scope;
 use crate::cli::TokenCommand;
 use crate::commands::db::with_database;
-use crate::storage::tokens;
 
 /// Runs one `token` subcommand.
 pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
@@ -24,16 +24,8 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                     scopes.push(s);
                 }
             }
-            let secret = auth::generate().context("reading the system's random source")?;
-            let record = with_database(&database, async |db| {
-                Ok(tokens::insert_token(
-                    db.pool(),
-                    name.trim(),
-                    &scopes,
-                    &secret.prefix,
-                    &secret.hash,
-                )
-                .await?)
+            let (record, secret) = with_database(&database, async |db| {
+                Ok(tokens::create(db, &name, &scopes).await?)
             })
             .await?;
             eprintln!(
@@ -42,13 +34,10 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                 record.name,
                 join(&record.scopes)
             );
-            println!("{}", secret.token);
+            println!("{secret}");
         }
         TokenCommand::List { database } => {
-            let all = with_database(&database, async |db| {
-                Ok(tokens::list_tokens(db.pool()).await?)
-            })
-            .await?;
+            let all = with_database(&database, async |db| Ok(tokens::list(db).await?)).await?;
             println!(
                 "{:>5}  {:<14} {:<22} {:<20} {:<20} name",
                 "id", "prefix", "scopes", "created", "last used"
@@ -71,10 +60,8 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
             }
         }
         TokenCommand::Revoke { token, database } => {
-            let revoked = with_database(&database, async |db| {
-                Ok(tokens::revoke_token(db.pool(), &token).await?)
-            })
-            .await?;
+            let revoked =
+                with_database(&database, async |db| Ok(tokens::revoke(db, &token).await?)).await?;
             if revoked.is_empty() {
                 bail!("no active token has id, prefix or name {token:?}");
             }

@@ -107,6 +107,25 @@ fn control_string(src: &[u8]) -> usize {
     }
 }
 
+/// Deterministic pseudo-random inputs over `alphabet` (xorshift from `seed`): `count` inputs of
+/// 40 bytes, for the tests that check every reader of escape sequences agrees on them.
+#[cfg(test)]
+pub(crate) fn random_inputs(alphabet: &[u8], seed: u64, count: usize) -> Vec<Vec<u8>> {
+    let mut seed = seed;
+    (0..count)
+        .map(|_| {
+            (0..40)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    alphabet[(seed % alphabet.len() as u64) as usize]
+                })
+                .collect()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,16 +203,7 @@ mod tests {
     #[test]
     fn tokens_cover_the_input_and_no_sequence_crosses_a_newline() {
         let alphabet = b"\x1b[];:?( P\\\x07\r\n\xffm0123458aB";
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        for _ in 0..3000 {
-            let input: Vec<u8> = (0..40)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    alphabet[(seed % alphabet.len() as u64) as usize]
-                })
-                .collect();
+        for input in super::random_inputs(alphabet, 0x9e37_79b9_7f4a_7c15_u64, 3000) {
             let (mut it, mut at) = (tokens(&input), 0);
             while let Some(token) = it.next() {
                 let end = input.len() - it.rest.len();

@@ -11,7 +11,7 @@ use sqlx::{Acquire, PgExecutor, Postgres};
 pub struct Group {
     pub id: i64,
     pub fingerprint: String,
-    pub category: String,
+    pub category: crate::rules::Category,
     pub title: String,
     pub root_cause_text: String,
     pub report_count: i64,

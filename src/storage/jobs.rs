@@ -13,7 +13,8 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
-use crate::api_types::{JobState, Sandbox};
+use super::reproductions::RunRecord;
+use crate::api_types::JobState;
 use crate::rules::Classification;
 
 /// A job handed to a worker.
@@ -316,20 +317,7 @@ pub async fn insert_attempt(ex: impl PgExecutor<'_>, a: &NewAttempt<'_>) -> Resu
 pub struct NewReproduction {
     pub job_id: i64,
     pub report_id: i64,
-    pub attempt: u32,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    pub duration_ms: u64,
-    pub stdout: String,
-    pub stderr: String,
-    pub truncated: bool,
-    pub gpu: Option<serde_json::Value>,
-    pub no_gpu: bool,
-    pub sandbox: Sandbox,
-    pub worker: String,
-    /// DESIGN.md section 3, of the combined output.
-    pub classification: Classification,
+    pub run: RunRecord,
 }
 
 /// Stores a reproduction; returns its id.
@@ -344,19 +332,19 @@ pub async fn insert_reproduction(
     )
     .bind(r.job_id)
     .bind(r.report_id)
-    .bind(i64::from(r.attempt))
-    .bind(r.exit_code)
-    .bind(r.signal)
-    .bind(r.timed_out)
-    .bind(i64::try_from(r.duration_ms).unwrap_or(i64::MAX))
-    .bind(&r.stdout)
-    .bind(&r.stderr)
-    .bind(r.truncated)
-    .bind(&r.gpu)
-    .bind(r.no_gpu)
-    .bind(r.sandbox.as_str())
-    .bind(&r.worker)
-    .bind(Json(&r.classification))
+    .bind(i64::from(r.run.attempt))
+    .bind(r.run.exit_code)
+    .bind(r.run.signal)
+    .bind(r.run.timed_out)
+    .bind(i64::try_from(r.run.duration_ms).unwrap_or(i64::MAX))
+    .bind(&r.run.stdout)
+    .bind(&r.run.stderr)
+    .bind(r.run.truncated)
+    .bind(&r.run.gpu)
+    .bind(r.run.no_gpu)
+    .bind(r.run.sandbox.as_str())
+    .bind(&r.run.worker)
+    .bind(Json(&r.run.classification))
     .fetch_one(ex)
     .await?)
 }

@@ -2,21 +2,70 @@
 //! progress row, the reports read in id order, and the per-report update that moves a report to
 //! the group of its new fingerprint while keeping every group's count equal to its reports.
 
-use sqlx::Row;
+use sqlx::types::Json;
+use sqlx::{PgExecutor, Row};
 
 use super::reports::rfc3339;
 use super::{Db, DbError};
-use sqlx::PgExecutor;
+use crate::rules::{Category, Classification, Confidence};
 
 /// A running run whose row was not touched for this long is taken as interrupted (its server
 /// stopped), so a new run may start.
 const STALE_SECS: i32 = 120;
 
+/// Where a reclassification run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Running,
+    Done,
+    Failed,
+    /// Its server stopped before it finished.
+    Interrupted,
+}
+
+impl RunState {
+    /// The `reclassify_runs.state` spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Done => "done",
+            RunState::Failed => "failed",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+
+    /// The state spelled `s`.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<RunState> {
+        [
+            RunState::Running,
+            RunState::Done,
+            RunState::Failed,
+            RunState::Interrupted,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    /// Whether the run is still going.
+    #[must_use]
+    pub fn is_running(self) -> bool {
+        self == RunState::Running
+    }
+}
+
+impl std::fmt::Display for RunState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One reclassification run.
 #[derive(Clone, Debug)]
 pub struct Run {
     pub id: i64,
-    pub state: String,
+    pub state: RunState,
     pub ruleset_version: i64,
     pub total: i64,
     pub done: i64,
@@ -29,16 +78,16 @@ pub struct Run {
 }
 
 /// A report's new classification, as columns (see `reports::NewReport`).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Reclassified {
-    pub category: String,
+    pub category: Category,
     pub title: String,
-    pub confidence: String,
+    pub confidence: Confidence,
     pub root_cause_line: Option<i32>,
     pub root_cause_text: String,
     pub fingerprint: String,
     pub async_hint: bool,
-    pub classification: serde_json::Value,
+    pub classification: Classification,
     pub search_text: String,
 }
 
@@ -168,7 +217,11 @@ pub async fn finish_run(
              updated_at = now() WHERE id = $1",
     )
     .bind(run.id)
-    .bind(if failed.is_some() { "failed" } else { "done" })
+    .bind(if failed.is_some() {
+        RunState::Failed
+    } else {
+        RunState::Done
+    })
     .bind(failed.unwrap_or(""))
     .execute(ex)
     .await?;
@@ -264,8 +317,12 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     };
     let old_group: i64 = row.try_get("group_id")?;
     let old_fp: String = row.try_get("fingerprint")?;
+    // Compared as stored JSON: a row written by an older build may not decode, and is then
+    // simply different.
     let old_c: serde_json::Value = row.try_get("classification")?;
-    if old_c == new.classification && old_fp == new.fingerprint {
+    let new_c = serde_json::to_value(&new.classification)
+        .map_err(|e| DbError::Corrupt(format!("classification does not encode: {e}")))?;
+    if old_c == new_c && old_fp == new.fingerprint {
         // Release the report's row lock now, not when the pool gets round to it.
         tx.rollback().await?;
         return Ok(Applied::Unchanged);
@@ -282,7 +339,7 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
              RETURNING id",
         )
         .bind(&new.fingerprint)
-        .bind(&new.category)
+        .bind(new.category)
         .bind(&new.title)
         .bind(&new.root_cause_text)
         .bind(report_id)
@@ -313,14 +370,14 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     )
     .bind(report_id)
     .bind(group_id)
-    .bind(&new.category)
+    .bind(new.category)
     .bind(&new.title)
-    .bind(&new.confidence)
+    .bind(new.confidence)
     .bind(new.root_cause_line)
     .bind(&new.root_cause_text)
     .bind(&new.fingerprint)
     .bind(new.async_hint)
-    .bind(&new.classification)
+    .bind(Json(&new.classification))
     .bind(&new.search_text)
     .execute(&mut *tx)
     .await?;

@@ -12,10 +12,10 @@ use super::reports::rfc3339;
 use crate::api_types::{CategorySource, JobState, Sandbox};
 use crate::rules::{Category, Classification, Confidence};
 
-/// A reproduction: what a worker's run of the script gave.
+/// What one run of a script gave, as stored: written from a worker's result, read back for
+/// the report page and API.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ReproductionView {
-    pub id: i64,
+pub struct RunRecord {
     pub attempt: u32,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -28,7 +28,15 @@ pub struct ReproductionView {
     pub no_gpu: bool,
     pub sandbox: Sandbox,
     pub worker: String,
+    /// DESIGN.md section 3, of the combined output.
     pub classification: Classification,
+}
+
+/// A stored reproduction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReproductionView {
+    pub id: i64,
+    pub run: RunRecord,
     pub created_at: String,
 }
 
@@ -67,19 +75,21 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
     };
     Ok(Some(ReproductionView {
         id,
-        attempt: count(r.try_get("r_attempt")?),
-        exit_code: r.try_get("exit_code")?,
-        signal: r.try_get("signal")?,
-        timed_out: r.try_get("timed_out")?,
-        duration_ms: u64::try_from(r.try_get::<i64, _>("duration_ms")?).unwrap_or(0),
-        stdout: r.try_get("stdout")?,
-        stderr: r.try_get("stderr")?,
-        truncated: r.try_get("truncated")?,
-        gpu: r.try_get("gpu")?,
-        no_gpu: r.try_get("no_gpu")?,
-        sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
-        worker: r.try_get("r_worker")?,
-        classification: r.try_get::<Json<Classification>, _>("classification")?.0,
+        run: RunRecord {
+            attempt: count(r.try_get("r_attempt")?),
+            exit_code: r.try_get("exit_code")?,
+            signal: r.try_get("signal")?,
+            timed_out: r.try_get("timed_out")?,
+            duration_ms: u64::try_from(r.try_get::<i64, _>("duration_ms")?).unwrap_or(0),
+            stdout: r.try_get("stdout")?,
+            stderr: r.try_get("stderr")?,
+            truncated: r.try_get("truncated")?,
+            gpu: r.try_get("gpu")?,
+            no_gpu: r.try_get("no_gpu")?,
+            sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
+            worker: r.try_get("r_worker")?,
+            classification: r.try_get::<Json<Classification>, _>("classification")?.0,
+        },
         created_at: r.try_get("r_created")?,
     }))
 }

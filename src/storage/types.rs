@@ -1,5 +1,5 @@
-//! How the domain's enums sit in `text` columns: the job state, the category and the
-//! confidence are decoded into their Rust enums here, at the storage boundary, and encoded back
+//! How the domain's enums sit in `text` columns: the job state, the category, the confidence
+//! and the reclassification run's state are decoded into their Rust enums here, at the storage boundary, and encoded back
 //! from them, so no caller compares them as strings. A stored value this build does not know is
 //! a decode error, never a silent default.
 
@@ -8,6 +8,7 @@ use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
+use super::reclassify::RunState;
 use crate::api_types::JobState;
 use crate::rules::{Category, Confidence};
 
@@ -42,3 +43,4 @@ macro_rules! text_enum {
 text_enum!(JobState, JobState::parse, "job state");
 text_enum!(Category, |s| s.parse().ok(), "category");
 text_enum!(Confidence, |s| s.parse().ok(), "confidence");
+text_enum!(RunState, RunState::parse, "reclassification run state");

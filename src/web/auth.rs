@@ -8,8 +8,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
 
 use super::{AppError, AppState};
+use crate::app::tokens;
 use crate::auth::{self, Scope};
-use crate::storage::tokens::{self, Session, TokenRecord};
+use crate::storage::tokens::{Session, TokenRecord};
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "gt_session";
@@ -51,10 +52,7 @@ impl FromRequestParts<AppState> for ApiToken {
             .ok_or(AppError::Unauthorized(
                 "the Authorization header must be `Bearer <token>`",
             ))?;
-        if !auth::looks_like_token(token) {
-            return Err(AppError::Unauthorized("invalid or revoked token"));
-        }
-        let record = tokens::authenticate(state.db.pool(), &auth::hash(token))
+        let record = tokens::authenticate(&state.db, token)
             .await?
             .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
         if let Err(secs) = state.rate.check(record.id) {
@@ -118,7 +116,7 @@ impl FromRequestParts<AppState> for OptionalUser {
         let Some(cookie) = cookie_value(&parts.headers, SESSION_COOKIE) else {
             return Ok(OptionalUser(None));
         };
-        let session = tokens::find_session(state.db.pool(), &auth::hash(cookie)).await?;
+        let session = tokens::find_session(&state.db, cookie).await?;
         Ok(OptionalUser(session.map(PortalUser)))
     }
 }

@@ -25,6 +25,7 @@ use crate::rules::{Category, Classification, Ruleset};
 use crate::storage::jobs::{
     self as store, AttemptOutcome, LockedJob, NewAttempt, NewReproduction, Reaped,
 };
+use crate::storage::reproductions::RunRecord;
 use crate::storage::{Db, DbError};
 
 /// Queue settings of the server (flags / `GPU_TRIAGE_JOB_*`).
@@ -284,19 +285,21 @@ pub async fn record_result(
             let new = NewReproduction {
                 job_id,
                 report_id: job.report_id,
-                attempt: job.attempts,
-                exit_code: result.exit_code,
-                signal: result.signal,
-                timed_out: result.timed_out,
-                duration_ms: result.duration_ms,
-                stdout: run.stdout,
-                stderr: run.stderr,
-                truncated: result.truncated,
-                gpu: result.gpu.filter(|g| !g.is_null()),
-                no_gpu: result.no_gpu,
-                sandbox: result.sandbox,
-                worker,
-                classification: run.classification,
+                run: RunRecord {
+                    attempt: job.attempts,
+                    exit_code: result.exit_code,
+                    signal: result.signal,
+                    timed_out: result.timed_out,
+                    duration_ms: result.duration_ms,
+                    stdout: run.stdout,
+                    stderr: run.stderr,
+                    truncated: result.truncated,
+                    gpu: result.gpu.filter(|g| !g.is_null()),
+                    no_gpu: result.no_gpu,
+                    sandbox: result.sandbox,
+                    worker,
+                    classification: run.classification,
+                },
             };
             let id = store::insert_reproduction(&mut *tx, &new).await?;
             store::finish_job(&mut *tx, job_id, JobState::Done, "", "").await?;
@@ -305,16 +308,16 @@ pub async fn record_result(
                 &ruleset,
                 job.report_id,
                 id,
-                &new.classification,
-                new.no_gpu,
+                &new.run.classification,
+                new.run.no_gpu,
             )
             .await?
-            .then_some(new.classification.category);
+            .then_some(new.run.classification.category);
             Recorded {
                 reply: ResultReply {
                     reproduction_id: Some(id),
                     state: JobState::Done,
-                    classification: Some(new.classification),
+                    classification: Some(new.run.classification),
                 },
                 new: true,
                 failed: false,

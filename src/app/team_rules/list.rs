@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use super::{TeamRulesError, entries};
 use crate::rules::spec::RuleSpec;
 use crate::rules::team;
-use crate::storage::Db;
 use crate::storage::rules::{self as store, StoredRule};
+use crate::storage::{Db, DbError};
 
 /// Where a rule comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -92,4 +92,30 @@ pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), Team
         }
     }
     Ok((out, version))
+}
+
+/// The newest changes to team rules (of one rule, or of all), newest first.
+pub async fn history(
+    db: &Db,
+    rule_id: Option<&str>,
+    limit: i64,
+) -> Result<Vec<crate::storage::rules::HistoryEntry>, DbError> {
+    store::history(db.pool(), rule_id, limit).await
+}
+
+/// The newest stored reports with a finding of rule `id`.
+pub async fn reports_naming(
+    db: &Db,
+    id: &str,
+    limit: i64,
+) -> Result<Vec<crate::storage::reports::ReportSummary>, DbError> {
+    store::reports_naming_rule(db.pool(), id, limit).await
+}
+
+/// The newest reclassification runs.
+pub async fn recent_runs(
+    db: &Db,
+    limit: i64,
+) -> Result<Vec<crate::storage::reclassify::Run>, DbError> {
+    crate::storage::reclassify::recent_runs(db.pool(), limit).await
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 pub use edit::{Change, Preview, Saved, TeamFile, export, import, parse_team_file, preview, save};
-pub use list::{Origin, RuleInfo, list};
+pub use list::{Origin, RuleInfo, history, list, recent_runs, reports_naming};
 
 use crate::rules::spec::{RuleFile, RuleSpec};
 use crate::rules::team::{self, TeamEntry};

@@ -164,17 +164,14 @@ fn columns(c: &Classification, r: &StoredLog) -> Reclassified {
     };
     let root = c.root_cause.as_ref();
     Reclassified {
-        category: c.category.as_str().to_owned(),
+        category: c.category,
         title: c.title.clone(),
-        confidence: serde_json::to_value(c.confidence)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default(),
+        confidence: c.confidence,
         root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
         root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
         fingerprint: c.fingerprint.clone(),
         async_hint: c.async_hint,
-        classification: serde_json::to_value(c).unwrap_or_default(),
+        classification: c.clone(),
         search_text: search_text(c, &meta, &r.filename),
     }
 }

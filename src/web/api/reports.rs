@@ -187,7 +187,7 @@ pub async fn show_report(
 /// A job as `GET /api/v1/reports/{id}` lists it under `reproductions` (DESIGN.md section 5):
 /// the result's fields are null until a result is recorded.
 fn reproduction(j: &JobView) -> wire::Reproduction {
-    let r = j.reproduction.as_ref();
+    let r = j.reproduction.as_ref().map(|r| &r.run);
     let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
     wire::Reproduction {
         job_id: j.id,
@@ -206,7 +206,7 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         no_gpu: r.map(|r| r.no_gpu),
         sandbox: r.map(|r| r.sandbox.clone()),
         worker: text(&j.worker),
-        reproduction_id: r.map(|r| r.id),
+        reproduction_id: j.reproduction.as_ref().map(|r| r.id),
         dead_reason: text(&j.dead_reason),
         error: text(&j.last_error),
         requeued_from: j.requeued_from,

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::Layout;
-use crate::auth;
-use crate::storage::tokens;
+
+use crate::app::tokens;
 use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, check_origin, cookie_value};
 use crate::web::{AppError, AppState, PageError};
 
@@ -53,12 +53,7 @@ pub async fn create_session(
     // No session yet, so no CSRF token: a cross-site sign-in (into the attacker's account) is
     // refused by its Origin.
     check_origin(&headers)?;
-    let token = form.token.trim();
-    let record = if auth::looks_like_token(token) {
-        tokens::authenticate(state.db.pool(), &auth::hash(token)).await?
-    } else {
-        None
-    };
+    let record = tokens::authenticate(&state.db, form.token.trim()).await?;
     let Some(record) = record else {
         let page = LoginPage {
             layout: Layout::for_user(None),
@@ -66,20 +61,11 @@ pub async fn create_session(
         };
         return Ok((StatusCode::UNAUTHORIZED, page).into_response());
     };
-    let session = auth::generate().map_err(|e| AppError::Internal(e.into()))?;
-    let csrf = auth::generate().map_err(|e| AppError::Internal(e.into()))?;
-    tokens::create_session(
-        state.db.pool(),
-        &session.hash,
-        record.id,
-        &csrf.token[4..],
-        SESSION_DAYS,
-    )
-    .await?;
+    let session = tokens::open_session(&state.db, &record, SESSION_DAYS).await?;
     let secure = if state.secure_cookies { "; Secure" } else { "" };
     let cookie = format!(
         "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
-        session.token,
+        session.cookie,
         SESSION_DAYS * 86_400
     );
     let mut res = Redirect::to("/").into_response();
@@ -106,7 +92,7 @@ pub async fn delete_session(
 ) -> Result<Response, PageError> {
     user.check_form(&headers, &form.csrf)?;
     if let Some(cookie) = cookie_value(&headers, SESSION_COOKIE) {
-        tokens::delete_session(state.db.pool(), &auth::hash(cookie)).await?;
+        tokens::end_session(&state.db, cookie).await?;
     }
     let mut res = Redirect::to("/login").into_response();
     res.headers_mut().insert(

@@ -324,16 +324,7 @@ mod tests {
              |bold|dim|italic|underline|inverse)$",
         )
         .unwrap();
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        for _ in 0..3000 {
-            let input: Vec<u8> = (0..40)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    alphabet[(seed % alphabet.len() as u64) as usize]
-                })
-                .collect();
+        for input in crate::ingest::ansi::random_inputs(alphabet, 0x2545_f491_4f6c_dd1d_u64, 3000) {
             for span in window(&input, None, None, &[])
                 .lines
                 .iter()
@@ -384,16 +375,7 @@ mod tests {
             );
         }
         let alphabet = b"\x1b[];:?(P^_X\\\x07\0m0123458aB< ";
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        for _ in 0..3000 {
-            let input: Vec<u8> = (0..40)
-                .map(|_| {
-                    seed ^= seed << 13;
-                    seed ^= seed >> 7;
-                    seed ^= seed << 17;
-                    alphabet[(seed % alphabet.len() as u64) as usize]
-                })
-                .collect();
+        for input in crate::ingest::ansi::random_inputs(alphabet, 0x2545_f491_4f6c_dd1d_u64, 3000) {
             assert_eq!(visible(&input), normalized(&input), "{input:?}");
         }
     }

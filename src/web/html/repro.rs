@@ -19,7 +19,9 @@ use crate::app::reproduce::{self as repro, Location, Requeue};
 use crate::auth::Scope;
 use crate::ingest::normalize::strip_ansi;
 use crate::rules::Classification;
-use crate::storage::reproductions::{AttemptView, CategoryBasis, JobView, ReproductionView};
+use crate::storage::reproductions::{
+    AttemptView, CategoryBasis, JobView, ReproductionView, RunRecord,
+};
 use crate::web::extract::{CsrfField, CsrfForm, JobId};
 use crate::web::{AppError, AppState, PageError};
 
@@ -199,7 +201,12 @@ fn category_note(b: &CategoryBasis) -> Option<String> {
     ))
 }
 
-fn panel(r: &ReproductionView, reported: &Reported, reported_loc: Option<&Location>) -> ReproPanel {
+fn panel(
+    view: &ReproductionView,
+    reported: &Reported,
+    reported_loc: Option<&Location>,
+) -> ReproPanel {
+    let r = &view.run;
     let combined = repro::combined_output(&r.stderr, &r.stdout);
     let sync_tb = repro::main_traceback(&combined);
     let sync_loc = sync_tb.as_ref().and_then(repro::location);
@@ -291,7 +298,7 @@ fn shown_output(text: &str) -> String {
     note + &shown
 }
 
-fn outcome(r: &ReproductionView) -> String {
+fn outcome(r: &RunRecord) -> String {
     if r.timed_out {
         return "timed out".into();
     }

@@ -19,9 +19,9 @@ use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::spec::RuleSpec;
-use crate::storage::reclassify::{self as runs, Run};
+use crate::storage::reclassify::Run;
 use crate::storage::reports::ReportSummary;
-use crate::storage::rules::{self as store, HistoryEntry};
+use crate::storage::rules::HistoryEntry;
 
 use crate::web::auth::PortalUser;
 use crate::web::{AppError, AppState, PageError};
@@ -30,6 +30,8 @@ use crate::web::{AppError, AppState, PageError};
 pub struct RuleRow {
     pub id: String,
     pub origin: &'static str,
+    /// Shipped, not written by the team.
+    pub builtin: bool,
     pub category: String,
     pub title: String,
     pub enabled: bool,
@@ -45,6 +47,7 @@ impl From<&RuleInfo> for RuleRow {
                 Origin::Builtin => "built-in",
                 Origin::Team => "team",
             },
+            builtin: r.origin == Origin::Builtin,
             category: r.spec.category.to_string(),
             title: r.spec.title.clone(),
             enabled: r.enabled,
@@ -158,7 +161,7 @@ pub async fn list_rules(
         team: rows(team),
         version,
         history: history(&state, None).await?,
-        runs: runs::recent_runs(state.db.pool(), 5)
+        runs: team_rules::recent_runs(&state.db, 5)
             .await?
             .into_iter()
             .map(RunRow::from)
@@ -168,7 +171,7 @@ pub async fn list_rules(
 }
 
 async fn history(state: &AppState, rule_id: Option<&str>) -> Result<Vec<HistoryRow>, AppError> {
-    Ok(store::history(state.db.pool(), rule_id, 30)
+    Ok(team_rules::history(&state.db, rule_id, 30)
         .await?
         .into_iter()
         .map(HistoryRow::from)
@@ -205,7 +208,7 @@ pub async fn show_rule(
     Ok(RulePage {
         layout: Layout::for_user(Some(&user)),
         rule: RuleRow::from(&info),
-        reports: store::reports_naming_rule(state.db.pool(), &id, 20).await?,
+        reports: team_rules::reports_naming(&state.db, &id, 20).await?,
         history: history(&state, Some(&id)).await?,
         can_edit: user.require(&[Scope::Admin]).is_ok(),
         has_entry: info.updated_at.is_some(),

@@ -5,22 +5,28 @@ use std::time::Duration;
 
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
+use gpu_triage::rules::{Category, Confidence, Ruleset};
 use gpu_triage::storage::reclassify::{self, Applied, Reclassified};
-use serde_json::json;
 
 use super::{ILLEGAL_LOG, KERNEL_LOG, upload};
 use crate::support::{TestApp, wait_for_lock_wait, wait_for_statement};
 
 fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
+    let category: Category = category.parse().unwrap();
+    let mut classification = Ruleset::builtin()
+        .unwrap()
+        .classify_bytes("x", b"MyKernel failed\n");
+    classification.category = category;
+    classification.fingerprint = fingerprint.into();
     Reclassified {
-        category: category.into(),
+        category,
         title: "MyKernel failed".into(),
-        confidence: "high".into(),
+        confidence: Confidence::High,
         root_cause_line: Some(2),
         root_cause_text: "MyKernel failed: code 7 (launch 2)".into(),
         fingerprint: fingerprint.into(),
         async_hint: false,
-        classification: json!({"category": category, "findings": [], "root_cause": null}),
+        classification,
         search_text: "MyKernel failed".into(),
     }
 }
