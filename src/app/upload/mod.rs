@@ -1,0 +1,327 @@
+//! Upload a report: an uploaded log (already spooled to a temporary file under its cap) is
+//! checked, scrubbed of secrets, classified by the rule engine and compressed into a
+//! `NewReport`, then stored in one transaction with its group, its idempotency key and the
+//! reproduction job for an attached script. The API and the portal's form both call
+//! [`upload`]; this is the one place that knows the order of those steps.
+
+mod pipeline;
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+pub use pipeline::{prepare, search_text};
+
+use super::{Error, blocking};
+use crate::api_types::{ErrorCode, JobState, QueuedJob};
+use crate::ingest::{self, Reject};
+use crate::rules::{Classification, Ruleset};
+use crate::storage::reports::{self as store, IdempotencyKey, InsertOutcome};
+use crate::storage::{Db, DbError};
+
+/// Size caps (SECURITY.md item 1). Checked while streaming, before anything is stored.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Largest accepted log, in bytes.
+    pub max_log_bytes: u64,
+    /// Largest accepted reproduction script, in bytes.
+    pub max_script_bytes: usize,
+    /// Largest accepted `meta` JSON, in bytes.
+    pub max_meta_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_log_bytes: 128 << 20,
+            max_script_bytes: 64 << 10,
+            max_meta_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Uploader metadata (the `meta` part): where the log comes from.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Meta {
+    /// Project (repository, team); duplicates are detected per project.
+    #[serde(default)]
+    pub project: String,
+    /// Link to the CI job.
+    #[serde(default)]
+    pub job_url: String,
+    /// Commit under test.
+    #[serde(default)]
+    pub commit: String,
+    /// Branch under test.
+    #[serde(default)]
+    pub branch: String,
+    /// Free-form environment description (e.g. `python -m torch.utils.collect_env`).
+    #[serde(default)]
+    pub environment: String,
+}
+
+/// Why an upload is refused; each maps to a 4xx.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadError {
+    /// The log itself is unacceptable (empty, too large, binary).
+    #[error(transparent)]
+    Log(#[from] Reject),
+    /// The `meta` part is not a JSON object of the known string fields, or a field is too long.
+    #[error("meta: {0}")]
+    Meta(String),
+    /// The script is too large, not UTF-8, or carries a secret.
+    #[error("script: {0}")]
+    Script(String),
+    /// Reading the spooled upload failed.
+    #[error("reading the upload: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Meta {
+    /// Parses and validates the `meta` part.
+    pub fn parse(bytes: &[u8]) -> Result<Meta, UploadError> {
+        let meta: Meta = serde_json::from_slice(bytes).map_err(|e| {
+            UploadError::Meta(format!(
+                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment)"
+            ))
+        })?;
+        for (name, value, max) in [
+            ("project", &meta.project, 200),
+            ("job_url", &meta.job_url, 2000),
+            ("commit", &meta.commit, 200),
+            ("branch", &meta.branch, 300),
+            ("environment", &meta.environment, 32 << 10),
+        ] {
+            if value.len() > max {
+                return Err(UploadError::Meta(format!(
+                    "{name} is longer than {max} bytes"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(UploadError::Meta(format!("{name} contains a NUL byte")));
+            }
+        }
+        let url = &meta.job_url;
+        if !(url.is_empty() || url.starts_with("https://") || url.starts_with("http://")) {
+            return Err(UploadError::Meta("job_url must be an http(s) URL".into()));
+        }
+        Ok(meta)
+    }
+
+    /// The same fields with secrets replaced by `[REDACTED:kind]` (a CI job URL with
+    /// credentials in it, a token pasted into the environment text).
+    #[must_use]
+    pub fn scrubbed(self) -> Meta {
+        let clean = |s: String| match ingest::scrub::scrub(&s).text {
+            std::borrow::Cow::Borrowed(_) => s,
+            std::borrow::Cow::Owned(clean) => clean,
+        };
+        Meta {
+            project: clean(self.project),
+            job_url: clean(self.job_url),
+            commit: clean(self.commit),
+            branch: clean(self.branch),
+            environment: clean(self.environment),
+        }
+    }
+}
+
+/// Checks a reproduction script: UTF-8 text under the cap, with no secret in it (a script is
+/// run on shared GPU hosts and shown to everyone, so it is rejected rather than scrubbed).
+pub fn check_script(bytes: &[u8], limits: &Limits) -> Result<String, UploadError> {
+    if bytes.len() > limits.max_script_bytes {
+        return Err(UploadError::Script(format!(
+            "larger than the {}-byte limit",
+            limits.max_script_bytes
+        )));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(UploadError::Script("is empty".into()));
+    }
+    let text =
+        std::str::from_utf8(bytes).map_err(|_| UploadError::Script("is not UTF-8 text".into()))?;
+    if text.contains('\0') {
+        return Err(UploadError::Script("contains a NUL byte".into()));
+    }
+    if let Some(kind) = ingest::scrub::find_secret(text) {
+        return Err(UploadError::Script(format!(
+            "contains what looks like a secret ({kind}); remove it and upload again"
+        )));
+    }
+    Ok(text.to_owned())
+}
+
+impl From<UploadError> for Error {
+    /// Empty 422, oversize 413, binary 415, bad meta or script 422.
+    fn from(e: UploadError) -> Self {
+        match e {
+            UploadError::Log(Reject::Empty) => {
+                Error::Invalid(ErrorCode::EmptyLog, "the log is empty".into())
+            }
+            UploadError::Log(r @ Reject::TooLarge { .. }) => Error::TooLarge(r.to_string()),
+            UploadError::Log(Reject::Binary) => {
+                Error::Unsupported("the log looks binary, not text".into())
+            }
+            UploadError::Meta(m) => Error::Invalid(ErrorCode::BadMeta, format!("meta: {m}")),
+            UploadError::Script(m) => Error::Invalid(ErrorCode::BadScript, format!("script: {m}")),
+            UploadError::Io(e) => Error::Internal(e.into()),
+        }
+    }
+}
+
+/// The parts of an upload (API or portal form), the log spooled under its cap.
+#[derive(Debug)]
+pub struct Upload {
+    pub log: std::fs::File,
+    pub filename: String,
+    pub script: Option<String>,
+    pub meta: Meta,
+    /// The `meta` part as sent, part of what an idempotency key covers.
+    pub meta_raw: Vec<u8>,
+}
+
+/// What an upload came to.
+#[derive(Clone, Debug)]
+pub struct Uploaded {
+    pub report_id: i64,
+    pub group_id: i64,
+    /// The same bytes were already stored for the project: this is that report.
+    pub duplicate: bool,
+    /// The first answer to this idempotency key, replayed (nothing new was stored).
+    pub replayed: bool,
+    /// The reproduction queued for the script.
+    pub job: Option<QueuedJob>,
+    /// The stored report's classification (the first upload's, for a duplicate or replay).
+    pub classification: Classification,
+}
+
+/// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
+#[derive(Clone, Debug)]
+pub struct Uploader {
+    pub token_id: i64,
+    pub idempotency_key: Option<String>,
+}
+
+/// Runs the pipeline on a spooled upload and stores it in one transaction (see
+/// [`store::insert_report`]). `hold` is kept alive until the blocking work ends (the web layer's
+/// in-flight slot), so an abandoned request cannot free its slot while its work goes on.
+pub async fn upload(
+    db: &Db,
+    ruleset: Arc<Ruleset>,
+    uploader: Uploader,
+    upload: Upload,
+    hold: impl Send + 'static,
+) -> Result<Uploaded, Error> {
+    let Upload {
+        log,
+        filename,
+        script,
+        meta,
+        meta_raw,
+    } = upload;
+    let script_for_key = script.clone().unwrap_or_default();
+    let mut new = blocking(move || {
+        use std::io::Seek;
+        let _hold = hold;
+        let mut log = log;
+        log.rewind()?;
+        prepare(&ruleset, log, &filename, meta, script)
+    })
+    .await??;
+    new.token_id = Some(uploader.token_id);
+    let idem = uploader.idempotency_key.map(|key| {
+        let mut h = Sha256::new();
+        h.update(&new.log_sha256);
+        h.update([0]);
+        h.update(script_for_key.as_bytes());
+        h.update([0]);
+        h.update(&meta_raw);
+        // The file name is part of the request too: a retry resends it unchanged.
+        h.update([0]);
+        h.update(new.filename.as_bytes());
+        IdempotencyKey {
+            token_id: uploader.token_id,
+            key,
+            request_sha256: h.finalize().to_vec(),
+        }
+    });
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    let stored = match store::insert_report(&mut tx, &new, idem.as_ref()).await? {
+        InsertOutcome::Stored(s) => s,
+        InsertOutcome::KeyReused => {
+            tx.rollback().await.map_err(DbError::from)?;
+            return Err(Error::Invalid(
+                ErrorCode::IdempotencyKeyReused,
+                "this Idempotency-Key was used with a different request".into(),
+            ));
+        }
+    };
+    let classification = if stored.duplicate || stored.replayed {
+        // The stored report's own classification (the first upload's), not this request's.
+        store::get_report(&mut *tx, stored.report_id)
+            .await?
+            .map_or(new.classification, |r| r.classification)
+    } else {
+        new.classification
+    };
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(Uploaded {
+        report_id: stored.report_id,
+        group_id: stored.group_id,
+        duplicate: stored.duplicate,
+        replayed: stored.replayed,
+        job: stored.job,
+        classification,
+    })
+}
+
+/// Whether an upload queued a job a waiting worker can claim now.
+#[must_use]
+pub fn queued_a_job(uploaded: &Uploaded) -> bool {
+    uploaded
+        .job
+        .as_ref()
+        .is_some_and(|j| j.state == JobState::Queued)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_is_validated() {
+        let ok = Meta::parse(br#"{"project":"p","branch":"main","job_url":"https://ci/1"}"#)
+            .expect("valid");
+        assert_eq!((ok.project.as_str(), ok.branch.as_str()), ("p", "main"));
+        for bad in [
+            &b"not json"[..],
+            br#"{"project":1}"#,
+            br#"{"owner":"x"}"#,
+            br#"{"job_url":"javascript:alert(1)"}"#,
+            br#"[1]"#,
+        ] {
+            assert!(
+                matches!(Meta::parse(bad), Err(UploadError::Meta(_))),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn scripts_with_secrets_or_over_the_cap_are_refused() {
+        let limits = Limits::default();
+        assert!(check_script(b"import torch\nprint(torch.ones(1).cuda())\n", &limits).is_ok());
+        let secret = b"import os\nos.environ['AWS_ACCESS_KEY_ID']='AKIAIOSFODNN7EXAMPLE'\n";
+        let err = check_script(secret, &limits)
+            .expect_err("secret")
+            .to_string();
+        assert!(err.contains("secret"), "{err}");
+        let big = vec![b'#'; limits.max_script_bytes + 1];
+        assert!(check_script(&big, &limits).is_err());
+        assert!(check_script(b"\xff\xfe", &limits).is_err());
+        assert!(check_script(b"  \n", &limits).is_err());
+    }
+}
