@@ -3,10 +3,10 @@
 //! the group of its new fingerprint while keeping every group's count equal to its reports.
 
 use sqlx::types::Json;
-use sqlx::{PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor, Row};
 
+use super::DbError;
 use super::reports::rfc3339;
-use super::{Db, DbError};
 use crate::rules::{Category, Classification, Confidence};
 
 /// A running run whose row was not touched for this long is taken as interrupted (its server
@@ -104,10 +104,14 @@ pub enum Applied {
     Regrouped,
 }
 
-/// Starts a run over `total` reports, unless one is already running (then `None`). A running
-/// run that stopped reporting progress is marked interrupted first.
-pub async fn start_run(db: &Db, ruleset_version: i64, actor: &str) -> Result<Option<Run>, DbError> {
-    let mut tx = db.pool().begin().await?;
+/// Starts a run over `total` reports in the caller's transaction, unless one is already running
+/// (then `None`: the caller rolls back). A running run that stopped reporting progress is marked
+/// interrupted first. Concurrent starts serialise on a transaction-scoped advisory lock.
+pub async fn start_run(
+    tx: &mut PgConnection,
+    ruleset_version: i64,
+    actor: &str,
+) -> Result<Option<Run>, DbError> {
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('gpu_triage_reclassify', 4))")
         .execute(&mut *tx)
         .await?;
@@ -124,7 +128,6 @@ pub async fn start_run(db: &Db, ruleset_version: i64, actor: &str) -> Result<Opt
             .fetch_one(&mut *tx)
             .await?;
     if busy {
-        tx.rollback().await?;
         return Ok(None);
     }
     let id: i64 = sqlx::query_scalar(
@@ -135,8 +138,7 @@ pub async fn start_run(db: &Db, ruleset_version: i64, actor: &str) -> Result<Opt
     .bind(actor)
     .fetch_one(&mut *tx)
     .await?;
-    tx.commit().await?;
-    get_run(db.pool(), id).await
+    get_run(&mut *tx, id).await
 }
 
 const RUN_COLUMNS: &str = concat!(
@@ -299,11 +301,15 @@ pub async fn reports_by_id(
     .await?)
 }
 
-/// Stores a report's new classification. When the fingerprint changed, the report moves to the
-/// group of the new fingerprint (created or counted up, as an upload would) and its old group is
-/// counted down, and removed when it has no report and no fix left.
-pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applied, DbError> {
-    let mut tx = db.pool().begin().await?;
+/// Stores a report's new classification in the caller's transaction (which holds the report's
+/// row lock until it ends: roll back on `Missing`/`Unchanged`, commit otherwise). When the
+/// fingerprint changed, the report moves to the group of the new fingerprint (created or counted
+/// up, as an upload would) and its old group is removed when it has no report and no fix left.
+pub async fn apply(
+    tx: &mut PgConnection,
+    report_id: i64,
+    new: &Reclassified,
+) -> Result<Applied, DbError> {
     let Some(row) = sqlx::query(
         "SELECT group_id, fingerprint, classification FROM reports \
          WHERE id = $1 FOR UPDATE",
@@ -312,7 +318,6 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     .fetch_optional(&mut *tx)
     .await?
     else {
-        tx.rollback().await?;
         return Ok(Applied::Missing);
     };
     let old_group: i64 = row.try_get("group_id")?;
@@ -323,8 +328,6 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
     let new_c = serde_json::to_value(&new.classification)
         .map_err(|e| DbError::Corrupt(format!("classification does not encode: {e}")))?;
     if old_c == new_c && old_fp == new.fingerprint {
-        // Release the report's row lock now, not when the pool gets round to it.
-        tx.rollback().await?;
         return Ok(Applied::Unchanged);
     }
     let mut group_id = old_group;
@@ -403,7 +406,6 @@ pub async fn apply(db: &Db, report_id: i64, new: &Reclassified) -> Result<Applie
             Err(e) => return Err(e.into()),
         }
     }
-    tx.commit().await?;
     Ok(if group_id == old_group {
         Applied::Changed
     } else {

@@ -12,17 +12,49 @@ use std::time::{Duration, Instant};
 use super::{RulesetHandle, TeamRulesError};
 use crate::app::upload::{Meta, search_text};
 use crate::rules::{Classification, Ruleset};
-use crate::storage::Db;
 use crate::storage::reclassify::{self as store, Applied, Reclassified, Run, StoredLog};
+use crate::storage::{Db, DbError};
 
 /// Reports read per batch.
 const BATCH: i64 = 50;
 /// Decompressed bytes of one stored log reclassified at most (uploads are capped lower).
 const MAX_LOG_BYTES: u64 = 256 << 20;
 
+/// Records the start of a run over every stored report by `actor`, unless one is running
+/// (`None`).
+pub async fn open_run(db: &Db, version: i64, actor: &str) -> Result<Option<Run>, DbError> {
+    let mut tx = db.pool().begin().await?;
+    match store::start_run(&mut tx, version, actor).await {
+        Ok(Some(run)) => {
+            tx.commit().await?;
+            Ok(Some(run))
+        }
+        other => {
+            tx.rollback().await?;
+            other
+        }
+    }
+}
+
+/// Stores one report's new classification in its own transaction (see [`store::apply`]); the
+/// report's row lock is released at once whatever came of it.
+pub async fn apply(db: &Db, report_id: i64, update: &Reclassified) -> Result<Applied, DbError> {
+    let mut tx = db.pool().begin().await?;
+    match store::apply(&mut tx, report_id, update).await {
+        Ok(applied @ (Applied::Changed | Applied::Regrouped)) => {
+            tx.commit().await?;
+            Ok(applied)
+        }
+        other => {
+            tx.rollback().await?;
+            other
+        }
+    }
+}
+
 /// Starts a run by `actor` in the background; [`TeamRulesError::Busy`] when one is running.
 pub async fn start(db: &Db, handle: &RulesetHandle, actor: &str) -> Result<Run, TeamRulesError> {
-    let run = store::start_run(db, handle.version(), actor)
+    let run = open_run(db, handle.version(), actor)
         .await?
         .ok_or(TeamRulesError::Busy)?;
     let (db, handle, task_run) = (db.clone(), handle.clone(), run.clone());
@@ -126,7 +158,7 @@ async fn process(
         .await
         .map_err(|e| TeamRulesError::Internal(e.to_string()))?;
     for (id, update) in updates {
-        match store::apply(db, id, &update).await? {
+        match apply(db, id, &update).await? {
             Applied::Changed => tally.changed += 1,
             Applied::Regrouped => {
                 tally.changed += 1;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use gpu_triage::rules::{Category, Confidence, Ruleset};
-use gpu_triage::storage::reclassify::{self, Applied, Reclassified};
+use gpu_triage::storage::reclassify::{Applied, Reclassified};
 
 use super::{ILLEGAL_LOG, KERNEL_LOG, upload};
 use crate::support::{TestApp, wait_for_lock_wait, wait_for_statement};
@@ -70,7 +70,12 @@ async fn move_out_while_open(
 ) -> Applied {
     let db = app.db.clone();
     let apply = tokio::spawn(async move {
-        reclassify::apply(&db, report, &moved_to("fp-new", "library_error")).await
+        gpu_triage::app::team_rules::reclassify::apply(
+            &db,
+            report,
+            &moved_to("fp-new", "library_error"),
+        )
+        .await
     });
     // Commit only once dropping the old group waits for `tx`: then the delete meets the
     // committed reference, the case under test.
@@ -166,7 +171,12 @@ async fn uploads_racing_a_reclassification_that_empties_their_group_all_land() {
         let db = app.db.clone();
         let away = format!("fp-away-{round}");
         let apply = tokio::spawn(async move {
-            reclassify::apply(&db, id, &moved_to(&away, "library_error")).await
+            gpu_triage::app::team_rules::reclassify::apply(
+                &db,
+                id,
+                &moved_to(&away, "library_error"),
+            )
+            .await
         });
         let next = format!("round {round} b\nMyKernel failed: code 7 (launch 2)\n");
         let res = app
@@ -220,9 +230,13 @@ async fn reclassifying_keeps_a_headline_that_follows_a_reproduction() {
     .execute(app.db.pool())
     .await
     .unwrap();
-    let applied = reclassify::apply(&app.db, id, &moved_to("fp-team", "library_error"))
-        .await
-        .unwrap();
+    let applied = gpu_triage::app::team_rules::reclassify::apply(
+        &app.db,
+        id,
+        &moved_to("fp-team", "library_error"),
+    )
+    .await
+    .unwrap();
     assert_eq!(applied, Applied::Regrouped);
     let row: (String, String, String, Option<String>, String) = sqlx::query_as(
         "SELECT category, title, category_source, original_category, fingerprint \
@@ -270,7 +284,7 @@ async fn start_reclassify(
     gpu_triage::app::team_rules::reload(&app.db, &handle)
         .await
         .unwrap();
-    let run = reclassify::start_run(&app.db, handle.version(), "test")
+    let run = gpu_triage::app::team_rules::reclassify::open_run(&app.db, handle.version(), "test")
         .await
         .unwrap()
         .unwrap();
