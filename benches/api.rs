@@ -393,10 +393,10 @@ fn main() -> anyhow::Result<()> {
 
 /// Inserts `n` reports through the storage layer (the same code path as uploads, minus HTTP).
 async fn seed_reports(data: &Path, url: Option<&str>, n: u64) -> anyhow::Result<()> {
-    use gpu_triage::storage::{self, Location};
+    use gpu_triage::storage::{self, DataLocation};
     let location = match url {
-        Some(u) => Location::Url(u.to_owned()),
-        None => Location::Embedded(data.to_path_buf()),
+        Some(u) => DataLocation::Url(u.to_owned()),
+        None => DataLocation::Embedded(data.to_path_buf()),
     };
     let opened = storage::open(&location, 8).await?;
     let db = opened.db.clone();

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use crate::storage::Location;
+use crate::storage::DataLocation;
 
 /// Which database to use: `DATABASE_URL`, or the private cluster under `GPU_TRIAGE_DATA`.
 #[derive(Clone, Debug, clap::Args)]
@@ -34,10 +34,10 @@ pub struct DatabaseArgs {
 
 impl DatabaseArgs {
     /// The database these settings name.
-    pub fn location(&self) -> Location {
+    pub fn location(&self) -> DataLocation {
         match self.database_url.as_deref().filter(|u| !u.is_empty()) {
-            Some(url) => Location::Url(url.to_string()),
-            None => Location::Embedded(self.data_dir.clone()),
+            Some(url) => DataLocation::Url(url.to_string()),
+            None => DataLocation::Embedded(self.data_dir.clone()),
         }
     }
 }

@@ -241,7 +241,7 @@ fn quoted_filename(path: &Path) -> String {
 
 /// What one attempt came to.
 #[derive(Debug)]
-enum Outcome {
+enum Reply {
     Created(Box<ReportCreated>),
     /// Worth another attempt: why, and the server's `Retry-After`.
     Retry(String, Option<Duration>),
@@ -267,12 +267,12 @@ impl Client<'_> {
         let mut attempt = 1;
         loop {
             match self.send(body, key) {
-                Outcome::Created(created) => return Ok(created),
-                Outcome::Failed(message) => return Err(message),
-                Outcome::Retry(reason, _) if attempt == ATTEMPTS => {
+                Reply::Created(created) => return Ok(created),
+                Reply::Failed(message) => return Err(message),
+                Reply::Retry(reason, _) if attempt == ATTEMPTS => {
                     return Err(format!("upload failed after {ATTEMPTS} attempts: {reason}"));
                 }
-                Outcome::Retry(reason, retry_after) => {
+                Reply::Retry(reason, retry_after) => {
                     let jitter = Duration::from_millis(getrandom::u64().unwrap_or(0) % 250);
                     let delay = retry_delay(attempt, retry_after) + jitter;
                     attempt += 1;
@@ -284,10 +284,10 @@ impl Client<'_> {
         }
     }
 
-    fn send(&self, body: &Multipart, key: &str) -> Outcome {
+    fn send(&self, body: &Multipart, key: &str) -> Reply {
         let (len, reader) = match body.open() {
             Ok(opened) => opened,
-            Err(e) => return Outcome::Failed(format!("cannot read: {e}")),
+            Err(e) => return Reply::Failed(format!("cannot read: {e}")),
         };
         let request = self.agent.post(&self.endpoint);
         let result = request
@@ -301,9 +301,9 @@ impl Client<'_> {
         let mut response = match result {
             Ok(response) => response,
             Err(e) if is_transient(&e) => {
-                return Outcome::Retry(format!("cannot reach the server: {e}"), None);
+                return Reply::Retry(format!("cannot reach the server: {e}"), None);
             }
-            Err(e) => return Outcome::Failed(format!("request failed: {e}")),
+            Err(e) => return Reply::Failed(format!("request failed: {e}")),
         };
         let status = response.status().as_u16();
         let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
@@ -333,7 +333,7 @@ fn outcome(
     retry_after: Option<u64>,
     location: Option<String>,
     body: Option<String>,
-) -> Outcome {
+) -> Reply {
     let body = body.unwrap_or_default();
     // `{"error": {"code", "message"}}` (DESIGN.md section 5), else the status and first line.
     let error = serde_json::from_str::<serde_json::Value>(&body).ok();
@@ -349,16 +349,16 @@ fn outcome(
     let message = field("message").unwrap_or_else(|| body.lines().next().unwrap_or("").into());
     match status {
         200..=299 => match serde_json::from_str(&body) {
-            Ok(created) => Outcome::Created(created),
+            Ok(created) => Reply::Created(created),
             // A response lost mid-way: the retry gets the stored one back (same key).
-            Err(_) if body.is_empty() => Outcome::Retry(format!("empty {status} response"), None),
-            Err(e) => Outcome::Failed(format!(
+            Err(_) if body.is_empty() => Reply::Retry(format!("empty {status} response"), None),
+            Err(e) => Reply::Failed(format!(
                 "unexpected {status} response ({e}); is --server a gpu-triage server?"
             )),
         },
         408 | 429 | 500..=599 => {
             let reason = format!("server answered {status} {code}: {message}");
-            Outcome::Retry(reason, retry_after.map(Duration::from_secs))
+            Reply::Retry(reason, retry_after.map(Duration::from_secs))
         }
         _ => {
             let message = match (status, location) {
@@ -367,7 +367,7 @@ fn outcome(
                 (300..=399, Some(to)) => format!("redirected to {to}; pass that as --server"),
                 _ => message,
             };
-            Outcome::Failed(format!("rejected ({status} {code}): {message}"))
+            Reply::Failed(format!("rejected ({status} {code}): {message}"))
         }
     }
 }
@@ -564,9 +564,9 @@ mod tests {
     fn sorted(status: u16, retry_after: Option<u64>, location: Option<&str>, body: &str) -> String {
         let location = location.map(str::to_owned);
         match outcome(status, retry_after, location, Some(body.to_owned())) {
-            Outcome::Failed(message) => message,
-            Outcome::Retry(reason, after) => format!("retry {after:?}: {reason}"),
-            Outcome::Created(created) => format!("created {}", created.url),
+            Reply::Failed(message) => message,
+            Reply::Retry(reason, after) => format!("retry {after:?}: {reason}"),
+            Reply::Created(created) => format!("created {}", created.url),
         }
     }
 

@@ -191,7 +191,7 @@ pub async fn create_database(admin: &PgConnectOptions, name: &str) -> Result<(),
 
 /// Where the data lives: an existing server, or the private cluster under a data directory.
 #[derive(Clone, Debug)]
-pub enum Location {
+pub enum DataLocation {
     /// `DATABASE_URL`: an existing PostgreSQL server.
     Url(String),
     /// The embedded cluster under this data root (`GPU_TRIAGE_DATA`).
@@ -204,7 +204,7 @@ pub enum Location {
 pub struct Opened {
     /// The pool handle (lazy: connects on first use).
     pub db: Db,
-    /// The embedded cluster, when `Location::Embedded`.
+    /// The embedded cluster, when `DataLocation::Embedded`.
     pub cluster: Option<embedded::EmbeddedPostgres>,
     /// Which database this is, for logs.
     pub description: String,
@@ -212,9 +212,9 @@ pub struct Opened {
 
 /// Opens `location`: starts (or attaches to) the embedded cluster and creates its database, or
 /// prepares a lazy pool on `DATABASE_URL`. Migrations are left to the caller.
-pub async fn open(location: &Location, max_connections: u32) -> Result<Opened, DbError> {
+pub async fn open(location: &DataLocation, max_connections: u32) -> Result<Opened, DbError> {
     match location {
-        Location::Url(url) => {
+        DataLocation::Url(url) => {
             let options: PgConnectOptions = url
                 .parse()
                 .map_err(|e| DbError::Cluster(format!("DATABASE_URL is not a valid URL: {e}")))?;
@@ -230,7 +230,7 @@ pub async fn open(location: &Location, max_connections: u32) -> Result<Opened, D
                 description,
             })
         }
-        Location::Embedded(root) => {
+        DataLocation::Embedded(root) => {
             let root = root.clone();
             let cluster = tokio::task::spawn_blocking(move || {
                 let bins = embedded::BinarySearch::from_env().find()?;

@@ -6,8 +6,9 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
+use super::reports::Headline;
 use super::reports::rfc3339;
-use crate::rules::{Category, Classification, Confidence};
+use crate::rules::Classification;
 
 /// A running run whose row was not touched for this long is taken as interrupted (its server
 /// stopped), so a new run may start.
@@ -80,13 +81,7 @@ pub struct Run {
 /// A report's new classification, as columns (see `reports::NewReport`).
 #[derive(Clone, Debug)]
 pub struct Reclassified {
-    pub category: Category,
-    pub title: String,
-    pub confidence: Confidence,
-    pub root_cause_line: Option<i32>,
-    pub root_cause_text: String,
-    pub fingerprint: String,
-    pub async_hint: bool,
+    pub headline: Headline,
     pub classification: Classification,
     pub search_text: String,
 }
@@ -327,11 +322,11 @@ pub async fn apply(
     let old_c: serde_json::Value = row.try_get("classification")?;
     let new_c = serde_json::to_value(&new.classification)
         .map_err(|e| DbError::Corrupt(format!("classification does not encode: {e}")))?;
-    if old_c == new_c && old_fp == new.fingerprint {
+    if old_c == new_c && old_fp == new.headline.fingerprint {
         return Ok(Applied::Unchanged);
     }
     let mut group_id = old_group;
-    if old_fp != new.fingerprint {
+    if old_fp != new.headline.fingerprint {
         group_id = sqlx::query_scalar(
             "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen, \
                  last_seen) \
@@ -341,10 +336,10 @@ pub async fn apply(
                  last_seen = GREATEST(groups.last_seen, excluded.last_seen) \
              RETURNING id",
         )
-        .bind(&new.fingerprint)
-        .bind(new.category)
-        .bind(&new.title)
-        .bind(&new.root_cause_text)
+        .bind(&new.headline.fingerprint)
+        .bind(new.headline.category)
+        .bind(&new.headline.title)
+        .bind(&new.headline.root_cause_text)
         .bind(report_id)
         .fetch_one(&mut *tx)
         .await?;
@@ -373,13 +368,13 @@ pub async fn apply(
     )
     .bind(report_id)
     .bind(group_id)
-    .bind(new.category)
-    .bind(&new.title)
-    .bind(new.confidence)
-    .bind(new.root_cause_line)
-    .bind(&new.root_cause_text)
-    .bind(&new.fingerprint)
-    .bind(new.async_hint)
+    .bind(new.headline.category)
+    .bind(&new.headline.title)
+    .bind(new.headline.confidence)
+    .bind(new.headline.root_cause_line)
+    .bind(&new.headline.root_cause_text)
+    .bind(&new.headline.fingerprint)
+    .bind(new.headline.async_hint)
     .bind(Json(&new.classification))
     .bind(&new.search_text)
     .execute(&mut *tx)

@@ -22,14 +22,8 @@ pub struct NewReport {
     pub environment: String,
     /// The uploaded file's name.
     pub filename: String,
-    /// The classification's headline fields, as columns for listing and filtering.
-    pub category: Category,
-    pub title: String,
-    pub confidence: Confidence,
-    pub root_cause_line: Option<i32>,
-    pub root_cause_text: String,
-    pub fingerprint: String,
-    pub async_hint: bool,
+    /// The classification's headline fields, as columns for listing, filtering and grouping.
+    pub headline: Headline,
     /// The whole classification (DESIGN.md section 3).
     pub classification: Classification,
     /// SHA-256 of the uploaded bytes, for duplicate detection.
@@ -42,6 +36,36 @@ pub struct NewReport {
     pub script: Option<String>,
     /// Text for the search index.
     pub search_text: String,
+}
+
+/// A classification's headline as a report row keeps it in columns, for listing, filtering
+/// and grouping: written on upload and on reclassification from the same mapping.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Headline {
+    pub category: Category,
+    pub title: String,
+    pub confidence: Confidence,
+    pub root_cause_line: Option<i32>,
+    pub root_cause_text: String,
+    pub fingerprint: String,
+    pub async_hint: bool,
+}
+
+impl Headline {
+    /// The headline of `c`.
+    #[must_use]
+    pub fn of(c: &Classification) -> Headline {
+        let root = c.root_cause.as_ref();
+        Headline {
+            category: c.category,
+            title: c.title.clone(),
+            confidence: c.confidence,
+            root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
+            root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
+            fingerprint: c.fingerprint.clone(),
+            async_hint: c.async_hint,
+        }
+    }
 }
 
 /// An `Idempotency-Key` sent with an upload.
@@ -204,10 +228,10 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
              ON CONFLICT (fingerprint) DO NOTHING \
              RETURNING id",
         )
-        .bind(&r.fingerprint)
-        .bind(r.category)
-        .bind(&r.title)
-        .bind(&r.root_cause_text)
+        .bind(&r.headline.fingerprint)
+        .bind(r.headline.category)
+        .bind(&r.headline.title)
+        .bind(&r.headline.root_cause_text)
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(id) = inserted {
@@ -215,7 +239,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
         }
         let existing: Option<i64> =
             sqlx::query_scalar("SELECT id FROM groups WHERE fingerprint = $1 FOR KEY SHARE")
-                .bind(&r.fingerprint)
+                .bind(&r.headline.fingerprint)
                 .fetch_optional(&mut *tx)
                 .await?;
         if let Some(id) = existing {
@@ -251,13 +275,13 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.environment)
     .bind(&r.filename)
     .bind(group_id)
-    .bind(r.category)
-    .bind(&r.title)
-    .bind(r.confidence)
-    .bind(r.root_cause_line)
-    .bind(&r.root_cause_text)
-    .bind(&r.fingerprint)
-    .bind(r.async_hint)
+    .bind(r.headline.category)
+    .bind(&r.headline.title)
+    .bind(r.headline.confidence)
+    .bind(r.headline.root_cause_line)
+    .bind(&r.headline.root_cause_text)
+    .bind(&r.headline.fingerprint)
+    .bind(r.headline.async_hint)
     .bind(Json(&r.classification))
     .bind(&r.log_sha256)
     .bind(r.log_bytes)

@@ -8,9 +8,9 @@ use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
 use super::jobs::AttemptOutcome;
-use super::reports::rfc3339;
+use super::reports::{Headline, rfc3339};
 use crate::api_types::{CategorySource, JobState, Sandbox};
-use crate::rules::{Category, Classification, Confidence};
+use crate::rules::{Category, Classification};
 
 /// What one run of a script gave, as stored: written from a worker's result, read back for
 /// the report page and API.
@@ -245,11 +245,9 @@ pub async fn category_basis(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Followed {
     pub reproduction_id: i64,
-    pub category: Category,
-    pub title: String,
-    pub confidence: Confidence,
-    /// The reproduction's root-cause line, added to the report's search text.
-    pub root_cause_text: String,
+    /// The reproduction's headline: category, title and confidence replace the report's, and
+    /// its root-cause line is added to the report's search text.
+    pub headline: Headline,
 }
 
 /// Makes the report's category follow a reproduction, remembering what the log alone said.
@@ -269,11 +267,11 @@ pub async fn follow_reproduction(
          WHERE id = $1",
     )
     .bind(report_id)
-    .bind(f.category)
-    .bind(&f.title)
-    .bind(f.confidence)
+    .bind(f.headline.category)
+    .bind(&f.headline.title)
+    .bind(f.headline.confidence)
     .bind(f.reproduction_id)
-    .bind(&f.root_cause_text)
+    .bind(&f.headline.root_cause_text)
     .execute(ex)
     .await?;
     Ok(())

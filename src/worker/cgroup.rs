@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// Where the memory cgroup of this process lives, as read from `/proc/self/cgroup`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Location {
+pub enum CgroupPath {
     /// cgroup v1: the path within the `memory` hierarchy.
     V1(String),
     /// cgroup v2 (unified): the path within the unified hierarchy.
@@ -22,7 +22,7 @@ pub enum Location {
 
 /// Finds the memory cgroup in the text of `/proc/<pid>/cgroup`: the v1 `memory` controller's
 /// line when there is one, else the unified (`0::`) line.
-pub fn parse_proc_cgroup(text: &str) -> Option<Location> {
+pub fn parse_proc_cgroup(text: &str) -> Option<CgroupPath> {
     let mut unified = None;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
@@ -31,10 +31,10 @@ pub fn parse_proc_cgroup(text: &str) -> Option<Location> {
             continue;
         };
         if controllers.split(',').any(|c| c == "memory") {
-            return Some(Location::V1(path.to_owned()));
+            return Some(CgroupPath::V1(path.to_owned()));
         }
         if controllers.is_empty() {
-            unified = Some(Location::V2(path.to_owned()));
+            unified = Some(CgroupPath::V2(path.to_owned()));
         }
     }
     unified
@@ -52,8 +52,8 @@ pub fn detect() -> Result<Memory, String> {
     let text = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let (parent, v2) = match parse_proc_cgroup(&text) {
-        Some(Location::V1(path)) => (join(Path::new("/sys/fs/cgroup/memory"), &path), false),
-        Some(Location::V2(path)) => {
+        Some(CgroupPath::V1(path)) => (join(Path::new("/sys/fs/cgroup/memory"), &path), false),
+        Some(CgroupPath::V2(path)) => {
             let unified = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
                 .into_iter()
                 .map(Path::new)
@@ -201,17 +201,17 @@ mod tests {
         let hybrid = "9:name=systemd:/\n4:memory:/process_api/abc\n0::/\n";
         assert_eq!(
             parse_proc_cgroup(hybrid),
-            Some(Location::V1("/process_api/abc".into()))
+            Some(CgroupPath::V1("/process_api/abc".into()))
         );
         let joined = "5:cpu,memory:/jobs\n";
         assert_eq!(
             parse_proc_cgroup(joined),
-            Some(Location::V1("/jobs".into()))
+            Some(CgroupPath::V1("/jobs".into()))
         );
         let v2 = "0::/system.slice/gpu-triage-worker.service\n";
         assert_eq!(
             parse_proc_cgroup(v2),
-            Some(Location::V2(
+            Some(CgroupPath::V2(
                 "/system.slice/gpu-triage-worker.service".into()
             ))
         );

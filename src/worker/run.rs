@@ -52,7 +52,7 @@ pub struct Gate {
 
 /// How a run ended.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct RunOutput {
     /// The exit status (`None` when it could not be waited for).
     pub status: Option<ExitStatus>,
     /// Killed at the wall-clock limit.
@@ -77,7 +77,7 @@ pub fn run(
     limits: Limits,
     cancel: &dyn Fn() -> bool,
     gate: Option<Gate>,
-) -> std::io::Result<Outcome> {
+) -> std::io::Result<RunOutput> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -147,7 +147,7 @@ pub fn run(
         })
         .unwrap_or_default()
     };
-    Ok(Outcome {
+    Ok(RunOutput {
         status,
         timed_out,
         cancelled,

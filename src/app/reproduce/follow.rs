@@ -8,6 +8,7 @@ use sqlx::PgConnection;
 
 use crate::rules::{Category, Classification, Confidence, Ruleset};
 use crate::storage::DbError;
+use crate::storage::reports::Headline;
 use crate::storage::reproductions::{self as reads, Followed};
 
 /// How strongly a classification names its root cause: its rule's specificity, 0 without one.
@@ -76,14 +77,7 @@ pub async fn follow_if_more_specific(
     }
     let followed = Followed {
         reproduction_id,
-        category: repro.category,
-        title: repro.title.clone(),
-        confidence: repro.confidence,
-        root_cause_text: repro
-            .root_cause
-            .as_ref()
-            .map(|r| r.text.clone())
-            .unwrap_or_default(),
+        headline: Headline::of(repro),
     };
     reads::follow_reproduction(&mut *tx, report_id, &followed).await?;
     Ok(true)

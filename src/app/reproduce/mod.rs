@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 pub use follow::should_follow;
-pub use traces::{Location, combined_output, location, main_traceback, moved_sentence};
+pub use traces::{UserFrame, combined_output, location, main_traceback, moved_sentence};
 
 use super::{Error, blocking};
 use crate::api_types::{

@@ -22,7 +22,7 @@ pub fn combined_output(stderr: &str, stdout: &str) -> String {
 
 /// Where a traceback says the failure happened: the last frame in the user's own code.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Location {
+pub struct UserFrame {
     /// The file's name without its directories (`train.py`).
     pub file: String,
     pub line: u32,
@@ -32,7 +32,7 @@ pub struct Location {
     pub log_line: usize,
 }
 
-impl std::fmt::Display for Location {
+impl std::fmt::Display for UserFrame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}", self.file, self.line)?;
         if let Some(code) = &self.code {
@@ -53,7 +53,7 @@ pub fn main_traceback(text: &str) -> Option<traceback::Traceback> {
 
 /// The user's failing line in a traceback.
 #[must_use]
-pub fn location(tb: &traceback::Traceback) -> Option<Location> {
+pub fn location(tb: &traceback::Traceback) -> Option<UserFrame> {
     let frame = traceback::user_frame(tb)?;
     let file = frame
         .file
@@ -61,7 +61,7 @@ pub fn location(tb: &traceback::Traceback) -> Option<Location> {
         .next()
         .unwrap_or(&frame.file)
         .to_owned();
-    Some(Location {
+    Some(UserFrame {
         file,
         line: frame.line,
         code: frame.code.clone(),
@@ -73,7 +73,7 @@ pub fn location(tb: &traceback::Traceback) -> Option<Location> {
 /// "reported at train.py:57 loss.item(), actually raised at train.py:41 emb(idx)"; `None` when
 /// both name the same line.
 #[must_use]
-pub fn moved_sentence(reported: &Location, actual: &Location) -> Option<String> {
+pub fn moved_sentence(reported: &UserFrame, actual: &UserFrame) -> Option<String> {
     if reported.file == actual.file && reported.line == actual.line {
         return None;
     }

@@ -13,6 +13,7 @@ use super::{RulesetHandle, TeamRulesError};
 use crate::app::upload::{Meta, search_text};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::reclassify::{self as store, Applied, Reclassified, Run, StoredLog};
+use crate::storage::reports::Headline;
 use crate::storage::{Db, DbError};
 
 /// Reports read per batch.
@@ -194,15 +195,8 @@ fn columns(c: &Classification, r: &StoredLog) -> Reclassified {
         branch: r.branch.clone(),
         ..Meta::default()
     };
-    let root = c.root_cause.as_ref();
     Reclassified {
-        category: c.category,
-        title: c.title.clone(),
-        confidence: c.confidence,
-        root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
-        root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
-        fingerprint: c.fingerprint.clone(),
-        async_hint: c.async_hint,
+        headline: Headline::of(c),
         classification: c.clone(),
         search_text: search_text(c, &meta, &r.filename),
     }

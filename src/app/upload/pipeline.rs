@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::{Meta, UploadError};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
-use crate::storage::reports::NewReport;
+use crate::storage::reports::{Headline, NewReport};
 
 /// Scrubs, classifies and compresses a spooled log. Blocking (CPU and file I/O): call it from
 /// a blocking thread. The classification runs on the scrubbed text, so no finding quotes a
@@ -81,7 +81,6 @@ pub fn prepare(
         None => ruleset.classify_reader(filename, flate2::read::GzDecoder::new(&log_gz[..]))?,
     };
     let search_text = search_text(&classification, &meta, filename);
-    let root = classification.root_cause.as_ref();
     Ok(NewReport {
         token_id: None,
         project: meta.project,
@@ -90,13 +89,7 @@ pub fn prepare(
         branch: meta.branch,
         environment: meta.environment,
         filename: filename.to_owned(),
-        category: classification.category,
-        title: classification.title.clone(),
-        confidence: classification.confidence,
-        root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
-        root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
-        fingerprint: classification.fingerprint.clone(),
-        async_hint: classification.async_hint,
+        headline: Headline::of(&classification),
         log_sha256: sha.finalize().to_vec(),
         log_bytes: i64::try_from(total).unwrap_or(i64::MAX),
         log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
@@ -291,8 +284,8 @@ mod tests {
         let log = b"step 1\nexport HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH\nRuntimeError: CUDA error: out of memory\n";
         let p =
             prepare(&ruleset(), &log[..], "train.log", Meta::default(), None).expect("accepted");
-        assert_eq!(p.category, crate::rules::Category::OutOfMemory);
-        assert_eq!(p.root_cause_line, Some(3));
+        assert_eq!(p.headline.category, crate::rules::Category::OutOfMemory);
+        assert_eq!(p.headline.root_cause_line, Some(3));
         assert_eq!(p.log_bytes, log.len() as i64);
         let text = stored_log(&p);
         assert!(!text.contains("hf_abcdefghijklmnopqrstuvwxyz"), "{text}");
@@ -409,7 +402,7 @@ mod tests {
     fn a_log_that_only_mentions_a_key_header_keeps_the_rest_of_its_text() {
         let log = b"config check: -----BEGIN PRIVATE KEY----- marker missing\nRuntimeError: CUDA error: out of memory\n";
         let p = prepare(&ruleset(), &log[..], "k.log", Meta::default(), None).expect("accepted");
-        assert_eq!(p.category, crate::rules::Category::OutOfMemory);
+        assert_eq!(p.headline.category, crate::rules::Category::OutOfMemory);
         let text = stored_log(&p);
         assert_eq!(
             text,

@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use crate::api_types::ErrorCode;
 use crate::api_types::{CategorySource, JobState, Sandbox};
-use crate::app::reproduce::{self as repro, Location, Requeue};
+use crate::app::reproduce::{self as repro, Requeue, UserFrame};
 use crate::auth::Scope;
 use crate::ingest::normalize::strip_ansi;
 use crate::rules::Classification;
@@ -204,7 +204,7 @@ fn category_note(b: &CategoryBasis) -> Option<String> {
 fn panel(
     view: &ReproductionView,
     reported: &Reported,
-    reported_loc: Option<&Location>,
+    reported_loc: Option<&UserFrame>,
 ) -> ReproPanel {
     let r = &view.run;
     let combined = repro::combined_output(&r.stderr, &r.stdout);
@@ -318,7 +318,7 @@ fn trace_view(
     lines: &[String],
     tb: Option<&crate::ingest::traceback::Traceback>,
     root: Option<usize>,
-    truth: Option<&Location>,
+    truth: Option<&UserFrame>,
 ) -> TraceView {
     let total = lines.len();
     let mut wanted: BTreeSet<usize> = BTreeSet::new();
@@ -471,7 +471,7 @@ mod tests {
     fn the_excerpt_marks_the_user_frame_the_truth_and_the_root_cause() {
         let log = "noise\n/x/Indexing.cu:1: k: block: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\nmore noise\nTraceback (most recent call last):\n  File \"/w/train.py\", line 41, in <module>\n    out = emb(idx)\n  File \"/usr/lib/python3/dist-packages/torch/nn/modules/module.py\", line 1532, in _call\n    return f()\nRuntimeError: CUDA error: device-side assert triggered\n";
         let tb = repro::main_traceback(log);
-        let truth = Location {
+        let truth = UserFrame {
             file: "train.py".into(),
             line: 41,
             code: None,

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use gpu_triage::rules::{Category, Confidence, Ruleset};
 use gpu_triage::storage::reclassify::{Applied, Reclassified};
+use gpu_triage::storage::reports::Headline;
 
 use super::{ILLEGAL_LOG, KERNEL_LOG, upload};
 use crate::support::{TestApp, wait_for_lock_wait, wait_for_statement};
@@ -19,13 +20,15 @@ fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
     classification.category = category;
     classification.fingerprint = fingerprint.into();
     Reclassified {
-        category,
-        title: "MyKernel failed".into(),
-        confidence: Confidence::High,
-        root_cause_line: Some(2),
-        root_cause_text: "MyKernel failed: code 7 (launch 2)".into(),
-        fingerprint: fingerprint.into(),
-        async_hint: false,
+        headline: Headline {
+            category,
+            title: "MyKernel failed".into(),
+            confidence: Confidence::High,
+            root_cause_line: Some(2),
+            root_cause_text: "MyKernel failed: code 7 (launch 2)".into(),
+            fingerprint: fingerprint.into(),
+            async_hint: false,
+        },
         classification,
         search_text: "MyKernel failed".into(),
     }
