@@ -345,8 +345,8 @@ pub struct Fix {
     pub link: String,
     /// Who recorded it.
     pub author: String,
-    /// When, RFC 3339.
-    pub created_at: String,
+    /// When (RFC 3339 on the wire).
+    pub created_at: crate::time::Timestamp,
 }
 
 /// One reproduction job of a report, as `GET /api/v1/reports/{id}` lists it under
@@ -390,7 +390,7 @@ pub enum CategorySource {
 pub struct ReportDetail {
     pub id: i64,
     pub url: String,
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
     pub project: String,
     pub job_url: String,
     pub commit: String,

@@ -12,5 +12,6 @@ pub mod config;
 pub mod ingest;
 pub mod rules;
 pub mod storage;
+pub mod time;
 pub mod web;
 pub mod worker;

@@ -53,8 +53,9 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                     t.id,
                     t.prefix,
                     join(&t.scopes),
-                    t.created_at,
-                    t.last_used_at.as_deref().unwrap_or("never"),
+                    t.created_at.to_string(),
+                    t.last_used_at
+                        .map_or_else(|| "never".to_owned(), |t| t.to_string()),
                     name
                 );
             }

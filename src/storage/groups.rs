@@ -15,8 +15,8 @@ pub struct Group {
     pub title: String,
     pub root_cause_text: String,
     pub report_count: i64,
-    pub first_seen: String,
-    pub last_seen: String,
+    pub first_seen: crate::time::Timestamp,
+    pub last_seen: crate::time::Timestamp,
 }
 
 /// A recorded fix: the same shape in storage and on the wire.

@@ -151,13 +151,13 @@ pub struct Instance {
     /// A random identifier, stable across restarts: tells apart two deployments' data.
     pub id: String,
     /// When the database was first initialised, RFC 3339.
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
 }
 
 /// Reads the installation's identity row (created by the first migration).
 pub async fn instance(db: &Db) -> Result<Instance, DbError> {
-    let (id, created_at): (String, String) = sqlx::query_as(
-        "SELECT id::text, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') \
+    let (id, created_at): (String, crate::time::Timestamp) = sqlx::query_as(
+        "SELECT id::text, floor(extract(epoch FROM created_at))::int8 \
          FROM instance",
     )
     .fetch_one(db.pool())

@@ -74,8 +74,8 @@ pub struct Run {
     pub regrouped: i64,
     pub started_by: String,
     pub error: String,
-    pub started_at: String,
-    pub finished_at: Option<String>,
+    pub started_at: crate::time::Timestamp,
+    pub finished_at: Option<crate::time::Timestamp>,
 }
 
 /// A report's new classification, as columns (see `reports::NewReport`).

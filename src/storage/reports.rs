@@ -318,7 +318,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
 #[derive(Clone, Debug)]
 pub struct Report {
     pub id: i64,
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
     pub project: String,
     pub job_url: String,
     pub commit_sha: String,
@@ -339,14 +339,11 @@ pub struct Report {
     pub script: Option<String>,
 }
 
-/// RFC 3339 UTC rendering of a timestamptz column, for SELECT lists (shared by storage modules).
+/// A timestamptz column as whole seconds since the Unix epoch, which decode into
+/// [`crate::time::Timestamp`] (shared by storage modules).
 macro_rules! rfc3339 {
     ($col:literal) => {
-        concat!(
-            "to_char(",
-            $col,
-            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
-        )
+        concat!("floor(extract(epoch FROM ", $col, "))::int8")
     };
 }
 pub(crate) use rfc3339;
@@ -402,7 +399,7 @@ pub async fn report_log_gz(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Ve
 #[derive(Clone, Debug)]
 pub struct ReportSummary {
     pub id: i64,
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
     pub project: String,
     pub category: Category,
     pub title: String,

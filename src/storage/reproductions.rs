@@ -37,7 +37,7 @@ pub struct RunRecord {
 pub struct ReproductionView {
     pub id: i64,
     pub run: RunRecord,
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
 }
 
 /// A finished attempt, for the job's history.
@@ -47,7 +47,7 @@ pub struct AttemptView {
     pub outcome: AttemptOutcome,
     pub error: String,
     pub worker: String,
-    pub finished_at: String,
+    pub finished_at: crate::time::Timestamp,
 }
 
 /// A reproduction job of a report and, once run, its result.
@@ -60,7 +60,7 @@ pub struct JobView {
     pub last_error: String,
     pub dead_reason: String,
     pub worker: String,
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
     /// The job this one re-queued, and who asked.
     pub requeued_from: Option<i64>,
     pub requeued_by: String,

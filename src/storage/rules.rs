@@ -20,8 +20,8 @@ pub struct StoredRule {
     /// The rule (fields of `builtin.toml`); `None` for a built-in rule disabled as is.
     pub spec: Option<serde_json::Value>,
     pub enabled: bool,
-    pub created_at: String,
-    pub updated_at: String,
+    pub created_at: crate::time::Timestamp,
+    pub updated_at: crate::time::Timestamp,
     /// Name of the token that last changed it.
     pub updated_by: String,
 }
@@ -33,7 +33,7 @@ pub struct HistoryEntry {
     pub rule_id: String,
     pub action: String,
     pub actor: String,
-    pub at: String,
+    pub at: crate::time::Timestamp,
     /// `{"spec", "enabled"}` before and after; `None` when the entry did not exist.
     pub old: Option<serde_json::Value>,
     pub new: Option<serde_json::Value>,

@@ -38,7 +38,7 @@ pub struct Hit {
     pub project: String,
     /// The matching text (root cause, fix summary).
     pub text: String,
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
     /// Text-search rank.
     pub rank: f32,
 }

@@ -19,17 +19,17 @@ pub struct TokenRecord {
     /// What it may do.
     pub scopes: Vec<Scope>,
     /// RFC 3339 creation time.
-    pub created_at: String,
+    pub created_at: crate::time::Timestamp,
     /// RFC 3339 time of last use, if ever used.
-    pub last_used_at: Option<String>,
+    pub last_used_at: Option<crate::time::Timestamp>,
     /// Whether it has been revoked.
     pub revoked: bool,
 }
 
 /// The columns of a token row, for a query that names the table `t`.
 const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
-    to_char(t.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS created, \
-    to_char(t.last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS last_used, \
+    floor(extract(epoch FROM t.created_at))::int8 AS created, \
+    floor(extract(epoch FROM t.last_used_at))::int8 AS last_used, \
     t.revoked_at IS NOT NULL AS revoked";
 
 fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {

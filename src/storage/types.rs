@@ -11,6 +11,7 @@ use sqlx::{Decode, Encode, Postgres, Type};
 use super::reclassify::RunState;
 use crate::api_types::JobState;
 use crate::rules::{Category, Confidence};
+use crate::time::Timestamp;
 
 /// Implements `Type`, `Decode` and `Encode` for an enum stored as its `as_str()` spelling.
 macro_rules! text_enum {
@@ -44,3 +45,21 @@ text_enum!(JobState, JobState::parse, "job state");
 text_enum!(Category, |s| s.parse().ok(), "category");
 text_enum!(Confidence, |s| s.parse().ok(), "confidence");
 text_enum!(RunState, RunState::parse, "reclassification run state");
+
+/// A moment stored as `timestamptz` and selected as whole epoch seconds (`rfc3339!`).
+impl Type<Postgres> for Timestamp {
+    fn type_info() -> PgTypeInfo {
+        <i64 as Type<Postgres>>::type_info()
+    }
+    fn compatible(ty: &PgTypeInfo) -> bool {
+        <i64 as Type<Postgres>>::compatible(ty)
+    }
+}
+
+impl<'r> Decode<'r, Postgres> for Timestamp {
+    fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
+        Ok(Timestamp::from_unix(<i64 as Decode<Postgres>>::decode(
+            value,
+        )?))
+    }
+}

@@ -34,7 +34,7 @@ pub struct RuleInfo {
     /// The shipped rule, for an overridden built-in.
     pub shipped: Option<RuleSpec>,
     /// The team entry's last change, when there is an entry.
-    pub updated_at: Option<String>,
+    pub updated_at: Option<crate::time::Timestamp>,
     pub updated_by: Option<String>,
     /// Stored reports whose classification names this rule.
     pub hits: i64,
@@ -63,7 +63,7 @@ pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), Team
             overridden: shipped.is_some(),
             shipped,
             origin,
-            updated_at: r.map(|r| r.updated_at.clone()),
+            updated_at: r.map(|r| r.updated_at),
             updated_by: r.map(|r| r.updated_by.clone()),
             spec,
         }

@@ -142,7 +142,7 @@ pub struct ReportPage {
     title: String,
     category: Category,
     confidence: Confidence,
-    created_at: String,
+    created_at: crate::time::Timestamp,
     project: String,
     branch: String,
     commit: String,

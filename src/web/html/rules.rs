@@ -59,7 +59,7 @@ impl From<&RuleInfo> for RuleRow {
 
 /// A history line: who changed what, when.
 pub struct HistoryRow {
-    pub at: String,
+    pub at: crate::time::Timestamp,
     pub actor: String,
     pub action: String,
     pub rule_id: String,
