@@ -2,6 +2,8 @@
 //! needs no JavaScript. Templates embed it unescaped, so only numbers and dates re-formatted from
 //! validated numbers reach the string; no input text is ever copied into it.
 
+use crate::time::{civil_from_days, days_from_civil};
+
 /// Bar width and the gap after each bar, in pixels.
 const BAR: usize = 4;
 const GAP: usize = 1;
@@ -81,27 +83,9 @@ fn parse_date(s: &str) -> Option<i64> {
     valid.then(|| days_from_civil(y, m, d))
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The `YYYY-MM-DD` date of a day number (Hinnant's `civil_from_days`).
+/// The `YYYY-MM-DD` date of a day number.
 fn format_date(days: i64) -> String {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = civil_from_days(days);
     format!("{y:04}-{m:02}-{d:02}")
 }
 
