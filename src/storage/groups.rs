@@ -7,7 +7,7 @@ use super::reports::rfc3339;
 use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A group of reports that share a root cause.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Group {
     pub id: i64,
     pub fingerprint: String,
@@ -15,7 +15,9 @@ pub struct Group {
     pub title: String,
     pub root_cause_text: String,
     pub report_count: i64,
+    #[sqlx(rename = "first")]
     pub first_seen: crate::time::Timestamp,
+    #[sqlx(rename = "last")]
     pub last_seen: crate::time::Timestamp,
 }
 
@@ -47,16 +49,7 @@ const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT count(*) AS report_count, 
      max(r.created_at) AS last_seen FROM reports r WHERE r.group_id = g.id) s";
 
 fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
-    Ok(Group {
-        id: row.try_get("id")?,
-        fingerprint: row.try_get("fingerprint")?,
-        category: row.try_get("category")?,
-        title: row.try_get("title")?,
-        root_cause_text: row.try_get("root_cause_text")?,
-        report_count: row.try_get("report_count")?,
-        first_seen: row.try_get("first")?,
-        last_seen: row.try_get("last")?,
-    })
+    Ok(sqlx::FromRow::from_row(row)?)
 }
 
 /// The group with this id.

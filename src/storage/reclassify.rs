@@ -63,7 +63,7 @@ impl std::fmt::Display for RunState {
 }
 
 /// One reclassification run.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Run {
     pub id: i64,
     pub state: RunState,
@@ -74,7 +74,9 @@ pub struct Run {
     pub regrouped: i64,
     pub started_by: String,
     pub error: String,
+    #[sqlx(rename = "started")]
     pub started_at: crate::time::Timestamp,
+    #[sqlx(rename = "finished")]
     pub finished_at: Option<crate::time::Timestamp>,
 }
 
@@ -145,19 +147,7 @@ const RUN_COLUMNS: &str = concat!(
 );
 
 fn run_from_row(r: &sqlx::postgres::PgRow) -> Result<Run, DbError> {
-    Ok(Run {
-        id: r.try_get("id")?,
-        state: r.try_get("state")?,
-        ruleset_version: r.try_get("ruleset_version")?,
-        total: r.try_get("total")?,
-        done: r.try_get("done")?,
-        changed: r.try_get("changed")?,
-        regrouped: r.try_get("regrouped")?,
-        started_by: r.try_get("started_by")?,
-        error: r.try_get("error")?,
-        started_at: r.try_get("started")?,
-        finished_at: r.try_get("finished")?,
-    })
+    Ok(sqlx::FromRow::from_row(r)?)
 }
 
 /// One run.

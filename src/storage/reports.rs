@@ -2,7 +2,7 @@
 //! reproduction job for an attached script, all in one transaction) and read back.
 
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{FromRow, PgConnection, PgExecutor, Row};
 
 use super::DbError;
 use crate::api_types::{JobState, QueuedJob};
@@ -315,9 +315,10 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
 }
 
 /// A stored report, without its log.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Report {
     pub id: i64,
+    #[sqlx(rename = "created")]
     pub created_at: crate::time::Timestamp,
     pub project: String,
     pub job_url: String,
@@ -333,6 +334,7 @@ pub struct Report {
     pub root_cause_text: String,
     pub fingerprint: String,
     /// The log's classification.
+    #[sqlx(json)]
     pub classification: Classification,
     pub log_bytes: i64,
     pub log_lines: i64,
@@ -360,29 +362,7 @@ pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Repor
     .bind(id)
     .fetch_optional(ex)
     .await?;
-    row.map(|row| {
-        Ok(Report {
-            id: row.try_get("id")?,
-            created_at: row.try_get("created")?,
-            project: row.try_get("project")?,
-            job_url: row.try_get("job_url")?,
-            commit_sha: row.try_get("commit_sha")?,
-            branch: row.try_get("branch")?,
-            environment: row.try_get("environment")?,
-            filename: row.try_get("filename")?,
-            group_id: row.try_get("group_id")?,
-            category: row.try_get("category")?,
-            title: row.try_get("title")?,
-            root_cause_line: row.try_get("root_cause_line")?,
-            root_cause_text: row.try_get("root_cause_text")?,
-            fingerprint: row.try_get("fingerprint")?,
-            classification: row.try_get::<Json<Classification>, _>("classification")?.0,
-            log_bytes: row.try_get("log_bytes")?,
-            log_lines: row.try_get("log_lines")?,
-            script: row.try_get("script")?,
-        })
-    })
-    .transpose()
+    Ok(row.as_ref().map(Report::from_row).transpose()?)
 }
 
 /// The report's stored log, gzip-compressed (scrubbed of secrets).
@@ -396,9 +376,10 @@ pub async fn report_log_gz(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Ve
 }
 
 /// A line in a list of reports.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ReportSummary {
     pub id: i64,
+    #[sqlx(rename = "created")]
     pub created_at: crate::time::Timestamp,
     pub project: String,
     pub category: Category,
@@ -408,15 +389,7 @@ pub struct ReportSummary {
 }
 
 pub(crate) fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbError> {
-    Ok(ReportSummary {
-        id: row.try_get("id")?,
-        created_at: row.try_get("created")?,
-        project: row.try_get("project")?,
-        category: row.try_get("category")?,
-        title: row.try_get("title")?,
-        root_cause_text: row.try_get("root_cause_text")?,
-        group_id: row.try_get("group_id")?,
-    })
+    Ok(ReportSummary::from_row(row)?)
 }
 
 pub(crate) const SUMMARY_COLUMNS: &str = concat!(

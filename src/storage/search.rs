@@ -3,8 +3,6 @@
 //! the text parser splits. User input is only ever a bound parameter; LIKE wildcards in it are
 //! escaped so `%` and `_` match themselves.
 
-use sqlx::Row;
-
 use super::DbError;
 use super::reports::rfc3339;
 use sqlx::PgExecutor;
@@ -25,7 +23,7 @@ pub struct Query {
 }
 
 /// One hit.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Hit {
     /// `report`, `group` or `fix`.
     pub kind: String,
@@ -38,6 +36,7 @@ pub struct Hit {
     pub project: String,
     /// The matching text (root cause, fix summary).
     pub text: String,
+    #[sqlx(rename = "created")]
     pub created_at: crate::time::Timestamp,
     /// Text-search rank.
     pub rank: f32,
@@ -99,7 +98,7 @@ pub async fn search(ex: impl PgExecutor<'_>, q: &Query) -> Result<Vec<Hit>, DbEr
               AND $4::text IS NULL \
          ) hits ORDER BY rank DESC, at DESC, id DESC LIMIT $5 OFFSET $6"
     );
-    let rows = sqlx::query(sql)
+    Ok(sqlx::query_as::<_, Hit>(sql)
         .bind(&q.text)
         .bind(&like)
         .bind(&q.category)
@@ -107,22 +106,7 @@ pub async fn search(ex: impl PgExecutor<'_>, q: &Query) -> Result<Vec<Hit>, DbEr
         .bind(q.limit)
         .bind(q.offset)
         .fetch_all(ex)
-        .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Hit {
-                kind: row.try_get("kind")?,
-                id: row.try_get("id")?,
-                group_id: row.try_get("group_id")?,
-                title: row.try_get("title")?,
-                category: row.try_get("category")?,
-                project: row.try_get("project")?,
-                text: row.try_get("text")?,
-                created_at: row.try_get("created")?,
-                rank: row.try_get("rank")?,
-            })
-        })
-        .collect()
+        .await?)
 }
 
 #[cfg(test)]
