@@ -5,7 +5,7 @@
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, Method, header};
 
 use super::{AppError, AppState};
 use crate::app::tokens;
@@ -95,10 +95,20 @@ impl FromRequestParts<AppState> for PortalUser {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, super::PageError> {
-        match OptionalUser::from_request_parts(parts, state).await?.0 {
-            Some(user) => Ok(user),
-            None => Err(AppError::Unauthorized("sign in first").into()),
+        let user = match OptionalUser::from_request_parts(parts, state).await?.0 {
+            Some(user) => user,
+            None => return Err(AppError::Unauthorized("sign in first").into()),
+        };
+        // A portal action (upload, fix, re-queue, rule edit) is the signed-in token acting, so
+        // it spends the same per-token budget as the API would (SECURITY.md, issue 16 item 5).
+        // Reading pages does not.
+        if !matches!(parts.method, Method::GET | Method::HEAD)
+            && let Err(secs) = state.rate.check(user.0.token.id)
+        {
+            state.metrics.request_rate_limited();
+            return Err(AppError::RateLimited(secs).into());
         }
+        Ok(user)
     }
 }
 

@@ -66,6 +66,63 @@ async fn a_burst_on_one_token_gets_429_with_retry_after_and_another_token_is_una
     );
 }
 
+/// The start page's form: pasted log number `n`, as a browser posts it.
+fn portal_upload(b: &crate::browse::Browser, n: usize) -> Request<Body> {
+    let boundary = "limits-test-boundary";
+    let log = format!("step {n}\nRuntimeError: CUDA error: out of memory\n");
+    let mut body = String::new();
+    for (name, value) in [("csrf", b.csrf.as_str()), ("log_text", log.as_str())] {
+        body.push_str(&format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+        ));
+    }
+    body.push_str(&format!("--{boundary}--\r\n"));
+    Request::post("/reports")
+        .header("cookie", &b.cookie)
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(Body::from(body))
+        .expect("request")
+}
+
+#[tokio::test]
+async fn portal_actions_spend_the_signed_in_tokens_rate_limit_but_pages_do_not() {
+    let app = TestApp::spawn_with(|s| {
+        s.with_load_limits(&LoadLimits {
+            per_token_per_minute: 6,
+            burst: 3,
+            max_in_flight: 0,
+        })
+    })
+    .await;
+    let token = app.token("portal", &[Scope::Ingest, Scope::Read]).await;
+    let quiet = app.token("quiet", &[Scope::Ingest]).await;
+    let b = crate::browse::sign_in(&app, &token).await;
+    // Reading pages spends nothing.
+    for _ in 0..5 {
+        let home = crate::browse::page(&app, &b.cookie, "/").await;
+        assert_eq!(home.status, StatusCode::OK);
+    }
+    let mut statuses = Vec::new();
+    for n in 0..5 {
+        let res = app.send(portal_upload(&b, n)).await;
+        statuses.push(res.status.as_u16());
+        if res.status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(res.headers.contains_key("retry-after"), "{:?}", res.headers);
+            assert!(res.body.contains("rate limit"), "{}", res.body);
+        }
+    }
+    assert_eq!(statuses, [303, 303, 303, 429, 429]);
+    assert_eq!(app.count("reports").await, 3);
+    // The session and the API share the token's budget; another token keeps its own.
+    let api = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+    assert_eq!(api.status, StatusCode::TOO_MANY_REQUESTS, "{}", api.body);
+    let other = app.send(classify_request(&quiet, OOM.to_vec(), None)).await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.body);
+}
+
 #[tokio::test]
 async fn requests_beyond_the_in_flight_cap_get_503_and_probes_still_answer() {
     let app = TestApp::spawn_with(|s| {
