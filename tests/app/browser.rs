@@ -172,10 +172,7 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
         );
         return;
     }
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (db, options) = rt.block_on(crate::support::fresh_db());
-    rt.block_on(db.close());
-    let url = database_url(options.get_database().unwrap());
+    let url = database_url(&crate::support::fresh_database_name());
 
     let token = create_token(&url, "ingest,read", "browser");
     let (_server, port) = spawn_server(&url);

@@ -30,16 +30,21 @@ fn classify_request(token: &str, body: Vec<u8>, encoding: Option<&str>) -> Reque
     req.body(Body::from(body)).expect("request")
 }
 
-#[tokio::test]
-async fn a_burst_on_one_token_gets_429_with_retry_after_and_another_token_is_unaffected() {
-    let app = TestApp::spawn_with(|s| {
+/// An app whose tokens may make a burst of 3 requests (6 a minute), with no in-flight cap.
+async fn rate_limited_app() -> TestApp {
+    TestApp::spawn_with(|s| {
         s.with_load_limits(&LoadLimits {
             per_token_per_minute: 6,
             burst: 3,
             max_in_flight: 0,
         })
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn a_burst_on_one_token_gets_429_with_retry_after_and_another_token_is_unaffected() {
+    let app = rate_limited_app().await;
     let busy = app.token("busy", &[Scope::Ingest]).await;
     let quiet = app.token("quiet", &[Scope::Ingest]).await;
     let mut statuses = Vec::new();
@@ -89,14 +94,7 @@ fn portal_upload(b: &crate::browse::Browser, n: usize) -> Request<Body> {
 
 #[tokio::test]
 async fn portal_actions_spend_the_signed_in_tokens_rate_limit_but_pages_do_not() {
-    let app = TestApp::spawn_with(|s| {
-        s.with_load_limits(&LoadLimits {
-            per_token_per_minute: 6,
-            burst: 3,
-            max_in_flight: 0,
-        })
-    })
-    .await;
+    let app = rate_limited_app().await;
     let token = app.token("portal", &[Scope::Ingest, Scope::Read]).await;
     let quiet = app.token("quiet", &[Scope::Ingest]).await;
     let b = crate::browse::sign_in(&app, &token).await;

@@ -91,10 +91,7 @@ fn serve_on_the_embedded_default_keeps_data_across_sigterm_and_kill_9() {
 
 #[test]
 fn serve_uses_database_url_when_set_and_creates_no_cluster() {
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (db, options) = rt.block_on(crate::support::fresh_db());
-    rt.block_on(db.close());
-    let name = options.get_database().unwrap().to_string();
+    let name = crate::support::fresh_database_name();
 
     let dir = shared_tempdir();
     let data = dir.path().join("unused");
@@ -119,10 +116,7 @@ fn serve_uses_database_url_when_set_and_creates_no_cluster() {
 #[test]
 fn the_first_admin_token_goes_to_a_private_file_not_to_the_log() {
     use std::os::unix::fs::PermissionsExt;
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (db, options) = rt.block_on(crate::support::fresh_db());
-    rt.block_on(db.close());
-    let name = options.get_database().unwrap().to_string();
+    let name = crate::support::fresh_database_name();
     let dir = shared_tempdir();
     let data = dir.path().join("data");
     let port = free_port();
@@ -190,10 +184,7 @@ fn missing_postgresql_binaries_give_one_clear_error() {
 #[test]
 fn half_open_connections_are_closed_after_the_header_read_timeout() {
     use std::io::{Read, Write};
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (db, options) = rt.block_on(crate::support::fresh_db());
-    rt.block_on(db.close());
-    let name = options.get_database().unwrap().to_string();
+    let name = crate::support::fresh_database_name();
     let port = free_port();
     let server = binary()
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
@@ -248,10 +239,7 @@ fn half_open_connections_are_closed_after_the_header_read_timeout() {
 #[test]
 fn a_stalled_upload_body_gets_408_after_one_window() {
     use std::io::{Read, Write};
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let (db, options) = rt.block_on(crate::support::fresh_db());
-    rt.block_on(db.close());
-    let url = database_url(options.get_database().unwrap());
+    let url = database_url(&crate::support::fresh_database_name());
     let token = crate::support::create_token(&url, "ingest", "ci");
     let port = free_port();
     let server = binary()

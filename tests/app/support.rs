@@ -61,6 +61,15 @@ fn shared_cluster_root() -> PathBuf {
     std::env::temp_dir().join(format!("gpu-triage-test-{tag:08x}"))
 }
 
+/// A fresh database for a test that starts the real binary: created, its pool closed, its name
+/// returned (the binary connects on its own).
+pub fn fresh_database_name() -> String {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (db, options) = rt.block_on(fresh_db());
+    rt.block_on(db.close());
+    options.get_database().unwrap().to_string()
+}
+
 /// A fresh, migrated database for one test.
 pub async fn fresh_db() -> (Db, PgConnectOptions) {
     let server = server();
