@@ -66,6 +66,11 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT", default_value_t = 128)]
     pub max_in_flight: usize,
 
+    /// Of those, how many one token may hold at once, its API calls and portal session
+    /// together (0: no share); beyond it, 429 `token_busy`.
+    #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT_PER_TOKEN", default_value_t = 32)]
+    pub max_in_flight_per_token: usize,
+
     /// Seconds a connection may take to send a request's headers, and to start the next
     /// request on a kept-alive connection; then it is closed (half-open clients hold nothing).
     #[arg(long = "header-read-timeout-secs", env = "GPU_TRIAGE_HEADER_READ_TIMEOUT_SECS",

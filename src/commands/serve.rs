@@ -55,6 +55,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         per_token_per_minute: args.rate_limit,
         burst: args.rate_burst,
         max_in_flight: args.max_in_flight,
+        max_in_flight_per_token: args.max_in_flight_per_token,
     };
     let mut state = AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load);
     state.queue.settings = args.jobs.settings();

@@ -7,6 +7,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, header};
 
+use super::limits::InFlight;
 use super::{AppError, AppState};
 use crate::app::tokens;
 use crate::auth::{self, Scope};
@@ -59,6 +60,7 @@ impl FromRequestParts<AppState> for ApiToken {
             state.metrics.request_rate_limited();
             return Err(AppError::RateLimited(secs));
         }
+        take_token_share(parts, state, record.id)?;
         Ok(ApiToken(record))
     }
 }
@@ -108,8 +110,23 @@ impl FromRequestParts<AppState> for PortalUser {
             state.metrics.request_rate_limited();
             return Err(AppError::RateLimited(secs).into());
         }
+        take_token_share(parts, state, user.0.token.id)?;
         Ok(user)
     }
+}
+
+/// Counts the request against its token's share of the in-flight slots (its API calls and its
+/// portal sessions together), so one token's slow uploads cannot hold the whole server.
+fn take_token_share(parts: &Parts, state: &AppState, token_id: i64) -> Result<(), AppError> {
+    let Some(held) = parts.extensions.get::<InFlight>() else {
+        return Ok(()); // Paths outside the cap (probes, the worker's long-poll claim).
+    };
+    state
+        .shed
+        .take_token_share(held, token_id)
+        .inspect_err(|_| {
+            state.metrics.request_rate_limited();
+        })
 }
 
 /// The portal user when signed in, `None` otherwise (pages that work either way).

@@ -1,7 +1,12 @@
 //! Load limits of the HTTP layer (SECURITY.md items 1 and 9): a token bucket per API token
 //! (429 with `Retry-After` when it runs dry), a global cap on requests in flight that sheds
-//! load with 503 instead of queueing without bound, and gzip request bodies decoded as a
-//! stream so that every cap downstream counts decoded bytes.
+//! load with 503 instead of queueing without bound, each token's share of those slots (so one
+//! token's slow uploads can never hold the whole server), a minimum body rate, and gzip
+//! request bodies decoded as a stream so that every cap downstream counts decoded bytes.
+//!
+//! A request's slots are held by an [`InFlight`] from the moment it is admitted until its
+//! response body has been sent (or dropped), including blocking work it handed off: the cap
+//! bounds the work, not just the time spent extracting the request.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,6 +36,9 @@ pub struct LoadLimits {
     pub burst: u32,
     /// Requests the server works on at once; beyond it, 503. 0 turns the cap off.
     pub max_in_flight: usize,
+    /// Of those, how many one token (its API calls and its portal session together) may hold;
+    /// beyond it, 429. 0 turns the share off.
+    pub max_in_flight_per_token: usize,
 }
 
 impl Default for LoadLimits {
@@ -39,6 +47,7 @@ impl Default for LoadLimits {
             per_token_per_minute: 1200,
             burst: 100,
             max_in_flight: 128,
+            max_in_flight_per_token: 32,
         }
     }
 }
@@ -94,28 +103,76 @@ impl RateLimiter {
     }
 }
 
-/// The global in-flight cap.
+/// The global in-flight cap and each token's share of it.
 #[derive(Debug)]
 pub struct Shed {
     permits: Option<Arc<Semaphore>>,
+    per_token: usize,
+    /// One semaphore per token that has had a request in flight (tokens are few: an admin
+    /// creates them).
+    shares: Mutex<HashMap<i64, Arc<Semaphore>>>,
 }
 
 impl Shed {
-    /// A cap of `limits.max_in_flight` requests (none when 0).
+    /// A cap of `limits.max_in_flight` requests (none when 0), of which one token may hold
+    /// `limits.max_in_flight_per_token` (no share when 0).
     pub fn new(limits: &LoadLimits) -> Shed {
         Shed {
             permits: (limits.max_in_flight > 0)
                 .then(|| Arc::new(Semaphore::new(limits.max_in_flight))),
+            per_token: limits.max_in_flight_per_token,
+            shares: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Counts the request holding `held` against `token_id`'s share: 429 when the token
+    /// already has its share in flight. Taking it twice for one request is a no-op (a handler
+    /// may authenticate through more than one extractor).
+    pub fn take_token_share(&self, held: &InFlight, token_id: i64) -> Result<(), AppError> {
+        if self.per_token == 0 {
+            return Ok(());
+        }
+        let mut slots = held.lock();
+        if slots.token.is_some() {
+            return Ok(());
+        }
+        let share = self
+            .shares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(token_id)
+            .or_insert_with(|| Arc::new(Semaphore::new(self.per_token)))
+            .clone();
+        let permit = share
+            .try_acquire_owned()
+            .map_err(|_| AppError::TokenBusy(self.per_token))?;
+        slots.token = Some(permit);
+        Ok(())
     }
 }
 
-/// A request's slot under the in-flight cap. Handlers that hand CPU work to a blocking thread
-/// move a clone into it: when the client goes away the request future is dropped at once, but
-/// the slot stays taken until that work ends, so abandoned uploads cannot pile up work beyond
-/// the cap.
-#[derive(Clone, Debug)]
-pub struct InFlight(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
+/// A request's slots under the in-flight cap: the global one and, once the request is
+/// authenticated, its token's share. The middleware keeps one handle until the response body
+/// is done; handlers that hand CPU work to a blocking thread move a clone into it, because
+/// when the client goes away the request future is dropped at once, but the slots must stay
+/// taken until that work ends, so abandoned uploads cannot pile up work beyond the cap.
+#[derive(Clone, Debug, Default)]
+pub struct InFlight(Arc<Mutex<Slots>>);
+
+#[derive(Debug, Default)]
+struct Slots {
+    #[allow(dead_code)] // Held for its drop.
+    global: Option<tokio::sync::OwnedSemaphorePermit>,
+    token: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl InFlight {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// Paths the cap leaves alone: probes and metrics must answer under load, and a worker's
 /// long-poll claim waits by design.
@@ -123,28 +180,65 @@ fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics") || path == "/api/v1/jobs/claim"
 }
 
-/// Middleware: answers 503 with `Retry-After: 1` when `max_in_flight` requests are running.
+/// Middleware: answers 503 with `Retry-After: 1` when `max_in_flight` requests are running;
+/// otherwise the request's [`InFlight`] is held until its response body ends.
 pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(permits) = &state.shed.permits else {
-        return next.run(req).await;
-    };
     if exempt(req.uri().path()) {
         return next.run(req).await;
     }
-    match permits.clone().try_acquire_owned() {
-        Ok(permit) => {
-            let mut req = req;
-            req.extensions_mut().insert(InFlight(Arc::new(permit)));
-            next.run(req).await
-        }
-        Err(_) => {
-            state.metrics.request_shed();
-            if req.uri().path().starts_with("/api/") {
-                AppError::Overloaded.into_response()
-            } else {
-                PageError(AppError::Overloaded).into_response()
+    let global = match &state.shed.permits {
+        None => None,
+        Some(permits) => match permits.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                state.metrics.request_shed();
+                return if req.uri().path().starts_with("/api/") {
+                    AppError::Overloaded.into_response()
+                } else {
+                    PageError(AppError::Overloaded).into_response()
+                };
             }
-        }
+        },
+    };
+    let held = InFlight(Arc::new(Mutex::new(Slots {
+        global,
+        token: None,
+    })));
+    let mut req = req;
+    req.extensions_mut().insert(held.clone());
+    let res = next.run(req).await;
+    res.map(|body| {
+        Body::new(Holding {
+            inner: body,
+            _held: held,
+        })
+    })
+}
+
+/// A response body that keeps its request's slots until it has been sent or dropped, so a
+/// streamed download counts for as long as it streams.
+struct Holding {
+    inner: Body,
+    _held: InFlight,
+}
+
+impl HttpBody for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -435,7 +529,7 @@ mod tests {
         let limiter = RateLimiter::new(&LoadLimits {
             per_token_per_minute: 60,
             burst: 3,
-            max_in_flight: 0,
+            ..LoadLimits::default()
         });
         for _ in 0..3 {
             assert_eq!(limiter.check(1), Ok(()));
@@ -450,7 +544,7 @@ mod tests {
         let limiter = RateLimiter::new(&LoadLimits {
             per_token_per_minute: 0,
             burst: 1,
-            max_in_flight: 0,
+            ..LoadLimits::default()
         });
         for _ in 0..1000 {
             assert_eq!(limiter.check(7), Ok(()));

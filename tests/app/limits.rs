@@ -1,6 +1,7 @@
 //! Load limits over the real router and database: the per-token rate limit (429 with
-//! `Retry-After`, other tokens unaffected), the in-flight cap (503 with `Retry-After`), and
-//! gzip request bodies whose decoded size is what the caps count.
+//! `Retry-After`, other tokens unaffected), the in-flight cap (503 with `Retry-After`) held
+//! until a response body is done, each token's share of it (one token's slow uploads leave the
+//! others served), and gzip request bodies whose decoded size is what the caps count.
 
 use std::io::Write;
 
@@ -10,7 +11,7 @@ use gpu_triage::auth::Scope;
 use gpu_triage::web::limits::LoadLimits;
 use http_body_util::Channel;
 
-use crate::support::{TestApp, wait_until_async};
+use crate::support::{TestApp, TestResponse, send_to, wait_until_async};
 
 const OOM: &[u8] = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
 
@@ -36,7 +37,7 @@ async fn rate_limited_app() -> TestApp {
         s.with_load_limits(&LoadLimits {
             per_token_per_minute: 6,
             burst: 3,
-            max_in_flight: 0,
+            ..LoadLimits::default()
         })
     })
     .await
@@ -128,6 +129,7 @@ async fn requests_beyond_the_in_flight_cap_get_503_and_probes_still_answer() {
             per_token_per_minute: 0,
             burst: 1,
             max_in_flight: 1,
+            max_in_flight_per_token: 0,
         })
     })
     .await;
@@ -256,4 +258,152 @@ async fn a_body_of_several_gzip_members_is_decoded_whole() {
     body.extend_from_slice(b"trailing junk");
     let res = app.send(classify_request(&token, body, Some("gzip"))).await;
     assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.body);
+}
+
+/// An upload to `POST /api/v1/reports` whose body is fed through the returned channel.
+fn streamed_upload(token: &str) -> (http_body_util::channel::Sender<Bytes>, Request<Body>) {
+    let (tx, body) = Channel::<Bytes>::new(1);
+    let req = Request::post("/api/v1/reports")
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "multipart/form-data; boundary=b")
+        .body(Body::new(body))
+        .expect("request");
+    (tx, req)
+}
+
+const PART_HEAD: &[u8] =
+    b"--b\r\nContent-Disposition: form-data; name=\"log\"; filename=\"a.log\"\r\n\r\n";
+
+#[tokio::test]
+async fn slow_uploads_on_one_token_hold_only_its_share_and_other_tokens_are_served() {
+    // The default slots (128, 32 per token); no rate limit, so only the slots decide.
+    let app = TestApp::spawn_with(|s| {
+        s.with_load_limits(&LoadLimits {
+            per_token_per_minute: 0,
+            ..LoadLimits::default()
+        })
+    })
+    .await;
+    let hog = app.token("hog", &[Scope::Ingest]).await;
+    let others = [
+        app.token("ci-a", &[Scope::Ingest]).await,
+        app.token("ci-b", &[Scope::Ingest, Scope::Read]).await,
+    ];
+    // 128 uploads on one token, each stalled after its first bytes.
+    let mut senders = Vec::new();
+    let mut uploads = Vec::new();
+    for _ in 0..128 {
+        let (mut tx, req) = streamed_upload(&hog);
+        uploads.push(tokio::spawn(send_to(app.router.clone(), req)));
+        tx.send_data(Bytes::from_static(PART_HEAD))
+            .await
+            .expect("send");
+        senders.push(tx);
+    }
+    // All but the token's share are refused at once, without waiting for their bodies.
+    wait_until_async(
+        std::time::Duration::from_secs(60),
+        "the uploads beyond the token's share to be answered",
+        async || uploads.iter().filter(|u| u.is_finished()).count() >= 96,
+    )
+    .await;
+    let (done, held): (Vec<_>, Vec<_>) = uploads.into_iter().partition(|u| u.is_finished());
+    assert_eq!((done.len(), held.len()), (96, 32));
+    for refused in done {
+        let res: TestResponse = refused.await.expect("task");
+        assert_eq!(res.status, StatusCode::TOO_MANY_REQUESTS, "{}", res.body);
+        assert_eq!(res.error_code(), "token_busy");
+        assert_eq!(res.headers["retry-after"], "1");
+    }
+    // Meanwhile other tokens are served, 16 clients side by side, every time.
+    let mut clients = Vec::new();
+    for n in 0..16 {
+        let (router, token) = (app.router.clone(), others[n % 2].clone());
+        clients.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for _ in 0..12 {
+                let res = send_to(router.clone(), classify_request(&token, OOM.to_vec(), None));
+                statuses.push(res.await.status);
+            }
+            statuses
+        }));
+    }
+    for client in clients {
+        let statuses = client.await.expect("task");
+        assert!(
+            statuses.iter().all(|s| *s == StatusCode::OK),
+            "{statuses:?}"
+        );
+    }
+    let search = app
+        .send(
+            Request::get("/api/v1/search?q=memory")
+                .header("authorization", format!("Bearer {}", others[1]))
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await;
+    assert_eq!(search.status, StatusCode::OK, "{}", search.body);
+    // The hog itself gets nothing more until one of its uploads ends.
+    let more = app.send(classify_request(&hog, OOM.to_vec(), None)).await;
+    assert_eq!(more.error_code(), "token_busy", "{}", more.body);
+    let mut first = senders.remove(0);
+    first
+        .send_data(Bytes::from([OOM, b"\r\n--b--\r\n".as_slice()].concat()))
+        .await
+        .expect("send");
+    drop(first);
+    drop(senders); // The rest end unfinished: refused as broken multipart, nothing stored.
+    let mut created = 0;
+    for upload in held {
+        let res = upload.await.expect("task");
+        match res.status {
+            StatusCode::CREATED => created += 1,
+            StatusCode::BAD_REQUEST => assert_eq!(res.error_code(), "bad_multipart"),
+            other => panic!("unexpected {other}: {}", res.body),
+        }
+    }
+    assert_eq!(created, 1);
+    assert_eq!(app.count("reports").await, 1);
+    let again = app.send(classify_request(&hog, OOM.to_vec(), None)).await;
+    assert_eq!(again.status, StatusCode::OK, "its share is free again");
+}
+
+#[tokio::test]
+async fn a_slot_is_held_until_the_response_body_is_done() {
+    let app = TestApp::spawn_with(|s| {
+        s.with_load_limits(&LoadLimits {
+            per_token_per_minute: 0,
+            burst: 1,
+            max_in_flight: 1,
+            max_in_flight_per_token: 0,
+        })
+    })
+    .await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let res = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+    assert_eq!(res.status, StatusCode::OK);
+    // A response whose body has not been read yet (a download still streaming) holds its slot.
+    let pending = {
+        use tower::ServiceExt;
+        app.router
+            .clone()
+            .oneshot(classify_request(&token, OOM.to_vec(), None))
+            .await
+            .expect("router")
+    };
+    assert_eq!(pending.status(), StatusCode::OK);
+    let shed = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+    assert_eq!(shed.error_code(), "overloaded", "{}", shed.body);
+    // Reading it to the end gives the slot back.
+    use http_body_util::BodyExt;
+    let body = pending
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert!(!body.is_empty());
+    let after = app.send(classify_request(&token, OOM.to_vec(), None)).await;
+    assert_eq!(after.status, StatusCode::OK, "{}", after.body);
 }

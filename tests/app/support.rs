@@ -256,20 +256,21 @@ impl TestApp {
     }
 
     pub async fn send(&self, req: Request<Body>) -> TestResponse {
-        let res = self
-            .router
-            .clone()
-            .oneshot(req)
-            .await
-            .expect("infallible router");
-        let status = res.status();
-        let headers = res.headers().clone();
-        let bytes = res.into_body().collect().await.expect("body").to_bytes();
-        TestResponse {
-            status,
-            headers,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
-        }
+        send_to(self.router.clone(), req).await
+    }
+}
+
+/// Sends `req` through `router` and reads the response whole (for tasks that run requests
+/// side by side).
+pub async fn send_to(router: axum::Router, req: Request<Body>) -> TestResponse {
+    let res = router.oneshot(req).await.expect("infallible router");
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.expect("body").to_bytes();
+    TestResponse {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
     }
 }
 
