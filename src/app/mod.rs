@@ -4,6 +4,7 @@
 //! calls the pure `ingest`/`rules` and the `storage` statements, and returns typed output; the
 //! HTTP handlers (JSON and HTML alike) only extract, call one of them and render.
 
+pub mod logstore;
 pub mod reports;
 pub mod reproduce;
 pub mod team_rules;

@@ -1,9 +1,9 @@
 //! Read a report: everything its page and `GET /api/v1/reports/{id}` show (the report, its
 //! group's size and fixes, its reproduction jobs, where its headline comes from), read in one
-//! transaction so the parts agree, and its stored log decompressed.
+//! transaction so the parts agree, and its stored log: a range of lines for a page (only the
+//! chunks that hold them are read), or the whole log as a stream for a download.
 
-use std::io::Read;
-
+use super::logstore;
 use super::{Error, blocking};
 use crate::storage::groups::{self, Group};
 use crate::storage::reports::{self as store, Report};
@@ -42,19 +42,57 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
     })
 }
 
-/// The report's stored (scrubbed) log, decompressed, or 404.
-pub async fn log(db: &Db, id: i64) -> Result<Vec<u8>, Error> {
-    let gz = store::report_log_gz(db.pool(), id)
+/// Lines `first..=last` (1-based) of the report's stored (scrubbed) log, each followed by `\n`
+/// and cut to its first `max_line_bytes` bytes: fewer past the end, 404 for an unknown report.
+/// Reads and decompresses only the chunks that hold them.
+pub async fn log_lines(
+    db: &Db,
+    id: i64,
+    first: usize,
+    last: usize,
+    max_line_bytes: usize,
+) -> Result<Vec<u8>, Error> {
+    let (first, last) = (first.max(1), last.max(first.max(1)));
+    let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let chunks = store::log_chunks_for_lines(db.pool(), id, as_i64(first), as_i64(last)).await?;
+    if chunks.is_empty() && store::log_chunk_count(db.pool(), id).await? == 0 {
+        return Err(Error::NotFound("report"));
+    }
+    blocking(move || logstore::lines(&chunks, first, last, max_line_bytes))
         .await?
-        .ok_or(Error::NotFound("report"))?;
-    blocking(move || {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&gz[..])
-            .read_to_end(&mut out)
-            .map(|_| out)
-    })
-    .await?
-    .map_err(|e| Error::Internal(e.into()))
+        .map_err(|e| Error::Internal(e.into()))
+}
+
+/// The report's whole stored log, decompressed a chunk at a time as the receiver takes it
+/// (at most two chunks in memory per download), or 404.
+pub async fn log_stream(
+    db: &Db,
+    id: i64,
+) -> Result<tokio::sync::mpsc::Receiver<Result<Vec<u8>, Error>>, Error> {
+    let count = store::log_chunk_count(db.pool(), id).await?;
+    if count == 0 {
+        return Err(Error::NotFound("report"));
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let db = db.clone();
+    tokio::spawn(async move {
+        for seq in 0..count {
+            let next = match store::log_chunk(db.pool(), id, seq).await {
+                // A report deleted meanwhile ends its download early.
+                Ok(None) => break,
+                Ok(Some(chunk)) => blocking(move || logstore::decompress(&chunk))
+                    .await
+                    .and_then(|r| r.map_err(|e| Error::Internal(e.into()))),
+                Err(e) => Err(e.into()),
+            };
+            let failed = next.is_err();
+            // The receiver is gone when the client went away: stop reading.
+            if tx.send(next).await.is_err() || failed {
+                break;
+            }
+        }
+    });
+    Ok(rx)
 }
 
 /// The newest reports.

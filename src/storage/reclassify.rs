@@ -222,7 +222,7 @@ pub struct StoredLog {
     pub filename: String,
     pub project: String,
     pub branch: String,
-    /// The scrubbed log, gzip-compressed.
+    /// The scrubbed log, gzip-compressed (several members: decode with `MultiGzDecoder`).
     pub log_gz: Vec<u8>,
 }
 
@@ -232,10 +232,11 @@ pub async fn next_reports(
     after_id: i64,
     limit: i64,
 ) -> Result<Vec<StoredLog>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT id, filename, project, branch, log_gz FROM reports WHERE id > $1 \
-         ORDER BY id LIMIT $2",
-    )
+    Ok(sqlx::query_as(concat!(
+        "SELECT id, filename, project, branch, ",
+        super::reports::whole_log_gz!(),
+        " AS log_gz FROM reports WHERE id > $1 ORDER BY id LIMIT $2"
+    ))
     .bind(after_id)
     .bind(limit)
     .fetch_all(ex)
@@ -277,10 +278,11 @@ pub async fn reports_by_id(
     ex: impl PgExecutor<'_>,
     ids: &[i64],
 ) -> Result<Vec<StoredLog>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT id, filename, project, branch, log_gz FROM reports WHERE id = ANY($1) \
-         ORDER BY id",
-    )
+    Ok(sqlx::query_as(concat!(
+        "SELECT id, filename, project, branch, ",
+        super::reports::whole_log_gz!(),
+        " AS log_gz FROM reports WHERE id = ANY($1) ORDER BY id"
+    ))
     .bind(ids)
     .fetch_all(ex)
     .await?)

@@ -30,8 +30,8 @@ pub struct NewReport {
     pub log_sha256: Vec<u8>,
     pub log_bytes: i64,
     pub log_lines: i64,
-    /// The scrubbed log, gzip-compressed.
-    pub log_gz: Vec<u8>,
+    /// The scrubbed log, in independently compressed chunks of whole lines.
+    pub log: Vec<LogChunk>,
     /// The attached minimal reproduction script, if any (queues a job).
     pub script: Option<String>,
     /// Text for the search index.
@@ -261,10 +261,10 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     let report_id: i64 = sqlx::query_scalar(
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
-             fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, log_gz, \
+             fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
              script, search_text, finding_rules) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, $22, jsonb_path_query_array($16, '$.findings[*].rule')) \
+             $18, $19, $20, $21, jsonb_path_query_array($16, '$.findings[*].rule')) \
          RETURNING id",
     )
     .bind(r.token_id)
@@ -286,11 +286,11 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.log_sha256)
     .bind(r.log_bytes)
     .bind(r.log_lines)
-    .bind(&r.log_gz)
     .bind(&r.script)
     .bind(&r.search_text)
     .fetch_one(&mut *tx)
     .await?;
+    insert_log(&mut *tx, report_id, &r.log).await?;
     let job = match &r.script {
         Some(_) => {
             let id: i64 =
@@ -365,15 +365,101 @@ pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Repor
     Ok(row.as_ref().map(Report::from_row).transpose()?)
 }
 
-/// The report's stored log, gzip-compressed (scrubbed of secrets).
-pub async fn report_log_gz(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Vec<u8>>, DbError> {
-    Ok(
-        sqlx::query_scalar("SELECT log_gz FROM reports WHERE id = $1")
-            .bind(id)
-            .fetch_optional(ex)
-            .await?,
-    )
+/// One stored piece of a report's log: whole lines, gzip-compressed on their own (migration
+/// 0010). Chunks concatenated in `seq` order are a multi-member gzip stream of the whole log.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct LogChunk {
+    /// 0-based position in the log.
+    pub seq: i32,
+    /// 1-based number of the chunk's first line in the whole log.
+    pub first_line: i64,
+    /// Lines in the chunk (a final line without a newline counts).
+    pub lines: i64,
+    /// The chunk's bytes, gzip-compressed.
+    pub data: Vec<u8>,
 }
+
+async fn insert_log(
+    tx: &mut sqlx::PgConnection,
+    report_id: i64,
+    chunks: &[LogChunk],
+) -> Result<(), DbError> {
+    // A batch of chunks per statement: one round trip for most logs, and a bounded parameter
+    // size for the largest.
+    for batch in chunks.chunks(32) {
+        let seq: Vec<i32> = batch.iter().map(|c| c.seq).collect();
+        let first: Vec<i64> = batch.iter().map(|c| c.first_line).collect();
+        let lines: Vec<i64> = batch.iter().map(|c| c.lines).collect();
+        let data: Vec<&[u8]> = batch.iter().map(|c| &c.data[..]).collect();
+        sqlx::query(
+            "INSERT INTO report_log_chunks (report_id, seq, first_line, lines, data) \
+             SELECT $1, * FROM UNNEST($2::int4[], $3::int8[], $4::int8[], $5::bytea[])",
+        )
+        .bind(report_id)
+        .bind(seq)
+        .bind(first)
+        .bind(lines)
+        .bind(data)
+        .execute(&mut *tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The chunks of report `id`'s log that hold lines `first..=last` (1-based), in order; empty
+/// when the report does not exist.
+pub async fn log_chunks_for_lines(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    first: i64,
+    last: i64,
+) -> Result<Vec<LogChunk>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT seq, first_line, lines, data FROM report_log_chunks \
+         WHERE report_id = $1 AND first_line <= $3 AND first_line + lines > $2 \
+         ORDER BY seq",
+    )
+    .bind(id)
+    .bind(first)
+    .bind(last)
+    .fetch_all(ex)
+    .await?)
+}
+
+/// Chunk `seq` of report `id`'s log, if there is one.
+pub async fn log_chunk(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    seq: i32,
+) -> Result<Option<LogChunk>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT seq, first_line, lines, data FROM report_log_chunks \
+         WHERE report_id = $1 AND seq = $2",
+    )
+    .bind(id)
+    .bind(seq)
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// How many chunks report `id`'s log has (0: no such report).
+pub async fn log_chunk_count(ex: impl PgExecutor<'_>, id: i64) -> Result<i32, DbError> {
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")
+        .bind(id)
+        .fetch_one(ex)
+        .await?;
+    Ok(i32::try_from(n).unwrap_or(i32::MAX))
+}
+
+/// A column expression: a report's whole log as one multi-member gzip stream, for the few
+/// readers that need every line (reclassification, rule previews). `reports` must be in scope.
+macro_rules! whole_log_gz {
+    () => {
+        "coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq) \
+                   FROM report_log_chunks c WHERE c.report_id = reports.id), ''::bytea)"
+    };
+}
+pub(crate) use whole_log_gz;
 
 /// A line in a list of reports.
 #[derive(Clone, Debug, sqlx::FromRow)]

@@ -275,7 +275,8 @@ pub async fn recent_log_sizes(
 ) -> Result<(Vec<(i64, i64)>, i64), DbError> {
     let mut conn = conn.acquire().await?;
     let sizes = sqlx::query_as(
-        "SELECT id, octet_length(log_gz)::bigint FROM reports \
+        "SELECT id, (SELECT sum(octet_length(c.data)) FROM report_log_chunks c \
+                     WHERE c.report_id = reports.id)::bigint FROM reports \
          ORDER BY created_at DESC, id DESC LIMIT $1",
     )
     .bind(limit)
@@ -292,9 +293,11 @@ pub async fn logs_by_id(
     ex: impl PgExecutor<'_>,
     ids: &[i64],
 ) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT id, log_gz FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)",
-    )
+    Ok(sqlx::query_as(concat!(
+        "SELECT id, ",
+        super::reports::whole_log_gz!(),
+        " FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)"
+    ))
     .bind(ids)
     .fetch_all(ex)
     .await?)

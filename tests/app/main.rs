@@ -10,6 +10,7 @@ mod classify_cli;
 mod health;
 mod jobs;
 mod limits;
+mod migrations;
 mod portal;
 mod security;
 mod serve_binary;

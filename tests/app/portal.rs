@@ -254,3 +254,96 @@ async fn hostile_log_content_is_shown_as_text_only() {
     );
     assert!(log_text.contains("click me"));
 }
+
+/// A log of `n` numbered lines (about 70 bytes each) with the cascade's lines from line `at`.
+fn long_log(n: usize, at: usize) -> Vec<u8> {
+    let mut log = Vec::new();
+    for i in 1..at {
+        log.extend_from_slice(
+            format!("step {i:>7} loss 0.{i:07} lr 3e-4 grad_norm 1.{i:05}\n").as_bytes(),
+        );
+    }
+    let cascade = &CASCADE[CASCADE.iter().position(|&b| b == b'\n').unwrap_or(0) + 1..];
+    log.extend_from_slice(cascade);
+    let after = at + cascade.iter().filter(|&&b| b == b'\n').count();
+    for i in after..=n {
+        log.extend_from_slice(format!("teardown {i:>7} rank 0 waiting for the store\n").as_bytes());
+    }
+    log
+}
+
+#[tokio::test]
+async fn a_long_log_is_stored_in_chunks_paged_by_line_and_downloaded_whole() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let log = long_log(80_000, 61_000);
+    assert!(log.len() > 3 << 20, "{}", log.len());
+    let res = app
+        .upload(&token, &[("log", Some("train.log"), &log)], None)
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let id = res.json()["id"].as_i64().unwrap();
+    // Stored as several chunks of whole lines that index the log's lines.
+    let chunks: Vec<(i32, i64, i64)> = sqlx::query_as(
+        "SELECT seq, first_line, lines FROM report_log_chunks WHERE report_id = $1 ORDER BY seq",
+    )
+    .bind(id)
+    .fetch_all(app.db.pool())
+    .await
+    .unwrap();
+    assert!(chunks.len() >= 4, "{chunks:?}");
+    let mut next = 1;
+    for (seq, first, lines) in &chunks {
+        assert_eq!(*first, next, "chunk {seq}");
+        next += lines;
+    }
+    assert_eq!(next - 1, 80_000);
+
+    let b = sign_in(&app, &token).await;
+    let numbers = |html: &str| -> Vec<usize> {
+        select_text(html, "pre.log a.ln")
+            .iter()
+            .map(|n| n.parse().unwrap())
+            .collect()
+    };
+    // By default the page holds the root-cause line, a quarter page down, highlighted.
+    let page = get(&app, &b.cookie, &format!("/reports/{id}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    let shown = numbers(&page.body);
+    assert!(
+        shown == (61_000 - 100..61_000 + 300).collect::<Vec<_>>(),
+        "{:?}..{:?}",
+        shown.first(),
+        shown.last()
+    );
+    let hl = select_text(&page.body, "pre.log .hl");
+    assert!(
+        hl.len() == 1 && hl[0].contains("Assertion `srcIndex"),
+        "{hl:?}"
+    );
+    // Any page: its lines are the log's lines, also across a chunk boundary.
+    for (_, first, _) in &chunks[1..] {
+        let start = usize::try_from(*first).unwrap() - 5;
+        let page = get(&app, &b.cookie, &format!("/reports/{id}?start={start}")).await;
+        assert!(
+            numbers(&page.body) == (start..start + 400).collect::<Vec<_>>(),
+            "{start}"
+        );
+        let lines = select_text(&page.body, "pre.log .line");
+        for (n, line) in (start..).zip(&lines) {
+            let want = String::from_utf8_lossy(log.split(|&b| b == b'\n').nth(n - 1).unwrap())
+                .into_owned();
+            assert_eq!(
+                line.trim_start_matches(char::is_numeric).trim_end(),
+                want,
+                "line {n}"
+            );
+        }
+    }
+    let end = get(&app, &b.cookie, &format!("/reports/{id}?start=999999")).await;
+    assert!(numbers(&end.body) == (79_601..=80_000).collect::<Vec<_>>());
+    // The download is the whole log, byte for byte.
+    let raw = get(&app, &b.cookie, &format!("/reports/{id}/raw")).await;
+    assert_eq!(raw.status, StatusCode::OK);
+    assert_eq!(raw.body.as_bytes(), &log[..]);
+}

@@ -45,13 +45,16 @@ pub async fn dump(db: &Db) -> String {
         .unwrap();
         out.push_str(&format!("== {table}\n{rows}\n"));
     }
-    let logs: Vec<(i64, Vec<u8>)> = sqlx::query_as("SELECT id, log_gz FROM reports ORDER BY id")
-        .fetch_all(db.pool())
-        .await
-        .unwrap();
+    let logs: Vec<(i64, Vec<u8>)> = sqlx::query_as(
+        "SELECT report_id, string_agg(data, ''::bytea ORDER BY seq) FROM report_log_chunks \
+         GROUP BY report_id ORDER BY report_id",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
     for (id, gz) in logs {
         let mut text = String::new();
-        flate2::read::GzDecoder::new(&gz[..])
+        flate2::read::MultiGzDecoder::new(&gz[..])
             .read_to_string(&mut text)
             .unwrap();
         out.push_str(&format!("== log of report {id}\n{text}\n"));

@@ -72,6 +72,13 @@ pub fn fresh_database_name() -> String {
 
 /// A fresh, migrated database for one test.
 pub async fn fresh_db() -> (Db, PgConnectOptions) {
+    let (db, options) = empty_db().await;
+    db.migrate().await.expect("migrate test database");
+    (db, options)
+}
+
+/// A fresh database for one test, not yet migrated.
+pub async fn empty_db() -> (Db, PgConnectOptions) {
     let server = server();
     let name = format!(
         "t_{}_{}",
@@ -86,7 +93,6 @@ pub async fn fresh_db() -> (Db, PgConnectOptions) {
         .expect("create test database");
     let options = server.admin.clone().database(&name);
     let db = Db::connect_lazy(options.clone(), 4);
-    db.migrate().await.expect("migrate test database");
     (db, options)
 }
 

@@ -307,7 +307,7 @@ pub async fn preview(
             let mut run = reports;
             for (report_id, gz) in logs {
                 let mut log = Vec::new();
-                let mut rd = flate2::read::GzDecoder::new(&gz[..]).take(PREVIEW_LOG_BYTES);
+                let mut rd = flate2::read::MultiGzDecoder::new(&gz[..]).take(PREVIEW_LOG_BYTES);
                 if rd.read_to_end(&mut log).is_ok() {
                     run.add(report_id, &candidate.compare(&log));
                 }

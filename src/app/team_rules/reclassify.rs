@@ -176,7 +176,7 @@ fn classify_batch(ruleset: &Ruleset, batch: Vec<StoredLog>) -> Vec<(i64, Reclass
     batch
         .into_iter()
         .filter_map(|r| {
-            let reader = flate2::read::GzDecoder::new(&r.log_gz[..]).take(MAX_LOG_BYTES);
+            let reader = flate2::read::MultiGzDecoder::new(&r.log_gz[..]).take(MAX_LOG_BYTES);
             match ruleset.classify_reader(&r.filename, reader) {
                 Ok(c) => Some((r.id, columns(&c, &r))),
                 Err(e) => {

@@ -1,15 +1,15 @@
 //! The upload pipeline proper: a spooled log read in blocks that end on line boundaries,
 //! scrubbed of secrets (a private key block dropped whole, a huge line cut where no token can
-//! be split from its keyword), hashed, gzip-compressed and classified on its scrubbed text.
+//! be split from its keyword), hashed, compressed in chunks of whole lines (`app::logstore`)
+//! and classified on its scrubbed text.
 //! Blocking CPU and file work, with no database: [`super::upload`] runs it on a blocking thread.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use sha2::{Digest, Sha256};
 
 use super::{Meta, UploadError};
+use crate::app::logstore::{self, ChunkWriter};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::reports::{Headline, NewReport};
@@ -29,7 +29,7 @@ pub fn prepare(
     let filename = &*ingest::scrub::scrub(filename).text;
     let mut blocks = Blocks::new(log);
     let mut sha = Sha256::new();
-    let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+    let mut gz = ChunkWriter::default();
     let mut total: u64 = 0;
     let mut in_key = false;
     // What was written to `gz`, kept while small: classifying it needs no decompression.
@@ -75,10 +75,10 @@ pub fn prepare(
     if total == 0 {
         return Err(Reject::Empty.into());
     }
-    let log_gz = gz.finish()?;
+    let log = gz.finish()?;
     let classification = match &stored.0 {
         Some(text) => ruleset.classify_bytes(filename, text),
-        None => ruleset.classify_reader(filename, flate2::read::GzDecoder::new(&log_gz[..]))?,
+        None => ruleset.classify_reader(filename, logstore::reader(&log))?,
     };
     let search_text = search_text(&classification, &meta, filename);
     Ok(NewReport {
@@ -93,7 +93,7 @@ pub fn prepare(
         log_sha256: sha.finalize().to_vec(),
         log_bytes: i64::try_from(total).unwrap_or(i64::MAX),
         log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
-        log_gz,
+        log,
         script,
         search_text,
         classification,
@@ -273,7 +273,7 @@ mod tests {
     /// The log as stored: the gzip stream decompressed.
     fn stored_log(p: &NewReport) -> String {
         let mut text = String::new();
-        flate2::read::GzDecoder::new(&p.log_gz[..])
+        logstore::reader(&p.log)
             .read_to_string(&mut text)
             .expect("gzip");
         text

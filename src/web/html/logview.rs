@@ -1,8 +1,9 @@
 //! The log pane of the report page: one page of a (possibly huge, already secret-scrubbed) log,
 //! with ANSI colours turned into CSS classes from a fixed set.
 //!
-//! Logs can be hundreds of megabytes, so only newlines are counted over the whole log (memchr)
-//! and only the page's lines are decoded. Escape sequences are read by [`ansi::tokens`], the
+//! Logs can be hundreds of megabytes, so the page's line range is worked out from the stored
+//! line count ([`page_range`]) and only those lines are read from storage and decoded
+//! ([`render`]). Escape sequences are read by [`ansi::tokens`], the
 //! tokenizer normalization uses too, so the view shows exactly the text the rules matched. Only
 //! SGR colour/attribute codes have an effect, and they can only select class names from the
 //! fixed tables of `style`, so nothing from the input ever reaches an attribute. Everything else
@@ -62,19 +63,16 @@ pub const PAGE_LINES: usize = 400;
 /// Characters shown per line; longer lines end with `…` (the raw download has them whole).
 pub const MAX_LINE_CHARS: usize = 2000;
 
-/// The page of `log` to show: from `start` if given, else with `focus` (the root-cause line)
-/// about a quarter page down, else from line 1. Lines in `highlight` (1-based) are marked.
-/// Colours carry across lines but each page starts from a clean state.
-pub fn window(
-    log: &[u8],
+/// The lines of a log of `total` lines to show: from `start` if given, else with `focus` (the
+/// root-cause line) about a quarter page down, else from line 1. `None` for an empty log.
+#[must_use]
+pub fn page_range(
+    total: usize,
     start: Option<usize>,
     focus: Option<usize>,
-    highlight: &[usize],
-) -> LogWindow {
-    let total = memchr::memchr_iter(b'\n', log).count()
-        + usize::from(log.last().is_some_and(|&b| b != b'\n'));
+) -> Option<(usize, usize)> {
     if total == 0 {
-        return LogWindow::default();
+        return None;
     }
     // The last full page, where a start past the end or a focus near it lands.
     let last_page = total.saturating_sub(PAGE_LINES - 1).max(1);
@@ -84,10 +82,21 @@ pub fn window(
         (None, Some(f)) => f.saturating_sub(PAGE_LINES / 4).clamp(1, last_page),
         (None, None) => 1,
     };
-    let last = (first + PAGE_LINES - 1).min(total);
+    Some((first, (first + PAGE_LINES - 1).min(total)))
+}
+
+/// Renders `page`, the lines `first..` of a log of `total` lines (as [`page_range`] chose
+/// them). Lines in `highlight` (1-based) are marked. Colours carry across lines but each page
+/// starts from a clean state.
+#[must_use]
+pub fn render(page: &[u8], first: usize, total: usize, highlight: &[usize]) -> LogWindow {
+    if total == 0 {
+        return LogWindow::default();
+    }
     let mut style = Style::default();
     let mut truncated_lines = 0;
-    let lines = page_lines(log, first, last)
+    let wanted = (first + PAGE_LINES - 1).min(total) + 1 - first.min(total);
+    let lines: Vec<LogLine> = page_lines(page, 1, wanted)
         .into_iter()
         .zip(first..)
         .map(|(raw, number)| {
@@ -101,6 +110,7 @@ pub fn window(
             }
         })
         .collect();
+    let last = first + lines.len().saturating_sub(1);
     LogWindow {
         lines,
         first,
@@ -110,6 +120,28 @@ pub fn window(
         next_start: (last < total).then_some(last + 1),
         truncated_lines,
     }
+}
+
+/// The page of a whole `log` in memory (what a page view reads in two steps).
+#[cfg(test)]
+pub fn window(
+    log: &[u8],
+    start: Option<usize>,
+    focus: Option<usize>,
+    highlight: &[usize],
+) -> LogWindow {
+    let total = memchr::memchr_iter(b'\n', log).count()
+        + usize::from(log.last().is_some_and(|&b| b != b'\n'));
+    let Some((first, last)) = page_range(total, start, focus) else {
+        return LogWindow::default();
+    };
+    // As storage hands them over: each line followed by a newline.
+    let page: Vec<u8> = page_lines(log, first, last)
+        .into_iter()
+        .flat_map(|l| l.iter().chain(b"\n"))
+        .copied()
+        .collect();
+    render(&page, first, total, highlight)
 }
 
 /// Byte slices of lines `first..=last` (1-based, without their `\n`), found by scanning newlines.

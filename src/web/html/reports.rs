@@ -180,7 +180,6 @@ pub async fn show_report(
     let Query(params) =
         params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let d = reports::detail(&state.db, id).await?;
-    let text = reports::log(&state.db, id).await?;
     let r = d.report;
     let c = r.classification;
     let findings: Vec<FindingView> = c
@@ -206,20 +205,38 @@ pub async fn show_report(
         .filter(|f| f.root || (!root_text.is_empty() && f.text == root_text))
         .map(|f| f.line)
         .collect();
-    let start = params.start;
-    // The reported traceback is only needed beside a reproduction.
-    let compare = d.jobs.iter().any(|j| j.reproduction.is_some());
+    // Only the page's lines (and, beside a reproduction, an excerpt around the root cause)
+    // are read from the stored log, so a view costs the same for any size of log.
+    let total = usize::try_from(r.log_lines).unwrap_or(0);
+    let page = match logview::page_range(total, params.start, root_line) {
+        Some((first, last)) => {
+            let bytes = reports::log_lines(&state.db, id, first, last, MAX_VIEW_LINE_BYTES).await?;
+            Some((first, bytes))
+        }
+        None => None,
+    };
+    let excerpt = if d.jobs.iter().any(|j| j.reproduction.is_some()) {
+        let (first, last) = repro::Reported::excerpt_range(total, root_line);
+        let bytes = reports::log_lines(&state.db, id, first, last, MAX_VIEW_LINE_BYTES).await?;
+        Some((first, bytes))
+    } else {
+        None
+    };
     let classification = c.clone();
     let (log, reported) = app::blocking(move || {
-        let reported = if compare {
-            repro::Reported::from_log(&String::from_utf8_lossy(&text), &classification)
-        } else {
-            repro::Reported::default()
+        let reported = match excerpt {
+            Some((first, bytes)) => repro::Reported::from_excerpt(
+                &String::from_utf8_lossy(&bytes),
+                first,
+                &classification,
+            ),
+            None => repro::Reported::default(),
         };
-        (
-            logview::window(&text, start, root_line, &highlight),
-            reported,
-        )
+        let log = match page {
+            Some((first, bytes)) => logview::render(&bytes, first, total, &highlight),
+            None => logview::LogWindow::default(),
+        };
+        (log, reported)
     })
     .await?;
     let can_write = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
@@ -318,7 +335,9 @@ pub async fn raw_log(
     ReportId(id): ReportId,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Read])?;
-    let text = reports::log(&state.db, id).await?;
+    let chunks = reports::log_stream(&state.db, id).await?;
+    // Streamed a chunk at a time; the request's in-flight slot is held until the body ends.
+    let body = axum::body::Body::new(LogBody(chunks));
     Ok((
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
@@ -327,10 +346,31 @@ pub async fn raw_log(
                 format!("attachment; filename=\"report-{id}.log\""),
             ),
         ],
-        text,
+        body,
     )
         .into_response())
 }
+
+/// A download body fed by [`reports::log_stream`]'s chunks.
+struct LogBody(tokio::sync::mpsc::Receiver<Result<Vec<u8>, app::Error>>);
+
+impl http_body::Body for LogBody {
+    type Data = axum::body::Bytes;
+    type Error = app::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, app::Error>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|next| next.map(|chunk| chunk.map(|bytes| http_body::Frame::data(bytes.into()))))
+    }
+}
+
+/// Bytes of a log line read for a page; the page shows the first
+/// [`logview::MAX_LINE_CHARS`] characters of a line, and the raw download has it whole.
+const MAX_VIEW_LINE_BYTES: usize = 16 << 10;
 
 #[cfg(test)]
 mod tests {

@@ -112,21 +112,50 @@ pub struct ReproSection {
     pub category_note: Option<String>,
 }
 
-/// The log's traceback and root-cause line, computed once per page (the log may be large).
+/// The log's traceback and root-cause line, computed once per page from an excerpt of the log
+/// around its root cause (the log may be large; the excerpt is bounded).
 #[derive(Clone, Debug, Default)]
 pub struct Reported {
+    /// The excerpt's lines; line numbers below count from the excerpt's first line.
     lines: Vec<String>,
+    /// Lines of the log before the excerpt.
+    base: usize,
     tb: Option<crate::ingest::traceback::Traceback>,
     root_line: Option<usize>,
 }
 
 impl Reported {
-    /// Parses the stored log. CPU work on a possibly large text: call from a blocking thread.
-    pub fn from_log(log: &str, classification: &Classification) -> Reported {
+    /// Lines of the log before and after the root-cause line that [`Reported::from_excerpt`]
+    /// wants (without a root cause: the last `BEFORE + AFTER` lines).
+    pub const BEFORE: usize = 300;
+    pub const AFTER: usize = 100;
+
+    /// Parses an excerpt of the stored log that starts at line `first`. CPU work: call from a
+    /// blocking thread.
+    pub fn from_excerpt(excerpt: &str, first: usize, classification: &Classification) -> Reported {
+        let base = first.saturating_sub(1);
         Reported {
-            lines: log.lines().map(str::to_owned).collect(),
-            tb: repro::main_traceback(log),
-            root_line: root_line(classification),
+            lines: excerpt.lines().map(str::to_owned).collect(),
+            base,
+            tb: repro::main_traceback(excerpt),
+            root_line: root_line(classification)
+                .and_then(|n| n.checked_sub(base))
+                .filter(|&n| n >= 1),
+        }
+    }
+
+    /// The lines of a log of `total` lines that [`Reported::from_excerpt`] wants.
+    #[must_use]
+    pub fn excerpt_range(total: usize, root: Option<usize>) -> (usize, usize) {
+        match root {
+            Some(r) => (
+                r.saturating_sub(Self::BEFORE).max(1),
+                (r + Self::AFTER).min(total.max(1)),
+            ),
+            None => (
+                total.saturating_sub(Self::BEFORE + Self::AFTER - 1).max(1),
+                total.max(1),
+            ),
         }
     }
 }
@@ -223,7 +252,7 @@ fn panel(
         },
         _ => (None, None),
     };
-    let reported_view = trace_view(
+    let mut reported_view = trace_view(
         TraceView {
             title: "Reported (asynchronous)",
             class: "trace-reported",
@@ -235,6 +264,10 @@ fn panel(
         reported.root_line,
         sync_loc.as_ref(),
     );
+    // Numbered as in the whole log, not the excerpt.
+    for line in &mut reported_view.lines {
+        line.number += reported.base;
+    }
     let sync_view = trace_view(
         TraceView {
             title: "Synchronous (CUDA_LAUNCH_BLOCKING=1)",

@@ -42,21 +42,31 @@ async fn copy_report(
     project: &str,
     group: Option<i64>,
 ) -> i64 {
-    sqlx::query_scalar(
+    let copy: i64 = sqlx::query_scalar(
         "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
              confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
-             classification, log_sha256, log_bytes, log_lines, log_gz, search_text) \
+             classification, log_sha256, log_bytes, log_lines, search_text) \
          SELECT token_id, $2, filename, coalesce($3, group_id), category, title, confidence, \
              root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
-             log_sha256, log_bytes, log_lines, log_gz, search_text FROM reports WHERE id = $1 \
+             log_sha256, log_bytes, log_lines, search_text FROM reports WHERE id = $1 \
          RETURNING id",
     )
     .bind(id)
     .bind(project)
     .bind(group)
-    .fetch_one(tx)
+    .fetch_one(&mut *tx)
     .await
-    .unwrap()
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO report_log_chunks (report_id, seq, first_line, lines, data) \
+         SELECT $2, seq, first_line, lines, data FROM report_log_chunks WHERE report_id = $1",
+    )
+    .bind(id)
+    .bind(copy)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    copy
 }
 
 /// The statement with which reclassification drops a group it emptied: the one that waits for

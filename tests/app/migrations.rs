@@ -1,0 +1,86 @@
+//! Upgrades keep what is stored: a database written by an earlier release, migrated to this
+//! one, still shows and serves every report.
+
+use std::io::Write;
+
+use axum::http::StatusCode;
+use gpu_triage::auth::Scope;
+
+use crate::browse::{page, sign_in, texts};
+use crate::support::{TestApp, empty_db};
+
+#[tokio::test]
+async fn logs_stored_whole_before_migration_10_become_one_chunk_and_still_render() {
+    let (db, _) = empty_db().await;
+    // The schema as it was before the log was chunked: migrations 1 to 9.
+    let old = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "0010" {
+            std::fs::copy(&path, old.path().join(&name)).unwrap();
+        }
+    }
+    sqlx::migrate::Migrator::new(old.path())
+        .await
+        .unwrap()
+        .run(db.pool())
+        .await
+        .unwrap();
+    // A report as that release stored it: the whole log in one gzip stream.
+    let log: String = (1..=1000)
+        .map(|i| format!("step {i}\n"))
+        .chain(["RuntimeError: CUDA error: out of memory\n".to_owned()])
+        .collect();
+    let classification = gpu_triage::rules::Ruleset::builtin()
+        .unwrap()
+        .classify_bytes("train.log", log.as_bytes());
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(log.as_bytes()).unwrap();
+    let log_gz = gz.finish().unwrap();
+    let group: i64 = sqlx::query_scalar(
+        "INSERT INTO groups (fingerprint, category, title) VALUES ('fp', 'out_of_memory', 'OOM') \
+         RETURNING id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO reports (group_id, category, title, confidence, root_cause_line, \
+             fingerprint, classification, log_sha256, log_bytes, log_lines, log_gz) \
+         VALUES ($1, 'out_of_memory', 'OOM', 'high', 1001, 'fp', $2, '\\x00', $3, 1001, $4) \
+         RETURNING id",
+    )
+    .bind(group)
+    .bind(serde_json::to_value(&classification).unwrap())
+    .bind(log.len() as i64)
+    .bind(&log_gz)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+
+    db.migrate().await.unwrap();
+    let chunks: Vec<(i32, i64, i64)> =
+        sqlx::query_as("SELECT seq, first_line, lines FROM report_log_chunks WHERE report_id = $1")
+            .bind(id)
+            .fetch_all(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(chunks, [(0, 1, 1001)]);
+    let app = TestApp::on(db);
+    let token = app.token("reader", &[Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let report = page(&app, &b.cookie, &format!("/reports/{id}")).await;
+    assert_eq!(report.status, StatusCode::OK, "{}", report.body);
+    let hl = texts(&report.body, "pre.log .hl");
+    assert!(hl.len() == 1 && hl[0].contains("out of memory"), "{hl:?}");
+    let start = page(&app, &b.cookie, &format!("/reports/{id}?start=500")).await;
+    assert_eq!(
+        texts(&start.body, "pre.log a.ln")
+            .first()
+            .map(String::as_str),
+        Some("500")
+    );
+    let raw = page(&app, &b.cookie, &format!("/reports/{id}/raw")).await;
+    assert_eq!(raw.body, log);
+}
