@@ -15,8 +15,8 @@
 //! the `postgres` system user, as PostgreSQL refuses to run as root.
 //!
 //! The watchdog also exits when `postgres` does (a crash, an OOM kill), and its stdout is a second
-//! pipe to the owner that reaches end-of-file then: an event a long-running owner can wait on to
-//! restart the server in place, holding the lock all along.
+//! pipe to the owner that reaches end-of-file then: an event a long-running owner (`serve`) waits
+//! on to restart the server in place, holding the lock all along ([`supervise`]).
 
 use std::ffi::OsString;
 use std::fs::{self, File, TryLockError};
@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::PgConnectOptions;
 
 use super::DbError;
+
+pub mod supervise;
 
 /// The database gpu-triage keeps its data in, inside the embedded cluster.
 pub const DATABASE_NAME: &str = "gpu_triage";
