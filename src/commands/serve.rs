@@ -1,6 +1,6 @@
 //! `gpu-triage serve`: open the database (starting the embedded cluster when `DATABASE_URL` is
-//! unset), apply migrations, serve HTTP until Ctrl-C or SIGTERM, then drain requests and stop
-//! the cluster.
+//! unset, and restarting it should it die while serving), apply migrations, serve HTTP until
+//! Ctrl-C or SIGTERM, then drain requests and stop the cluster.
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -17,6 +17,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .context("opening the database")?;
     tracing::info!(database = %opened.description, "using database");
     let db = opened.db.clone();
+    let cluster = opened
+        .cluster
+        .map(storage::embedded::EmbeddedPostgres::supervise);
 
     let listener = TcpListener::bind(args.listen)
         .await
@@ -90,10 +93,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     reaper.abort();
     rules_watch.abort();
     db.close().await;
-    if let Some(cluster) = opened.cluster {
-        tokio::task::spawn_blocking(move || cluster.stop())
+    if let Some(cluster) = cluster {
+        // Supervision ends first, so this stop is not restarted as if it were a crash.
+        cluster
+            .stop()
             .await
-            .context("stopping the embedded PostgreSQL")?
             .context("stopping the embedded PostgreSQL")?;
     }
     Ok(())

@@ -13,6 +13,10 @@
 //! lock (its watchdog was killed too) is stopped and restarted under a new owner; a stale
 //! `postmaster.pid` from a crash is removed. When started as root, `initdb` and `postgres` run as
 //! the `postgres` system user, as PostgreSQL refuses to run as root.
+//!
+//! The watchdog also exits when `postgres` does (a crash, an OOM kill), and its stdout is a second
+//! pipe to the owner that reaches end-of-file then: an event a long-running owner (`serve`) waits
+//! on to restart the server in place, holding the lock all along ([`supervise`]).
 
 use std::ffi::OsString;
 use std::fs::{self, File, TryLockError};
@@ -25,6 +29,8 @@ use std::time::{Duration, Instant};
 use sqlx::postgres::PgConnectOptions;
 
 use super::DbError;
+
+pub mod supervise;
 
 /// The database gpu-triage keeps its data in, inside the embedded cluster.
 pub const DATABASE_NAME: &str = "gpu_triage";
@@ -166,15 +172,19 @@ pub struct EmbeddedPostgres {
     socket_dir: PathBuf,
     bins: PgBinaries,
     run_as: Option<(u32, u32)>,
-    /// `Some` when this process started the cluster and must stop it.
-    owner: Option<Owner>,
+    opts: StartOptions,
+    /// `Some` when this process owns the cluster (started it, restarts and stops it): the lock
+    /// stays held across restarts, so no other process takes the cluster over meanwhile.
+    lock: Option<File>,
+    /// The server this process started, while it has not been seen to exit.
+    server: Option<Server>,
 }
 
+/// One run of `postgres` under its watchdog.
 #[derive(Debug)]
-struct Owner {
+struct Server {
     watchdog: Child,
     stdin: Option<ChildStdin>,
-    _lock: File,
 }
 
 impl EmbeddedPostgres {
@@ -195,16 +205,19 @@ impl EmbeddedPostgres {
             socket_dir,
             bins: bins.clone(),
             run_as,
-            owner: None,
+            opts: opts.clone(),
+            lock: None,
+            server: None,
         };
         let lock_path = root.join("cluster.lock");
         let lock = File::create(&lock_path).map_err(|e| cluster_err(&lock_path, "open", e))?;
         match lock.try_lock() {
             Ok(()) => {
+                cluster.lock = Some(lock);
                 cluster.prepare_dirs()?;
-                cluster.init_if_needed(opts)?;
+                cluster.init_if_needed()?;
                 cluster.clear_leftover()?;
-                cluster.owner = Some(cluster.spawn(lock, opts)?);
+                cluster.server = Some(cluster.spawn()?);
             }
             Err(TryLockError::WouldBlock) => {
                 tracing::info!(root = %root.display(), "attaching to the embedded PostgreSQL another gpu-triage process runs");
@@ -247,7 +260,7 @@ impl EmbeddedPostgres {
 
     /// Whether this process started the cluster (and will stop it).
     pub fn is_owner(&self) -> bool {
-        self.owner.is_some()
+        self.lock.is_some()
     }
 
     /// Stops the cluster if this process owns it, waiting for a clean (fast) shutdown.
@@ -256,14 +269,14 @@ impl EmbeddedPostgres {
     }
 
     fn shutdown(&mut self) -> Result<(), DbError> {
-        let Some(mut owner) = self.owner.take() else {
+        let Some(mut server) = self.server.take() else {
             return Ok(());
         };
         // Closing the pipe is the stop signal: the watchdog asks postgres for a fast shutdown.
-        drop(owner.stdin.take());
+        drop(server.stdin.take());
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match owner.watchdog.try_wait() {
+            match server.watchdog.try_wait() {
                 Ok(Some(_)) => return Ok(()),
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(50))
@@ -278,8 +291,8 @@ impl EmbeddedPostgres {
             .arg(self.data_dir())
             .stdout(Stdio::null())
             .status();
-        let _ = owner.watchdog.kill();
-        let _ = owner.watchdog.wait();
+        let _ = server.watchdog.kill();
+        let _ = server.watchdog.wait();
         match status {
             Ok(s) if s.success() => Ok(()),
             _ => Err(DbError::Cluster("could not stop the cluster".into())),
@@ -329,7 +342,7 @@ impl EmbeddedPostgres {
             .map_err(|e| cluster_err(path, "chmod", e))
     }
 
-    fn init_if_needed(&self, opts: &StartOptions) -> Result<(), DbError> {
+    fn init_if_needed(&self) -> Result<(), DbError> {
         let data = self.data_dir();
         if data.join("PG_VERSION").is_file() {
             return Ok(());
@@ -352,7 +365,7 @@ impl EmbeddedPostgres {
             "UTF8",
             "--no-locale",
         ]);
-        if opts.no_sync {
+        if self.opts.no_sync {
             cmd.arg("--no-sync");
         }
         let out = cmd
@@ -408,17 +421,36 @@ impl EmbeddedPostgres {
         Ok(())
     }
 
-    fn spawn(&self, lock: File, opts: &StartOptions) -> Result<Owner, DbError> {
+    fn spawn(&self) -> Result<Server, DbError> {
+        // postgres runs in the background; a reader subshell turns the owner's pipe closing
+        // into a fast shutdown, while the watchdog itself waits for postgres and exits with it,
+        // closing its stdout: the owner's sign that the server is gone. Only the watchdog holds
+        // that stdout (postgres writes to its log, the reader to /dev/null), and the reader is
+        // ended with it, so nothing it left behind holds the owner's pipes.
         const WATCHDOG: &str = r#"
-"$1" -D "$2" -k "$3" -p "$4" -c listen_addresses= -c unix_socket_permissions=0700 $6 >>"$5" 2>&1 &
+exec 3<&0
+"$1" -D "$2" -k "$3" -p "$4" -c listen_addresses= -c unix_socket_permissions=0700 $6 </dev/null >>"$5" 2>&1 3<&- &
 pid=$!
 trap 'kill -INT "$pid" 2>/dev/null' INT TERM HUP
-read -r _ || true
-kill -INT "$pid" 2>/dev/null
+( read -r _ <&3 || true; kill -INT "$pid" 2>/dev/null ) </dev/null >/dev/null 2>&1 &
+reader=$!
+exec 3<&-
 wait "$pid"
+status=$?
+# A trapped signal ends `wait` early (status > 128) while postgres is still stopping.
+while [ "$status" -gt 128 ] && kill -0 "$pid" 2>/dev/null; do
+    wait "$pid"
+    status=$?
+done
+kill "$reader" 2>/dev/null
+exit "$status"
 "#;
         let log = self.socket_dir.join("postgres.log");
-        let extra = if opts.no_sync { "-c fsync=off" } else { "" };
+        let extra = if self.opts.no_sync {
+            "-c fsync=off"
+        } else {
+            ""
+        };
         let mut cmd = Command::new("/bin/sh");
         if let Some((uid, gid)) = self.run_as {
             cmd.uid(uid).gid(gid);
@@ -434,7 +466,7 @@ wait "$pid"
             .arg(extra)
             .env("LC_ALL", "C")
             .stdin(Stdio::piped())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             // Own process group: a Ctrl-C in the terminal reaches the server, which then stops
             // the cluster after draining requests, not the cluster first.
@@ -443,11 +475,7 @@ wait "$pid"
             .spawn()
             .map_err(|e| cluster_err(Path::new("/bin/sh"), "spawn", e))?;
         let stdin = watchdog.stdin.take();
-        Ok(Owner {
-            watchdog,
-            stdin,
-            _lock: lock,
-        })
+        Ok(Server { watchdog, stdin })
     }
 
     fn wait_ready(&mut self) -> Result<(), DbError> {
@@ -457,10 +485,10 @@ wait "$pid"
             if postmaster_status(&pid_file).as_deref() == Some("ready") {
                 return Ok(());
             }
-            if let Some(owner) = &mut self.owner
-                && let Ok(Some(status)) = owner.watchdog.try_wait()
+            if let Some(server) = &mut self.server
+                && let Ok(Some(status)) = server.watchdog.try_wait()
             {
-                self.owner = None;
+                self.server = None;
                 return Err(DbError::Cluster(format!(
                     "postgres exited during start ({status}); its log says: {}",
                     log_tail(&self.socket_dir.join("postgres.log"))

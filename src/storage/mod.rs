@@ -92,6 +92,10 @@ impl Db {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
             .acquire_timeout(Duration::from_secs(3))
+            // sqlx's default, stated because recovery depends on it: a pooled connection whose
+            // server died (a restarted embedded cluster, a failover) is found and replaced
+            // before use instead of failing one request each.
+            .test_before_acquire(true)
             .connect_lazy_with(options);
         Db {
             pool,

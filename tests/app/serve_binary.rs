@@ -1,9 +1,15 @@
 //! End-to-end runs of the real `gpu-triage` binary: the embedded default, restarts (clean and
-//! `kill -9`), `DATABASE_URL`, and the message when PostgreSQL is missing.
+//! `kill -9`), an embedded PostgreSQL killed under `serve`, `DATABASE_URL`, and the message when
+//! PostgreSQL is missing.
 
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use crate::support::{binary, database_url, free_port, http_get, shared_tempdir, wait_for_status};
+use crate::support::{
+    KillOnDrop, binary, database_url, free_port, http_get, http_get_with, shared_tempdir,
+    wait_for_status, wait_until,
+};
 
 fn spawn_serve(data: &std::path::Path, port: u16) -> Child {
     binary()
@@ -30,11 +36,140 @@ fn migrate_instance(data: &std::path::Path) -> String {
     text.trim().rsplit(' ').next().unwrap().to_string()
 }
 
-fn postgres_running_in(data: &std::path::Path) -> bool {
+/// The postmaster's pid, from the first line of `postmaster.pid`, when the file is there.
+fn postmaster_pid(data: &std::path::Path) -> Option<String> {
     std::fs::read_to_string(data.join("pg/postmaster.pid"))
         .ok()
         .and_then(|t| t.lines().next().map(str::to_string))
-        .is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+fn postgres_running_in(data: &std::path::Path) -> bool {
+    postmaster_pid(data).is_some_and(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Everything `child` writes to stderr, collected by a thread as it comes (so the pipe never
+/// fills and a test can wait for a line while the process runs).
+fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    use std::io::BufRead;
+    let log = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().expect("stderr piped");
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    log
+}
+
+/// Issue 16 item 9: a PostgreSQL that dies under `serve` (here the postmaster gets SIGKILL) is
+/// restarted by `serve` on the same data, with a log line saying so, and the server is ready
+/// again without a restart of its own; a SIGTERM afterwards still stops the cluster cleanly,
+/// without being taken for another crash.
+#[test]
+fn serve_restarts_an_embedded_postgresql_that_was_killed_and_keeps_its_data() {
+    let dir = shared_tempdir();
+    let data = dir.path().join("data");
+    let port = free_port();
+    let mut child = binary()
+        .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .env("GPU_TRIAGE_DATA", &data)
+        .env("GPU_TRIAGE_LOG", "info,sqlx=warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let log = collect_stderr(&mut child);
+    let mut server = KillOnDrop(child);
+    assert!(wait_for_status(port, "/readyz", 200, 60), "serve ready");
+
+    // Data written before the kill: a report, uploaded with the first admin token.
+    let token_file = data.join("initial-admin-token");
+    wait_until(Duration::from_secs(30), "the first admin token", || {
+        token_file.exists()
+    });
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let bearer = format!("Bearer {token}");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut res = agent
+        .post(format!("http://127.0.0.1:{port}/api/v1/reports"))
+        .header("Authorization", &bearer)
+        .header("Content-Type", "multipart/form-data; boundary=b")
+        .send(
+            &crate::security::multipart_log(
+                "b",
+                b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n",
+            )[..],
+        )
+        .unwrap();
+    let body = res.body_mut().read_to_string().unwrap();
+    assert_eq!(res.status().as_u16(), 201, "{body}");
+    let created: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let report = format!("/api/v1/reports/{}", created["id"].as_i64().unwrap());
+
+    let killed = postmaster_pid(&data).expect("postmaster.pid while ready");
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &killed])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -KILL {killed}");
+    // (`/readyz` may not show the short outage: a request waits up to the pool's acquire
+    // timeout for a connection, and the restart can come within it.)
+    wait_until(Duration::from_secs(90), "a new postmaster", || {
+        postmaster_pid(&data).is_some_and(|pid| pid != killed)
+    });
+    wait_until(
+        Duration::from_secs(90),
+        "/readyz 200 after the restart",
+        || http_get(port, "/readyz").is_some_and(|(s, _)| s == 200),
+    );
+    let read = http_get_with(port, &report, &[("authorization", &bearer)]);
+    assert_eq!(
+        read.as_ref().map(|(s, _)| *s),
+        Some(200),
+        "the report uploaded before the kill: {read:?}"
+    );
+    assert!(read.unwrap().1.contains("out_of_memory"));
+    wait_until(Duration::from_secs(10), "the restart in the log", || {
+        log.lock()
+            .unwrap()
+            .contains("embedded PostgreSQL restarted and ready")
+    });
+    {
+        let log = log.lock().unwrap();
+        assert!(
+            log.contains("embedded PostgreSQL exited (killed by signal 9); restarting it"),
+            "{log}"
+        );
+    }
+
+    std::process::Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(server.0.wait().unwrap().success(), "clean exit on SIGTERM");
+    assert!(
+        !postgres_running_in(&data),
+        "the restarted cluster stopped with the server"
+    );
+    let log = log.lock().unwrap();
+    assert_eq!(
+        log.matches("embedded PostgreSQL exited").count(),
+        1,
+        "the clean stop was not taken for a crash: {log}"
+    );
 }
 
 #[test]
