@@ -10,6 +10,7 @@ mod health;
 mod html;
 pub mod limits;
 pub mod metrics;
+pub mod multipart_guard;
 pub mod server;
 mod uploads;
 
