@@ -304,15 +304,23 @@ pub struct BodyTooSlow {
 impl BodyTooSlow {
     /// Whether `err` (or anything in its source chain) is a [`BodyTooSlow`].
     pub fn find<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a BodyTooSlow> {
-        let mut cur = Some(err);
-        while let Some(e) = cur {
-            if let Some(slow) = e.downcast_ref::<BodyTooSlow>() {
-                return Some(slow);
-            }
-            cur = e.source();
-        }
-        None
+        find_source(err)
     }
+}
+
+/// The first `T` in `err`'s source chain, `err` included: how a handler tells a body wrapper's
+/// own error (a slow body, a multipart cap) from the client's connection or a malformed body.
+pub fn find_source<'a, T: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a T> {
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        cur = e.source();
+    }
+    None
 }
 
 /// Middleware: request bodies must keep up [`BodyRate`] (only requests that have a body).

@@ -10,6 +10,7 @@ mod health;
 mod html;
 pub mod limits;
 pub mod metrics;
+pub mod multipart_guard;
 pub mod server;
 mod uploads;
 
@@ -152,6 +153,9 @@ pub fn router(state: AppState) -> Router {
         .merge(api::routes(&state))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)
+        // Layers run last-added first: the multipart guard sees the body gzip-decoded, so its
+        // caps count decoded bytes like every other cap.
+        .layer(middleware::from_fn(multipart_guard::guard_multipart_body))
         .layer(middleware::from_fn(limits::decode_request_body))
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -53,10 +53,14 @@ pub(crate) async fn read_small(
     Ok(out)
 }
 
-/// A multipart failure: 408 for a body arriving too slowly, 413 over a cap, else 400.
+/// A multipart failure: 408 for a body arriving too slowly, 413 over a cap (a preamble, part
+/// header or part count over `multipart_guard`'s, or a field over its own), else 400.
 pub(crate) fn multipart_error(e: MultipartError) -> AppError {
     if let Some(slow) = crate::web::limits::BodyTooSlow::find(&e) {
         return AppError::BodyTooSlow(slow.to_string());
+    }
+    if let Some(cap) = crate::web::multipart_guard::MultipartTooLarge::find(&e) {
+        return AppError::TooLarge(cap.to_string());
     }
     if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
         AppError::TooLarge(e.body_text())

@@ -2,13 +2,17 @@
 //! control bytes are neutralized in every text stored (a crash log padded with NULs is still a
 //! text log, a worker's output with a NUL is recorded, never lost as a 500 the worker retries, a
 //! team rule with one is refused clearly; no route answers 500). Item 17: private responses are
-//! `no-store`.
+//! `no-store`. Item 13: a multipart preamble or part header that never ends is refused after a
+//! few KiB, not buffered for as long as the client sends.
 
-use axum::http::StatusCode;
+use axum::body::{Body, Bytes};
+use axum::http::{Request, StatusCode};
 use gpu_triage::auth::Scope;
+use http_body_util::{BodyExt, Channel};
 use serde_json::json;
+use tower::ServiceExt;
 
-use crate::support::TestApp;
+use crate::support::{TestApp, TestResponse};
 
 /// A log whose node died mid-write: the file system left NUL padding, and one line carries a
 /// NUL and a bell inside the error message itself.
@@ -246,4 +250,214 @@ async fn an_idempotency_key_reused_with_another_file_name_is_refused() {
     );
     assert_eq!(other.error_code(), "idempotency_key_reused");
     assert_eq!(app.count("reports").await, 1);
+}
+
+const BOUNDARY: &str = "gpu-triage-guard-test-0c1d";
+
+fn multipart_request(path: &str, auth: (&str, &str)) -> axum::http::request::Builder {
+    Request::post(path).header(auth.0, auth.1).header(
+        "content-type",
+        format!("multipart/form-data; boundary={BOUNDARY}"),
+    )
+}
+
+/// What a streamed body got: the answer, and how many bytes the client sent before the server
+/// stopped reading.
+struct Streamed {
+    res: TestResponse,
+    sent: usize,
+}
+
+/// Sends `head`, then up to `total` bytes of `fill` in 64 KiB chunks, as the body of `req`,
+/// until the server stops reading it. The client gives up at 16 MiB (a server without the
+/// multipart guard would buffer all of it, rescanning it per chunk: half a minute of CPU in a
+/// debug build): the body then ends there, unfinished.
+async fn stream_body(
+    app: &TestApp,
+    req: axum::http::request::Builder,
+    head: &[u8],
+    fill: u8,
+    total: usize,
+) -> Streamed {
+    const GIVE_UP: usize = 16 << 20;
+    let (mut tx, body) = Channel::<Bytes>::new(1);
+    let req = req.body(Body::new(body)).unwrap();
+    let router = app.router.clone();
+    let answer = tokio::spawn(async move { router.oneshot(req).await.unwrap() });
+    let piece = Bytes::from(vec![fill; 64 << 10]);
+    let mut sent = 0;
+    if tx.send_data(Bytes::copy_from_slice(head)).await.is_ok() {
+        sent += head.len();
+        while sent < total.min(GIVE_UP) && tx.send_data(piece.clone()).await.is_ok() {
+            sent += piece.len();
+        }
+    }
+    drop(tx);
+    let res = answer.await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let res = TestResponse {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    };
+    Streamed { res, sent }
+}
+
+/// Issue 16 item 2: a part header of 256 MiB with no blank line used to be buffered whole (+264
+/// MB RSS, 13 CPU-seconds) before a 400.
+#[tokio::test]
+async fn a_part_header_that_never_ends_is_refused_after_its_cap_and_nothing_is_stored() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    let head = format!(
+        "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"a.log\"\r\nX-Pad: "
+    );
+    let bearer = format!("Bearer {t}");
+    let req = multipart_request("/api/v1/reports", ("authorization", &bearer));
+    let got = stream_body(&app, req, head.as_bytes(), b'h', 256 << 20).await;
+    assert_eq!(
+        got.res.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        got.res.body
+    );
+    assert_eq!(got.res.error_code(), "too_large");
+    let message = got.res.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        message.contains("header block") && message.contains("16384-byte"),
+        "{message}"
+    );
+    assert!(
+        got.sent < 1 << 20,
+        "{} bytes sent before the answer",
+        got.sent
+    );
+    assert_eq!(app.count("reports").await, 0);
+}
+
+/// Issue 16 item 2: the same for a preamble of 200 MiB before the first boundary, on the API
+/// (JSON) and on the portal's form (an HTML error page).
+#[tokio::test]
+async fn a_preamble_that_never_reaches_the_boundary_is_refused_early_on_the_api_and_the_portal() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    let head = b"This is a multi-part message in MIME format.\r\n";
+
+    let bearer = format!("Bearer {t}");
+    let req = multipart_request("/api/v1/reports", ("authorization", &bearer));
+    let api = stream_body(&app, req, head, b'p', 200 << 20).await;
+    assert_eq!(
+        api.res.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        api.res.body
+    );
+    assert_eq!(api.res.error_code(), "too_large");
+    assert!(api.res.body.contains("preamble"), "{}", api.res.body);
+    assert!(
+        api.sent < 1 << 20,
+        "{} bytes sent before the answer",
+        api.sent
+    );
+
+    let browser = super::sign_in(&app, &t).await;
+    let req = multipart_request("/reports", ("cookie", &browser.cookie));
+    let portal = stream_body(&app, req, head, b'p', 200 << 20).await;
+    assert_eq!(
+        portal.res.status,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        portal.res.body
+    );
+    let message = super::texts(&portal.res.body, ".error-message").join(" ");
+    assert!(
+        message.contains("preamble") && message.contains("16384-byte"),
+        "{message}"
+    );
+    assert!(
+        portal.sent < 1 << 20,
+        "{} bytes sent before the answer",
+        portal.sent
+    );
+    assert_eq!(app.count("reports").await, 0);
+}
+
+/// What RFC 2046 allows and real clients send still works: a preamble, transport padding after
+/// a delimiter, several header lines, an epilogue; also gzip-encoded, where the guard counts
+/// decoded bytes (the compressed body is far longer than the preamble cap and holds no
+/// boundary).
+#[tokio::test]
+async fn an_upload_with_a_preamble_padding_and_an_epilogue_is_stored_plain_or_gzipped() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    let body = |run: &str| {
+        let mut log = format!("run {run}\n");
+        log.extend((0..20_000u64).map(|i| {
+            format!(
+                "step {i} loss {}\n",
+                i.wrapping_mul(2_654_435_761) % 100_003
+            )
+        }));
+        log.push_str("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+        format!(
+            "This is a multi-part message in MIME format.\r\n\
+             --{BOUNDARY} \t\r\n\
+             Content-Disposition: form-data; name=\"log\"; filename=\"train.log\"\r\n\
+             Content-Type: text/plain; charset=utf-8\r\n\
+             Content-Transfer-Encoding: 8bit\r\n\r\n\
+             {log}\r\n\
+             --{BOUNDARY}\r\n\
+             Content-Disposition: form-data; name=\"meta\"\r\n\r\n\
+             {{\"project\": \"vision\"}}\r\n\
+             --{BOUNDARY}--\r\n\
+             This epilogue is ignored.\r\n"
+        )
+        .into_bytes()
+    };
+    let bearer = format!("Bearer {t}");
+    let plain = multipart_request("/api/v1/reports", ("authorization", &bearer))
+        .body(Body::from(body("plain")))
+        .unwrap();
+    let res = app.send(plain).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    assert_eq!(res.json()["classification"]["category"], "out_of_memory");
+
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut gz, &body("gzipped")).unwrap();
+    let gz = gz.finish().unwrap();
+    assert!(gz.len() > 64 << 10, "{} compressed bytes", gz.len());
+    let gzipped = multipart_request("/api/v1/reports", ("authorization", &bearer))
+        .header("content-encoding", "gzip")
+        .body(Body::from(gz))
+        .unwrap();
+    let res = app.send(gzipped).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    assert_eq!(app.count("reports").await, 2);
+}
+
+#[tokio::test]
+async fn a_form_of_more_than_64_parts_is_refused_with_413() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    let browser = super::sign_in(&app, &t).await;
+    let mut body = String::new();
+    for _ in 0..65 {
+        body.push_str(&format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\ny\r\n"
+        ));
+    }
+    body.push_str(&format!("--{BOUNDARY}--\r\n"));
+    let req = multipart_request("/reports", ("cookie", &browser.cookie))
+        .body(Body::from(body))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", res.body);
+    let message = super::texts(&res.body, ".error-message").join(" ");
+    assert!(message.contains("more than 64 parts"), "{message}");
+    assert_eq!(app.count("reports").await, 0);
 }
