@@ -5,7 +5,12 @@
 //!    classes (target >= 500 req/s, p99 < 100 ms, zero 5xx);
 //! 2. search latency over HTTP with `BENCH_SEED` reports seeded through the storage layer
 //!    (default 100,000; target p95 < 50 ms);
-//! 3. one 100 MB upload, streamed, with the server's peak RSS growth (target <= 128 MiB).
+//! 3. one 100 MB upload, streamed, with the server's peak RSS growth (target <= 128 MiB);
+//! 4. a 128 MiB report viewed by 16 signed-in clients at once (root-cause page and pages
+//!    anywhere in the log, plus 4 raw downloads alongside): page p50/p99 (target < 300 ms) and
+//!    the server's peak RSS growth (target <= 256 MiB);
+//! 5. 128 slow uploads on one token (each stalled after its first bytes) while 16 clients of
+//!    another token classify: their p99 (target < 1 s) and status classes (target: all 200).
 //!
 //! Run: `cargo bench --bench api` (e.g. `BENCH_SECS=5 BENCH_SEED=20000 cargo bench --bench api`).
 
@@ -387,7 +392,247 @@ fn main() -> anyhow::Result<()> {
             "FAIL"
         }
     );
+    views(port, pid, &token, dir.path())?;
+    let hog = {
+        let out = cmd(&["token", "create", "--scope", "ingest", "--name", "hog"]).output()?;
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .find(|w| w.starts_with("gtr_"))
+            .context("hog token printed")?
+            .to_owned()
+    };
+    slow_upload_flood(port, &hog, &token, secs)?;
     drop(server);
+    Ok(())
+}
+
+/// Section 4: concurrent views of one large report.
+fn views(port: u16, pid: u32, token: &str, dir: &Path) -> anyhow::Result<()> {
+    println!("\n== 16 concurrent views of a 128 MiB report");
+    let big = dir.join("big128.log");
+    let lines = {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&big)?);
+        let mut n = 0u64;
+        while f.get_ref().metadata()?.len() < 127 << 20 {
+            for _ in 0..1000 {
+                n += 1;
+                writeln!(
+                    f,
+                    "2026-07-30T03:36:29.{n:07}Z step {n} loss=0.{n} epoch 3 |##########| tokens/s 12345"
+                )?;
+                if n == 900_000 {
+                    writeln!(
+                        f,
+                        "RuntimeError: CUDA error: an illegal memory access was encountered"
+                    )?;
+                    n += 1;
+                }
+            }
+            f.flush()?;
+        }
+        n
+    };
+    let size = big.metadata()?.len();
+    let boundary = "bench-view-boundary";
+    let pre = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"big128.log\"\r\nContent-Type: text/plain\r\n\r\n"
+    );
+    let post = format!("\r\n--{boundary}--\r\n");
+    let len = pre.len() + size as usize + post.len();
+    let mut body = pre
+        .as_bytes()
+        .chain(std::fs::File::open(&big)?)
+        .chain(post.as_bytes());
+    let (status, resp) =
+        Conn::open(port)?.request(&multipart_head(token, len, boundary), &mut body)?;
+    if status != 201 {
+        bail!(
+            "the 128 MiB upload answered {status}: {}",
+            String::from_utf8_lossy(&resp)
+        );
+    }
+    let text = String::from_utf8_lossy(&resp);
+    let id: u64 = text
+        .split("\"id\":")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|v| v.parse().ok())
+        .context("report id")?;
+    // Sign in as a browser would.
+    let form = format!("token={token}");
+    let mut conn = Conn::open(port)?;
+    conn.0.write_all(
+        format!(
+            "POST /login HTTP/1.1\r\nHost: b\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        )
+        .as_bytes(),
+    )?;
+    let mut answer = String::new();
+    conn.0.read_to_string(&mut answer)?;
+    let cookie = answer
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("set-cookie: ")
+                .or_else(|| l.strip_prefix("Set-Cookie: "))
+        })
+        .and_then(|c| c.split(';').next())
+        .context("session cookie")?
+        .to_owned();
+    // Peak RSS from here on (Linux: writing 5 to clear_refs resets VmHWM).
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5")?;
+    let before = rss_kib(pid, "VmRSS:");
+    let rounds = 8u64;
+    let viewers: Vec<_> = (0..16u64)
+        .map(|c| {
+            let cookie = cookie.clone();
+            std::thread::spawn(move || -> anyhow::Result<Vec<f64>> {
+                let mut conn = Conn::open(port)?;
+                let mut lat = Vec::new();
+                for r in 0..rounds {
+                    // The root-cause page, then pages spread over the whole log.
+                    let path = if r == 0 {
+                        format!("/reports/{id}")
+                    } else {
+                        format!(
+                            "/reports/{id}?start={}",
+                            (c * 7919 + r * 104_729) * 97 % lines + 1
+                        )
+                    };
+                    let head =
+                        format!("GET {path} HTTP/1.1\r\nHost: b\r\nCookie: {cookie}\r\n\r\n");
+                    let t = Instant::now();
+                    let (status, _) = conn.request(&head, &mut std::io::empty())?;
+                    lat.push(t.elapsed().as_secs_f64() * 1e3);
+                    if status != 200 {
+                        bail!("{path} answered {status}");
+                    }
+                }
+                Ok(lat)
+            })
+        })
+        .collect();
+    let downloads: Vec<_> = (0..4)
+        .map(|_| {
+            let cookie = cookie.clone();
+            std::thread::spawn(move || -> anyhow::Result<u64> {
+                let mut conn = Conn::open(port)?;
+                conn.0.write_all(
+                    format!("GET /reports/{id}/raw HTTP/1.1\r\nHost: b\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n")
+                        .as_bytes(),
+                )?;
+                Ok(std::io::copy(&mut conn.0, &mut std::io::sink())?)
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for v in viewers {
+        lat.extend(v.join().map_err(|_| anyhow::anyhow!("viewer panicked"))??);
+    }
+    let mut downloaded = Vec::new();
+    for d in downloads {
+        downloaded.push(
+            d.join()
+                .map_err(|_| anyhow::anyhow!("download panicked"))??,
+        );
+    }
+    let peak = rss_kib(pid, "VmHWM:");
+    let growth = peak.saturating_sub(before);
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let p99 = percentile(&lat, 0.99);
+    println!(
+        "{} lines, {size} bytes; {} page views: p50 {:.1} ms  p99 {p99:.1} ms  max {:.1} ms; \
+         raw downloads {downloaded:?} bytes each (with headers)",
+        lines,
+        lat.len(),
+        percentile(&lat, 0.5),
+        lat.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "server RSS before {} MiB, peak {} MiB (growth {} MiB)",
+        before / 1024,
+        peak / 1024,
+        growth / 1024
+    );
+    println!(
+        "target page < 300 ms (p99): {}; target <= 256 MiB RSS growth: {}",
+        if p99 < 300.0 { "PASS" } else { "FAIL" },
+        if growth <= 256 * 1024 { "PASS" } else { "FAIL" }
+    );
+    Ok(())
+}
+
+/// Section 5: one token's slow uploads must not starve other tokens.
+fn slow_upload_flood(port: u16, hog: &str, other: &str, secs: u64) -> anyhow::Result<()> {
+    println!("\n== 128 slow uploads on one token, 16 clients of another token for {secs} s");
+    let boundary = "bench-slow-boundary";
+    let part = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"log\"; filename=\"slow.log\"\r\n\r\n"
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..128 {
+        let mut s = TcpStream::connect(("127.0.0.1", port))?;
+        s.write_all(multipart_head(hog, 1 << 20, boundary).as_bytes())?;
+        s.write_all(part.as_bytes())?;
+        stalled.push(s);
+    }
+    // Those beyond the token's share are answered at once; the rest hold their slots.
+    let mut refused = 0;
+    for s in &mut stalled {
+        s.set_read_timeout(Some(Duration::from_millis(500)))?;
+        let mut buf = [0u8; 64];
+        if let Ok(n) = s.read(&mut buf)
+            && buf[..n].starts_with(b"HTTP/1.1 429")
+        {
+            refused += 1;
+        }
+    }
+    println!("slow uploads answered 429 at once: {refused} of 128 (the rest hold their slots)");
+    let stop = Instant::now() + Duration::from_secs(secs);
+    let clients: Vec<_> = (0..16)
+        .map(|_| {
+            let other = other.to_owned();
+            std::thread::spawn(move || -> anyhow::Result<(Vec<f64>, u64)> {
+                let mut conn = Conn::open(port)?;
+                let body = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+                let head = format!(
+                    "POST /api/v1/classify HTTP/1.1\r\nHost: b\r\nAuthorization: Bearer {other}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n",
+                    body.len()
+                );
+                let (mut lat, mut not_ok) = (Vec::new(), 0);
+                while Instant::now() < stop {
+                    let t = Instant::now();
+                    let (status, _) = conn.request(&head, &mut &body[..])?;
+                    lat.push(t.elapsed().as_secs_f64() * 1e3);
+                    not_ok += u64::from(status != 200);
+                }
+                Ok((lat, not_ok))
+            })
+        })
+        .collect();
+    let (mut lat, mut not_ok) = (Vec::new(), 0);
+    for c in clients {
+        let (l, n) = c.join().map_err(|_| anyhow::anyhow!("client panicked"))??;
+        lat.extend(l);
+        not_ok += n;
+    }
+    drop(stalled);
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let p99 = percentile(&lat, 0.99);
+    println!(
+        "other token: {} requests, {not_ok} not 200; p50 {:.1} ms  p99 {p99:.1} ms  max {:.1} ms",
+        lat.len(),
+        percentile(&lat, 0.5),
+        lat.last().copied().unwrap_or(0.0)
+    );
+    println!(
+        "target p99 < 1 s and all served: {}",
+        if p99 < 1000.0 && not_ok == 0 && !lat.is_empty() {
+            "PASS"
+        } else {
+            "FAIL"
+        }
+    );
     Ok(())
 }
 
