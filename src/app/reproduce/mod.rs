@@ -200,6 +200,14 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
     }
 }
 
+/// Whether `token` can be a lease at all (they are UUIDs): anything else, a NUL or other control
+/// byte included, matches no lease and never reaches a query.
+fn plausible_lease(token: &str) -> bool {
+    !token.is_empty()
+        && token.len() <= 64
+        && token.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
+
 fn lease_lost(message: &str) -> Error {
     Error::Conflict(ErrorCode::LeaseLost, message.to_owned())
 }
@@ -209,7 +217,9 @@ fn lease_lost(message: &str) -> Error {
 pub async fn heartbeat(queue: &Queue, job_id: i64, lease_token: &str) -> Result<u32, Error> {
     let lease_secs = queue.settings.lease_secs;
     let pool = queue.db.pool();
-    if store::extend_lease(pool, job_id, lease_token, lease_secs).await? {
+    if plausible_lease(lease_token)
+        && store::extend_lease(pool, job_id, lease_token, lease_secs).await?
+    {
         return Ok(lease_secs);
     }
     if store::job_exists(pool, job_id).await? {
@@ -390,6 +400,11 @@ async fn lock_for_result(
     let job = store::lock_job(&mut *tx, job_id)
         .await?
         .ok_or(Error::NotFound("job"))?;
+    if !plausible_lease(lease_token) {
+        return Err(lease_lost(
+            "the lease token is not one this server hands out",
+        ));
+    }
     if let Some(earlier) = store::attempt_of_lease(&mut *tx, job_id, lease_token).await? {
         if earlier.outcome == AttemptOutcome::Expired {
             return Err(lease_lost(

@@ -461,3 +461,264 @@ async fn a_form_of_more_than_64_parts_is_refused_with_413() {
     assert!(message.contains("more than 64 parts"), "{message}");
     assert_eq!(app.count("reports").await, 0);
 }
+
+/// Issue 16: a NUL anywhere a client can put one (path, query, JSON, form, multipart field,
+/// file name, log, script, worker output) is never a 500, on any route.
+#[tokio::test]
+async fn a_nul_anywhere_on_any_route_is_never_a_500() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("root", &[Scope::Admin]).await;
+    let up = app
+        .upload(
+            &admin,
+            &[(
+                "log",
+                Some("a.log"),
+                b"RuntimeError: CUDA error: out of memory\n",
+            )],
+            None,
+        )
+        .await;
+    assert_eq!(up.status, StatusCode::CREATED, "{}", up.body);
+    let (report, group) = (
+        up.json()["id"].as_i64().unwrap(),
+        up.json()["group_id"].as_i64().unwrap(),
+    );
+    let b = crate::browse::sign_in(&app, &admin).await;
+    let nul = "a\u{0}b";
+    let api = |method: &str, path: &str, ct: &str, body: Vec<u8>| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {admin}"))
+            .header("content-type", ct)
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let portal = |method: &str, path: &str, ct: &str, body: Vec<u8>| {
+        Request::builder()
+            .method(method)
+            .uri(path)
+            .header("cookie", &b.cookie)
+            .header("content-type", ct)
+            .body(Body::from(body))
+            .unwrap()
+    };
+    let json = |v: serde_json::Value| v.to_string().into_bytes();
+    let form = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.replace('\u{0}', "%00")))
+            .collect::<Vec<_>>()
+            .join("&")
+            .into_bytes()
+    };
+    let multipart = |parts: &[(&str, Option<&str>, &[u8])]| {
+        let mut body = Vec::new();
+        for (name, file, bytes) in parts {
+            let disposition = match file {
+                Some(f) => format!("name=\"{name}\"; filename=\"{f}\""),
+                None => format!("name=\"{name}\""),
+            };
+            body.extend_from_slice(
+                format!("--nulb\r\nContent-Disposition: form-data; {disposition}\r\n\r\n")
+                    .as_bytes(),
+            );
+            body.extend_from_slice(bytes);
+            body.extend_from_slice(b"\r\n");
+        }
+        body.extend_from_slice(b"--nulb--\r\n");
+        body
+    };
+    let (js, fm, mp, txt) = (
+        "application/json",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=nulb",
+        "text/plain",
+    );
+    let log = b"step\0\0\0\nRuntimeError: CUDA error: out of memory\0\n".as_slice();
+    let meta = json(serde_json::json!({"project": nul, "branch": nul}));
+    let rule = serde_json::json!({"id": "team.n\u{0}", "category": "library_error",
+        "title": nul, "pattern": "Boom\u{0} failed", "advice": [nul], "examples": [nul]});
+    let csrf = b.csrf.as_str();
+    let requests = vec![
+        api("GET", "/api/v1/reports/%00", txt, vec![]),
+        api("GET", &format!("/api/v1/reports/{report}%00"), txt, vec![]),
+        api("GET", "/api/v1/groups/%00", txt, vec![]),
+        api(
+            "GET",
+            "/api/v1/search?q=%00&project=%00&category=%00",
+            txt,
+            vec![],
+        ),
+        api("POST", "/api/v1/classify", txt, log.to_vec()),
+        api(
+            "POST",
+            "/api/v1/reports",
+            mp,
+            multipart(&[("log", Some("a\u{0}.log"), log)]),
+        ),
+        api(
+            "POST",
+            "/api/v1/reports",
+            mp,
+            multipart(&[("log", Some("n.log"), log)]),
+        ),
+        api(
+            "POST",
+            "/api/v1/reports",
+            mp,
+            multipart(&[("log", Some("m.log"), b"x\n"), ("meta", None, &meta)]),
+        ),
+        api(
+            "POST",
+            "/api/v1/reports",
+            mp,
+            multipart(&[
+                ("log", Some("s.log"), b"y\nRuntimeError: boom\n"),
+                (
+                    "script",
+                    Some("repro\u{0}.py"),
+                    b"import torch\0\nprint(1)\n",
+                ),
+            ]),
+        ),
+        api(
+            "POST",
+            &format!("/api/v1/groups/{group}/fixes"),
+            js,
+            json(serde_json::json!({"summary": nul, "details": nul, "link": nul})),
+        ),
+        api(
+            "POST",
+            "/api/v1/jobs/claim",
+            js,
+            json(serde_json::json!({
+            "worker": nul, "gpu": {"name": nul}, "sandbox": "bubblewrap"})),
+        ),
+        api(
+            "POST",
+            "/api/v1/jobs/%00/heartbeat",
+            js,
+            json(serde_json::json!({"lease_token": nul})),
+        ),
+        api(
+            "POST",
+            "/api/v1/jobs/1/heartbeat",
+            js,
+            json(serde_json::json!({"lease_token": nul})),
+        ),
+        api(
+            "POST",
+            "/api/v1/jobs/1/result",
+            js,
+            json(serde_json::json!({
+            "lease_token": nul, "duration_ms": 1, "stdout": nul, "stderr": nul})),
+        ),
+        api("GET", "/api/v1/rules?q=%00", txt, vec![]),
+        api("POST", "/api/v1/rules", js, json(rule.clone())),
+        api("POST", "/api/v1/rules/preview", js, json(rule.clone())),
+        api("PUT", "/api/v1/rules/%00", js, json(rule.clone())),
+        api("PUT", "/api/v1/rules/team.x", js, json(rule)),
+        api("DELETE", "/api/v1/rules/%00", txt, vec![]),
+        portal("GET", "/?q=%00", txt, vec![]),
+        portal("GET", "/reports/%00", txt, vec![]),
+        portal("GET", &format!("/reports/{report}?start=%00"), txt, vec![]),
+        portal("GET", &format!("/reports/{report}?start=1%00"), txt, vec![]),
+        portal("GET", "/reports/%00/raw", txt, vec![]),
+        portal("GET", "/groups?page=%00", txt, vec![]),
+        portal("GET", "/groups/%00", txt, vec![]),
+        portal("GET", "/search?q=%00&category=%00", txt, vec![]),
+        portal("GET", "/rules/%00", txt, vec![]),
+        portal("GET", "/rules/new?from=%00", txt, vec![]),
+        portal(
+            "POST",
+            "/reports",
+            mp,
+            multipart(&[
+                ("csrf", None, csrf.as_bytes()),
+                ("log_text", None, log),
+                ("project", None, b"p\0q"),
+                ("script", None, b"print(1)\0\n"),
+            ]),
+        ),
+        portal(
+            "POST",
+            "/reports",
+            mp,
+            multipart(&[
+                ("csrf", None, csrf.as_bytes()),
+                ("log_file", Some("f\u{0}.log"), log),
+            ]),
+        ),
+        portal(
+            "POST",
+            &format!("/groups/{group}/fixes"),
+            fm,
+            form(&[
+                ("csrf", csrf),
+                ("summary", nul),
+                ("details", nul),
+                ("link", nul),
+            ]),
+        ),
+        portal(
+            "POST",
+            "/groups/%00/fixes",
+            fm,
+            form(&[("csrf", csrf), ("summary", "x")]),
+        ),
+        portal(
+            "POST",
+            "/rules",
+            fm,
+            form(&[
+                ("csrf", csrf),
+                ("id", "team.n\u{0}"),
+                ("category", nul),
+                ("title", nul),
+                ("pattern", nul),
+                ("advice", nul),
+                ("examples", nul),
+                ("counter_examples", nul),
+                ("action", "preview"),
+            ]),
+        ),
+        portal(
+            "POST",
+            "/rules",
+            fm,
+            form(&[
+                ("csrf", csrf),
+                ("id", "team.n"),
+                ("category", "library_error"),
+                ("title", nul),
+                ("pattern", "Boom failed"),
+                ("advice", nul),
+                ("examples", "Boom failed"),
+                ("action", "save"),
+            ]),
+        ),
+        portal(
+            "POST",
+            "/rules/%00/enabled",
+            fm,
+            form(&[("csrf", csrf), ("enabled", nul)]),
+        ),
+        portal("POST", "/rules/%00/delete", fm, form(&[("csrf", csrf)])),
+        portal("POST", "/rules/reclassify", fm, form(&[("csrf", nul)])),
+        portal("POST", "/jobs/%00/requeue", fm, form(&[("csrf", csrf)])),
+        portal("POST", "/login", fm, form(&[("token", nul)])),
+        portal("POST", "/logout", fm, form(&[("csrf", nul)])),
+    ];
+    for req in requests {
+        let what = format!("{} {}", req.method(), req.uri());
+        let res = app.send(req).await;
+        assert!(
+            !res.status.is_server_error(),
+            "{what}: {} {}",
+            res.status,
+            res.body
+        );
+    }
+}
