@@ -290,26 +290,25 @@ async fn slow_uploads_on_one_token_hold_only_its_share_and_other_tokens_are_serv
         app.token("ci-b", &[Scope::Ingest, Scope::Read]).await,
     ];
     // 128 uploads on one token, each stalled after its first bytes.
-    let mut senders = Vec::new();
     let mut uploads = Vec::new();
     for _ in 0..128 {
         let (mut tx, req) = streamed_upload(&hog);
-        uploads.push(tokio::spawn(send_to(app.router.clone(), req)));
+        let task = tokio::spawn(send_to(app.router.clone(), req));
         tx.send_data(Bytes::from_static(PART_HEAD))
             .await
             .expect("send");
-        senders.push(tx);
+        uploads.push((tx, task));
     }
     // All but the token's share are refused at once, without waiting for their bodies.
     wait_until_async(
         std::time::Duration::from_secs(60),
         "the uploads beyond the token's share to be answered",
-        async || uploads.iter().filter(|u| u.is_finished()).count() >= 96,
+        async || uploads.iter().filter(|(_, u)| u.is_finished()).count() >= 96,
     )
     .await;
-    let (done, held): (Vec<_>, Vec<_>) = uploads.into_iter().partition(|u| u.is_finished());
+    let (done, held): (Vec<_>, Vec<_>) = uploads.into_iter().partition(|(_, u)| u.is_finished());
     assert_eq!((done.len(), held.len()), (96, 32));
-    for refused in done {
+    for (_, refused) in done {
         let res: TestResponse = refused.await.expect("task");
         assert_eq!(res.status, StatusCode::TOO_MANY_REQUESTS, "{}", res.body);
         assert_eq!(res.error_code(), "token_busy");
@@ -347,6 +346,7 @@ async fn slow_uploads_on_one_token_hold_only_its_share_and_other_tokens_are_serv
     // The hog itself gets nothing more until one of its uploads ends.
     let more = app.send(classify_request(&hog, OOM.to_vec(), None)).await;
     assert_eq!(more.error_code(), "token_busy", "{}", more.body);
+    let (mut senders, held): (Vec<_>, Vec<_>) = held.into_iter().unzip();
     let mut first = senders.remove(0);
     first
         .send_data(Bytes::from([OOM, b"\r\n--b--\r\n".as_slice()].concat()))
