@@ -286,6 +286,10 @@ pub struct JobResult {
     /// The worker has no GPU.
     #[serde(default)]
     pub no_gpu: bool,
+    /// The script ran under CPU translation: unchanged, with CUDA redirected to the CPU (a
+    /// worker without a GPU does this, so index errors are checked synchronously and named).
+    #[serde(default)]
+    pub cpu_translation: bool,
     /// `bwrap` or `none`.
     pub sandbox: Sandbox,
     /// A worker-side failure (the sandbox could not start, ...): a failed attempt.
@@ -369,6 +373,7 @@ pub struct Reproduction {
     pub truncated: bool,
     pub classification: Option<Classification>,
     pub no_gpu: Option<bool>,
+    pub cpu_translation: Option<bool>,
     pub sandbox: Option<Sandbox>,
     pub worker: Option<String>,
     pub reproduction_id: Option<i64>,

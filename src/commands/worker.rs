@@ -36,6 +36,11 @@ pub struct WorkerArgs {
     /// Run jobs without a GPU (CPU-reproducible failures, testing); results are marked so.
     #[arg(long)]
     pub no_gpu: bool,
+    /// Without a GPU, run scripts under CPU translation: unchanged, with CUDA redirected to the
+    /// CPU (a torch function mode loaded before the script), where PyTorch checks indices
+    /// synchronously and names the bad value at the true line. `off` runs them as they are.
+    #[arg(long, value_enum, default_value_t = CpuTranslation::Auto)]
+    pub cpu_translation: CpuTranslation,
     /// Handle at most one job, then exit (0 also when none was queued).
     #[arg(long)]
     pub once: bool,
@@ -186,6 +191,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         max_timeout: Duration::from_secs(args.timeout),
         output_cap: usize::try_from(args.output_cap).unwrap_or(1 << 20),
         once: args.once,
+        cpu_translation: args.cpu_translation == CpuTranslation::Auto,
     };
     tracing::info!(
         "worker {} claiming jobs from {server} with {}",
@@ -194,4 +200,13 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
     );
     let client = Client::new(server, token.to_owned());
     worker::work(&client, &sandbox, &config)
+}
+
+/// `worker --cpu-translation`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpuTranslation {
+    /// On a worker without a GPU.
+    Auto,
+    /// Never: scripts run as they are.
+    Off,
 }

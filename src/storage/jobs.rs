@@ -327,8 +327,10 @@ pub async fn insert_reproduction(
 ) -> Result<i64, DbError> {
     Ok(sqlx::query_scalar(
         "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
-             duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
+             duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification, \
+             cpu_translation) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         RETURNING id",
     )
     .bind(r.job_id)
     .bind(r.report_id)
@@ -345,6 +347,7 @@ pub async fn insert_reproduction(
     .bind(r.run.sandbox.as_str())
     .bind(&r.run.worker)
     .bind(Json(&r.run.classification))
+    .bind(r.run.cpu_translation)
     .fetch_one(ex)
     .await?)
 }

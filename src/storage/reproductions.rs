@@ -26,6 +26,8 @@ pub struct RunRecord {
     pub truncated: bool,
     pub gpu: Option<serde_json::Value>,
     pub no_gpu: bool,
+    /// The run had CUDA redirected to the CPU.
+    pub cpu_translation: bool,
     pub sandbox: Sandbox,
     pub worker: String,
     /// DESIGN.md section 3, of the combined output.
@@ -86,6 +88,7 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
             truncated: r.try_get("truncated")?,
             gpu: r.try_get("gpu")?,
             no_gpu: r.try_get("no_gpu")?,
+            cpu_translation: r.try_get("cpu_translation")?,
             sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
             worker: r.try_get("r_worker")?,
             classification: r.try_get::<Json<Classification>, _>("classification")?.0,
@@ -101,7 +104,7 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
              j.worker, j.requeued_from, j.requeued_by, ",
         rfc3339!("j.created_at"),
         " AS created, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
-             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.sandbox, \
+             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.sandbox, \
              r.worker AS r_worker, r.classification, ",
         rfc3339!("r.created_at"),
         " AS r_created \

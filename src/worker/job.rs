@@ -77,6 +77,11 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         stderr_extra: 128,
     };
     let sandboxed = sandbox.kind() == SandboxKind::Bwrap;
+    let launch = if config.gpu.is_none() && config.cpu_translation {
+        sandbox::Launch::CpuTranslation
+    } else {
+        sandbox::Launch::Script
+    };
     let mut result = JobResult {
         lease_token: job.lease_token.clone(),
         exit_code: None,
@@ -88,12 +93,13 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         truncated: false,
         gpu: None,
         no_gpu: config.gpu.is_none(),
+        cpu_translation: launch == sandbox::Launch::CpuTranslation,
         sandbox: WireSandbox::from(sandbox.kind()),
         error: None,
         worker: None,
     };
     let outcome = sandbox
-        .prepare(&job.script_name, &job.script)
+        .prepare(&job.script_name, &job.script, launch)
         .map_err(|e| e.to_string())
         .and_then(|prepared| {
             let marker = prepared.started_marker;

@@ -41,6 +41,8 @@ pub struct Config {
     pub output_cap: usize,
     /// Handle at most one job, then exit.
     pub once: bool,
+    /// Without a GPU, run scripts under CPU translation ([`sandbox::Launch::CpuTranslation`]).
+    pub cpu_translation: bool,
 }
 
 /// Shared between the loop and the signal thread: whether a job is running, and the flags a

@@ -228,10 +228,15 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
     }
 
     /// The command that runs `script` (saved as `/tmp/<script_name>`) with the interpreter.
-    pub fn prepare(&self, script_name: &str, script: &str) -> Result<Prepared, SandboxError> {
+    pub fn prepare(
+        &self,
+        script_name: &str,
+        script: &str,
+        launch: Launch,
+    ) -> Result<Prepared, SandboxError> {
         let name = safe_script_name(script_name);
         let Some(bwrap) = &self.bwrap else {
-            return self.prepare_unsandboxed(&name, script);
+            return self.prepare_unsandboxed(&name, script, launch);
         };
         let mut nonce = [0u8; 16];
         getrandom::fill(&mut nonce)
@@ -245,6 +250,7 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
             args.push(a.into());
         }
         args.push(self.python.clone().into());
+        args.extend(launch.interpreter_args());
         args.push(format!("/tmp/{name}").into());
         let Some((memory, limit)) = &self.memory else {
             let command = self.wrap(bwrap, args, Some(script_file(script)?));
@@ -274,7 +280,12 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
 
     /// `--unsafe-no-sandbox`: a private directory as cwd, HOME and TMPDIR, the same cleared
     /// environment, the worker's own user.
-    fn prepare_unsandboxed(&self, name: &str, script: &str) -> Result<Prepared, SandboxError> {
+    fn prepare_unsandboxed(
+        &self,
+        name: &str,
+        script: &str,
+        launch: Launch,
+    ) -> Result<Prepared, SandboxError> {
         let dir = tempfile::Builder::new()
             .prefix("gpu-triage-job-")
             .tempdir()?;
@@ -282,6 +293,7 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         std::fs::write(&path, script)?;
         let mut command = Command::new(&self.python);
         command
+            .args(launch.interpreter_args())
             .arg(&path)
             .current_dir(dir.path())
             .env_clear()
@@ -422,6 +434,29 @@ const SH_NAME: &str = "gpu-triage-sandbox";
 
 /// Run by `/bin/sh -c` inside the sandbox with `$1` the marker, then the interpreter and the
 /// script: a missing interpreter exits 1 before the marker, like bubblewrap's own failures.
+/// How the interpreter starts the script.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Launch {
+    /// `python /tmp/script.py`.
+    Script,
+    /// `python -c BOOTSTRAP /tmp/script.py`: the script runs unchanged, with CUDA redirected to
+    /// the CPU by a torch function mode (`cpu_translation.py`), so index errors are checked
+    /// synchronously and named at their true line on a machine without a GPU.
+    CpuTranslation,
+}
+
+/// The CPU translation bootstrap, passed with `-c` (no file of the worker's enters the sandbox).
+const CPU_TRANSLATION: &str = include_str!("cpu_translation.py");
+
+impl Launch {
+    fn interpreter_args(self) -> Vec<OsString> {
+        match self {
+            Launch::Script => Vec::new(),
+            Launch::CpuTranslation => vec!["-c".into(), CPU_TRANSLATION.into()],
+        }
+    }
+}
+
 const START: &str = r#"m=$1; shift
 [ -x "$1" ] || { printf '%s: the interpreter %s is not executable inside the sandbox\n' "$0" "$1" >&2; exit 1; }
 printf '%s\n' "$m" >&2

@@ -24,6 +24,7 @@ use crate::support::binary;
 mod canaries;
 mod e2e;
 mod lifecycle;
+mod torch;
 
 const TOKEN: &str = "gtr_test_worker_token_0123456789";
 
@@ -162,7 +163,10 @@ fn job(id: i64, script_name: &str, script: &str, timeout_secs: u64) -> Value {
 /// Runs the worker with `--once` (plus `args`) until it exits; fails the test after 120 s.
 fn run_worker(server: &JobServer, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = binary();
+    // The interpreters here are shells standing in for Python, so no CPU translation (Python
+    // code; `worker::torch` runs it with real PyTorch).
     cmd.args(["worker", "--server", &server.url, "--once"])
+        .args(["--cpu-translation", "off"])
         .args(args)
         .env("GPU_TRIAGE_TOKEN", TOKEN)
         .env("GPU_TRIAGE_LOG", "info")

@@ -306,6 +306,7 @@ pub async fn record_result(
                     truncated: result.truncated,
                     gpu: result.gpu.filter(|g| !g.is_null()),
                     no_gpu: result.no_gpu,
+                    cpu_translation: result.cpu_translation,
                     sandbox: result.sandbox,
                     worker,
                     classification: run.classification,

@@ -204,6 +204,7 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         truncated: r.is_some_and(|r| r.truncated),
         classification: r.map(|r| r.classification.clone()),
         no_gpu: r.map(|r| r.no_gpu),
+        cpu_translation: r.map(|r| r.cpu_translation),
         sandbox: r.map(|r| r.sandbox.clone()),
         worker: text(&j.worker),
         reproduction_id: j.reproduction.as_ref().map(|r| r.id),

@@ -70,6 +70,8 @@ pub struct ReproPanel {
     pub duration: String,
     pub gpu_name: Option<String>,
     pub no_gpu: bool,
+    /// The run had CUDA redirected to the CPU.
+    pub cpu_translation: bool,
     pub unsandboxed: bool,
     pub truncated: bool,
     pub category: crate::rules::Category,
@@ -270,7 +272,11 @@ fn panel(
     }
     let sync_view = trace_view(
         TraceView {
-            title: "Synchronous (CUDA_LAUNCH_BLOCKING=1)",
+            title: if r.cpu_translation {
+                "On the CPU (CUDA redirected to the CPU)"
+            } else {
+                "Synchronous (CUDA_LAUNCH_BLOCKING=1)"
+            },
             class: "trace-sync",
             user_label: "true failing line",
             ..TraceView::default()
@@ -289,6 +295,7 @@ fn panel(
             .and_then(|g| g["name"].as_str())
             .map(str::to_owned),
         no_gpu: r.no_gpu,
+        cpu_translation: r.cpu_translation,
         unsandboxed: r.sandbox == Sandbox::None,
         truncated: r.truncated,
         category: r.classification.category,

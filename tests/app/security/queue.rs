@@ -94,6 +94,7 @@ impl Queue {
     fn worker(&self, server: &str, python: &Path, name: &str, log: &Path) -> KillOnDrop {
         let child = binary()
             .args(["worker", "--server", server, "--once", "--no-gpu"])
+            .args(["--cpu-translation", "off"])
             .args(["--unsafe-no-sandbox", "--timeout", "120", "--name", name])
             .arg("--python")
             .arg(python)

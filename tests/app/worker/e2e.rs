@@ -99,7 +99,7 @@ fn upload_serve_and_worker_turn_an_async_report_into_its_true_line() {
     );
 }
 
-fn http_get_json(port: u16, path: &str, token: &str) -> (u16, Value) {
+pub(super) fn http_get_json(port: u16, path: &str, token: &str) -> (u16, Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

@@ -288,6 +288,8 @@ impl Running {
                 "--server",
                 &server.url,
                 "--no-gpu",
+                "--cpu-translation",
+                "off",
                 "--python",
                 "/bin/sh",
             ])

@@ -1,0 +1,190 @@
+//! Real PyTorch through the whole path: `upload` a crash log with a minimal script, `serve`
+//! queues it, the real `worker` binary claims it and runs the script in its bubblewrap sandbox
+//! (read-only system, private /tmp, no network, uid 65534) with the PyTorch that `.ci/run`
+//! installs (`GPU_TRIAGE_TORCH_PYTHON`). This machine has no GPU, so the worker runs each
+//! CUDA-hard-coded script under CPU translation: unchanged, with CUDA redirected to the CPU,
+//! where PyTorch names the bad index at the true line. With `GPU_TRIAGE_REQUIRE_TORCH` set (CI)
+//! a missing PyTorch fails instead of skipping.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use super::{have_bwrap, text};
+use crate::support::{binary, create_token, database_url, fresh_db, spawn_server};
+
+/// The interpreter with PyTorch, or `None` (skip) where this machine has none and CI does not
+/// require it.
+fn torch_python() -> Option<PathBuf> {
+    let found = std::env::var_os("GPU_TRIAGE_TORCH_PYTHON")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("GPU_TRIAGE_REQUIRE_TORCH").is_none(),
+            "GPU_TRIAGE_REQUIRE_TORCH is set but GPU_TRIAGE_TORCH_PYTHON names no interpreter"
+        );
+        eprintln!("skipped: GPU_TRIAGE_TORCH_PYTHON is not set (.ci/run installs PyTorch)");
+    }
+    found
+}
+
+/// What the user pasted: the asynchronous report, blaming a later, innocent line.
+const REPORTED: &str = "Traceback (most recent call last):\n  File \"/home/u/repro.py\", line 40, in <module>\n    print(loss.item())\nRuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n";
+
+/// A script, the line it really fails at, what PyTorch says there on the CPU, and the category.
+struct Case {
+    name: &'static str,
+    script: &'static str,
+    line: usize,
+    message: &'static str,
+    category: &'static str,
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "embedding lookup past the table (CUDA-hard-coded)",
+        script: "import torch\nimport torch.nn as nn\n\nemb = nn.Embedding(10, 4).cuda()\nidx = torch.tensor([1, 2, 10], device=\"cuda\")\ntorch.cuda.synchronize()\nout = emb(idx)\nprint(out.sum().item())\n",
+        line: 7,
+        message: "IndexError: index out of range in self",
+        category: "out_of_bounds",
+    },
+    Case {
+        name: "cross-entropy target out of range",
+        script: "import torch\nimport torch.nn.functional as F\ndevice = torch.device(\"cuda\")\nlogits = torch.randn(4, 10, device=device)\ntarget = torch.tensor([1, 2, 3, 10]).to(device)\nloss = F.cross_entropy(logits, target)\nprint(loss.item())\n",
+        line: 6,
+        message: "IndexError: Target 10 is out of bounds.",
+        category: "out_of_bounds",
+    },
+    Case {
+        name: "gather index past the dimension",
+        script: "import torch\nmodel = torch.nn.Linear(5, 5)\nmodel.cuda()\nx = torch.randn(3, 5).cuda(0)\nidx = torch.tensor([[0, 9, 1]], device=\"cuda:0\")\ny = model(x).gather(1, idx)\n",
+        line: 6,
+        message: "RuntimeError: index 9 is out of bounds for dimension 1 with size 5",
+        category: "out_of_bounds",
+    },
+    Case {
+        name: "advanced indexing (device-agnostic)",
+        script: "import torch\ndevice = \"cuda\" if torch.cuda.is_available() else \"cpu\"\nx = torch.arange(10, device=device)\ni = torch.tensor([3, 10], device=device)\ny = x[i]\n",
+        line: 5,
+        message: "IndexError: index 10 is out of bounds for dimension 0 with size 10",
+        category: "out_of_bounds",
+    },
+    Case {
+        name: "NLL with a negative target",
+        script: "import torch\nimport torch.nn.functional as F\nlogp = F.log_softmax(torch.randn(2, 5).cuda(), dim=1)\ntarget = torch.tensor([-1, 2]).cuda()\nloss = F.nll_loss(logp, target)\n",
+        line: 5,
+        message: "IndexError: Target -1 is out of bounds.",
+        category: "out_of_bounds",
+    },
+    Case {
+        name: "dtype mismatch",
+        script: "import torch\na = torch.randn(2, 3, device=\"cuda\")\nb = torch.randn(3, 2, dtype=torch.float64, device=\"cuda\")\nc = a @ b\n",
+        line: 4,
+        message: "expected m1 and m2 to have the same dtype",
+        category: "dtype_mismatch",
+    },
+    Case {
+        name: "shape mismatch",
+        script: "import torch\nlayer = torch.nn.Linear(768, 10).to(\"cuda\")\nx = torch.randn(4, 512).cuda()\ny = layer(x)\n",
+        line: 4,
+        message: "mat1 and mat2 shapes cannot be multiplied (4x512 and 768x10)",
+        category: "shape_mismatch",
+    },
+];
+
+#[test]
+fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
+    let Some(python) = torch_python() else {
+        return;
+    };
+    if !have_bwrap() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_db, options) = rt.block_on(fresh_db());
+    let url = database_url(options.get_database().unwrap());
+    let ingest = create_token(&url, "ingest", "ci");
+    let read = create_token(&url, "read", "reader");
+    let worker = create_token(&url, "worker", "cpu-host");
+    let (_server, port) = spawn_server(&url);
+    let base = format!("http://127.0.0.1:{port}");
+    let dir = crate::support::shared_tempdir();
+    let log = dir.path().join("train.log");
+
+    let run = |n: usize, script: &str| -> Value {
+        // Each log differs, so each upload is its own report.
+        std::fs::write(&log, format!("run {n}\n{REPORTED}")).unwrap();
+        let path = dir.path().join("repro.py");
+        std::fs::write(&path, script).unwrap();
+        let up = binary()
+            .args(["upload", "--server", &base, "--script"])
+            .arg(&path)
+            .arg(&log)
+            .env("GPU_TRIAGE_TOKEN", &ingest)
+            .output()
+            .unwrap();
+        assert!(up.status.success(), "{}", text(&up.stderr));
+        let printed = text(&up.stdout);
+        let report_id: i64 = printed
+            .split("/reports/")
+            .nth(1)
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|id| id.parse().ok())
+            .unwrap_or_else(|| panic!("upload printed no report URL: {printed}"));
+        let out = binary()
+            .args(["worker", "--server", &base, "--once", "--no-gpu"])
+            .args(["--timeout", "300", "--python"])
+            .arg(&python)
+            .env("GPU_TRIAGE_TOKEN", &worker)
+            .env_remove("LD_LIBRARY_PATH")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "worker: {}", text(&out.stderr));
+        let (status, report) =
+            super::e2e::http_get_json(port, &format!("/api/v1/reports/{report_id}"), &read);
+        assert_eq!(status, 200, "{report}");
+        report
+    };
+
+    for (n, case) in CASES.iter().enumerate() {
+        let report = run(n, case.script);
+        let repro = &report["reproductions"][0];
+        let stderr = repro["stderr"].as_str().unwrap_or_default();
+        let what = format!("{}: {repro}", case.name);
+        assert_eq!(repro["state"], "done", "{what}");
+        assert_eq!(repro["sandbox"], "bwrap", "{what}");
+        assert_eq!(repro["cpu_translation"], true, "{what}");
+        assert_eq!(repro["exit_code"], 1, "{what}");
+        assert!(stderr.contains(case.message), "{what}");
+        // The traceback starts at the user's script and names the true line.
+        let at = format!("File \"/tmp/repro.py\", line {}, in <module>", case.line);
+        assert!(stderr.contains(&at), "{at} not in {what}");
+        assert!(
+            !stderr.contains("<string>") && !stderr.contains("runpy"),
+            "{what}"
+        );
+        assert_eq!(repro["classification"]["category"], case.category, "{what}");
+        // A synchronous, specific result is what the report's headline follows.
+        assert_eq!(report["category"], case.category, "{}: {report}", case.name);
+    }
+
+    // Placement: moved to the CPU, a device mismatch disappears and the run succeeds.
+    let report = run(
+        CASES.len(),
+        "import torch\na = torch.randn(3, 3, device=\"cuda\")\nb = torch.randn(3, 3)\nprint((a @ b).shape)\n",
+    );
+    let repro = &report["reproductions"][0];
+    assert_eq!(repro["cpu_translation"], true, "{repro}");
+    assert_eq!(repro["exit_code"], 0, "{repro}");
+    assert!(
+        repro["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("torch.Size([3, 3])"),
+        "{repro}"
+    );
+}
