@@ -80,6 +80,8 @@ pub struct ReproPanel {
     pub moved: Option<String>,
     /// Said when both name the same line.
     pub same: Option<String>,
+    /// What a clean run on the CPU means for the reported failure.
+    pub cpu_note: Option<String>,
     /// The reported and the synchronous trace, in that order.
     pub traces: Vec<TraceView>,
     pub stdout: String,
@@ -124,6 +126,8 @@ pub struct Reported {
     base: usize,
     tb: Option<crate::ingest::traceback::Traceback>,
     root_line: Option<usize>,
+    /// The log's own category.
+    category: Option<crate::rules::Category>,
 }
 
 impl Reported {
@@ -143,6 +147,7 @@ impl Reported {
             root_line: root_line(classification)
                 .and_then(|n| n.checked_sub(base))
                 .filter(|&n| n >= 1),
+            category: Some(classification.category),
         }
     }
 
@@ -302,6 +307,7 @@ fn panel(
         title: r.classification.title.clone(),
         moved,
         same,
+        cpu_note: cpu_note(r, reported.category),
         traces: vec![reported_view, sync_view],
         stdout: shown_output(&r.stdout),
         stderr: shown_output(&r.stderr),
@@ -336,6 +342,27 @@ fn shown_output(text: &str) -> String {
         })
         .collect();
     note + &shown
+}
+
+/// What it means when the script ran to the end on the CPU: the failure needs the GPU.
+fn cpu_note(r: &RunRecord, reported: Option<crate::rules::Category>) -> Option<String> {
+    use crate::rules::Category;
+    if !r.cpu_translation || r.exit_code != Some(0) || r.timed_out {
+        return None;
+    }
+    Some(match reported {
+        Some(Category::DeviceMismatch) => "With every tensor moved to the CPU the script ran to \
+            the end: the reported failure is one of placement (a tensor or module left on \
+            another device), not of values."
+            .into(),
+        Some(Category::IllegalMemoryAccess) => "The script ran to the end on the CPU: the \
+            illegal access is in a CUDA kernel or the driver (a custom kernel, a library bug, \
+            a faulty GPU), which the CPU does not share. Run it on a GPU worker."
+            .into(),
+        _ => "The script ran to the end on the CPU: the reported failure needs the GPU (or \
+            did not reproduce); run it on a GPU worker."
+            .into(),
+    })
 }
 
 fn outcome(r: &RunRecord) -> String {
@@ -551,5 +578,40 @@ mod tests {
         let v = trace_view(TraceView::default(), &lines(&text), None, None, None);
         assert_eq!(v.lines.first().map(|l| l.number), Some(11));
         assert_eq!(v.lines.last().map(|l| l.number), Some(30));
+    }
+
+    #[test]
+    fn a_clean_run_on_the_cpu_says_what_it_means_for_the_reported_failure() {
+        use crate::rules::Category;
+        let run = |cpu_translation: bool, exit_code: i32| RunRecord {
+            attempt: 1,
+            exit_code: Some(exit_code),
+            signal: None,
+            timed_out: false,
+            duration_ms: 10,
+            stdout: String::new(),
+            stderr: String::new(),
+            truncated: false,
+            gpu: None,
+            no_gpu: true,
+            cpu_translation,
+            sandbox: Sandbox::Bwrap,
+            worker: "w".into(),
+            classification: crate::rules::Ruleset::builtin()
+                .expect("builtin")
+                .classify_bytes("run", b"ok\n"),
+        };
+        let placement = cpu_note(&run(true, 0), Some(Category::DeviceMismatch));
+        assert!(placement.is_some_and(|n| n.contains("placement")));
+        let kernel = cpu_note(&run(true, 0), Some(Category::IllegalMemoryAccess));
+        assert!(kernel.is_some_and(|n| n.contains("kernel or the driver")));
+        assert_eq!(
+            cpu_note(&run(true, 1), Some(Category::DeviceMismatch)),
+            None
+        );
+        assert_eq!(
+            cpu_note(&run(false, 0), Some(Category::DeviceMismatch)),
+            None
+        );
     }
 }

@@ -113,9 +113,9 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
     let dir = crate::support::shared_tempdir();
     let log = dir.path().join("train.log");
 
-    let run = |n: usize, script: &str| -> Value {
+    let run = |n: usize, reported: &str, script: &str| -> (i64, Value) {
         // Each log differs, so each upload is its own report.
-        std::fs::write(&log, format!("run {n}\n{REPORTED}")).unwrap();
+        std::fs::write(&log, format!("run {n}\n{reported}")).unwrap();
         let path = dir.path().join("repro.py");
         std::fs::write(&path, script).unwrap();
         let up = binary()
@@ -147,11 +147,11 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
         let (status, report) =
             super::e2e::http_get_json(port, &format!("/api/v1/reports/{report_id}"), &read);
         assert_eq!(status, 200, "{report}");
-        report
+        (report_id, report)
     };
 
     for (n, case) in CASES.iter().enumerate() {
-        let report = run(n, case.script);
+        let (_, report) = run(n, REPORTED, case.script);
         let repro = &report["reproductions"][0];
         let stderr = repro["stderr"].as_str().unwrap_or_default();
         let what = format!("{}: {repro}", case.name);
@@ -173,10 +173,12 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
     }
 
     // Placement: moved to the CPU, a device mismatch disappears and the run succeeds.
-    let report = run(
+    let (id, report) = run(
         CASES.len(),
+        "Traceback (most recent call last):\n  File \"/home/u/repro.py\", line 4, in <module>\n    print((a @ b).shape)\nRuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
         "import torch\na = torch.randn(3, 3, device=\"cuda\")\nb = torch.randn(3, 3)\nprint((a @ b).shape)\n",
     );
+    assert_eq!(report["category"], "device_mismatch", "{report}");
     let repro = &report["reproductions"][0];
     assert_eq!(repro["cpu_translation"], true, "{repro}");
     assert_eq!(repro["exit_code"], 0, "{repro}");
@@ -187,4 +189,42 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
             .contains("torch.Size([3, 3])"),
         "{repro}"
     );
+    // The page says what a clean run on the CPU means for a device mismatch.
+    let page = report_page(port, id, &read);
+    assert!(
+        page.contains("On the CPU (CUDA redirected to the CPU)"),
+        "{page}"
+    );
+    assert!(
+        page.contains("the reported failure is one of placement"),
+        "{page}"
+    );
+}
+
+/// The report page as a signed-in reader sees it.
+fn report_page(port: u16, id: i64, token: &str) -> String {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let login = agent
+        .post(format!("http://127.0.0.1:{port}/login"))
+        .send_form([("token", token)])
+        .unwrap();
+    let cookie = login
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    agent
+        .get(format!("http://127.0.0.1:{port}/reports/{id}"))
+        .header("Cookie", &cookie)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap()
 }
