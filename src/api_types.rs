@@ -290,6 +290,10 @@ pub struct JobResult {
     /// worker without a GPU does this, so index errors are checked synchronously and named).
     #[serde(default)]
     pub cpu_translation: bool,
+    /// After a GPU run that ended in a device-side assert or an illegal memory access: the same
+    /// script again under CPU translation, where PyTorch names the bad value at the true line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuRun>,
     /// `bwrap` or `none`.
     pub sandbox: Sandbox,
     /// A worker-side failure (the sandbox could not start, ...): a failed attempt.
@@ -374,6 +378,8 @@ pub struct Reproduction {
     pub classification: Option<Classification>,
     pub no_gpu: Option<bool>,
     pub cpu_translation: Option<bool>,
+    /// The follow-up run on the CPU, when there was one.
+    pub cpu_run: Option<CpuRun>,
     pub sandbox: Option<Sandbox>,
     pub worker: Option<String>,
     pub reproduction_id: Option<i64>,
@@ -418,6 +424,29 @@ pub struct ReportDetail {
     pub category_source: CategorySource,
     /// The log's category when the headline follows a reproduction.
     pub original_category: Option<Category>,
+}
+
+/// A follow-up run of a script under CPU translation (`JobResult::cpu`), and as stored and shown
+/// with its classification.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuRun {
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub duration_ms: u64,
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    #[serde(default)]
+    pub truncated: bool,
+    /// The server's classification of its output (a worker's own is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classification: Option<Classification>,
 }
 
 #[cfg(test)]

@@ -328,8 +328,8 @@ pub async fn insert_reproduction(
     Ok(sqlx::query_scalar(
         "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
              duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification, \
-             cpu_translation) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             cpu_translation, cpu_run) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
          RETURNING id",
     )
     .bind(r.job_id)
@@ -348,6 +348,7 @@ pub async fn insert_reproduction(
     .bind(&r.run.worker)
     .bind(Json(&r.run.classification))
     .bind(r.run.cpu_translation)
+    .bind(r.run.cpu.as_ref().map(Json))
     .fetch_one(ex)
     .await?)
 }

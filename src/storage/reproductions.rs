@@ -28,6 +28,8 @@ pub struct RunRecord {
     pub no_gpu: bool,
     /// The run had CUDA redirected to the CPU.
     pub cpu_translation: bool,
+    /// The follow-up run on the CPU after a GPU run, with its classification.
+    pub cpu: Option<crate::api_types::CpuRun>,
     pub sandbox: Sandbox,
     pub worker: String,
     /// DESIGN.md section 3, of the combined output.
@@ -89,6 +91,9 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
             gpu: r.try_get("gpu")?,
             no_gpu: r.try_get("no_gpu")?,
             cpu_translation: r.try_get("cpu_translation")?,
+            cpu: r
+                .try_get::<Option<Json<crate::api_types::CpuRun>>, _>("cpu_run")?
+                .map(|j| j.0),
             sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
             worker: r.try_get("r_worker")?,
             classification: r.try_get::<Json<Classification>, _>("classification")?.0,
@@ -104,7 +109,7 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
              j.worker, j.requeued_from, j.requeued_by, ",
         rfc3339!("j.created_at"),
         " AS created, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
-             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.sandbox, \
+             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.cpu_run, r.sandbox, \
              r.worker AS r_worker, r.classification, ",
         rfc3339!("r.created_at"),
         " AS r_created \

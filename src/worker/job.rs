@@ -12,7 +12,8 @@ use super::client::{self, Client, Job, JobResult, Reply};
 use super::run::{self, Limits};
 use super::sandbox::{self, Sandbox, SandboxKind};
 use super::{Config, peak_rss_bytes, probe};
-use crate::api_types::Sandbox as WireSandbox;
+use crate::api_types::{CpuRun, Sandbox as WireSandbox};
+use crate::rules::{Category, Ruleset};
 
 /// Result post attempts before giving up.
 const RESULT_ATTEMPTS: u32 = 8;
@@ -94,6 +95,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         gpu: None,
         no_gpu: config.gpu.is_none(),
         cpu_translation: launch == sandbox::Launch::CpuTranslation,
+        cpu: None,
         sandbox: WireSandbox::from(sandbox.kind()),
         error: None,
         worker: None,
@@ -153,6 +155,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     }
     result.stdout = out.stdout.text;
     result.stderr = out.stderr.text;
+    result.cpu = cpu_follow_up(sandbox, config, job, limits, cancel, &result);
     let rss = peak_rss_bytes().map_or("?".into(), |b| format!("{}", b >> 20));
     tracing::info!(
         "job {}: exit code {:?}, signal {:?}, timed out {}, {} ms, stdout {} B, stderr {} B, \
@@ -167,6 +170,85 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         result.truncated,
     );
     result
+}
+
+/// After a GPU run that ended in a device-side assert or an illegal memory access, the same
+/// script again under CPU translation: on the CPU PyTorch checks indices synchronously and names
+/// the bad value at the true line, the best next step for such a failure.
+fn cpu_follow_up(
+    sandbox: &Sandbox,
+    config: &Config,
+    job: &Job,
+    limits: Limits,
+    cancel: &dyn Fn() -> bool,
+    first: &JobResult,
+) -> Option<CpuRun> {
+    if config.gpu.is_none() || !config.cpu_translation || first.error.is_some() || cancel() {
+        return None;
+    }
+    let ruleset = Ruleset::builtin()
+        .inspect_err(|e| tracing::warn!("the built-in ruleset does not compile: {e}"))
+        .ok()?;
+    let output = format!("{}\n{}", first.stderr, first.stdout);
+    let category = ruleset.classify_bytes("run", output.as_bytes()).category;
+    if !matches!(
+        category,
+        Category::OutOfBounds | Category::IllegalMemoryAccess
+    ) {
+        return None;
+    }
+    tracing::info!(
+        "job {}: {} on the GPU; running the script again under CPU translation",
+        job.job_id,
+        category.as_str()
+    );
+    let ran = sandbox
+        .prepare(
+            &job.script_name,
+            &job.script,
+            sandbox::Launch::CpuTranslation,
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|prepared| {
+            let marker = prepared.started_marker;
+            run::run(prepared.command, limits, cancel, prepared.gate)
+                .map(|out| (out, marker))
+                .map_err(|e| e.to_string())
+        });
+    let (mut out, marker) = match ran {
+        Ok(done) => done,
+        Err(e) => {
+            tracing::warn!("job {}: the CPU run could not start: {e}", job.job_id);
+            return None;
+        }
+    };
+    let (exit_code, signal) =
+        run::code_and_signal(out.status, sandbox.kind() == SandboxKind::Bwrap);
+    if let Some(m) = marker.as_deref()
+        && let Some(why) = sandbox::sandbox_failure(&mut out.stderr.text, m, exit_code)
+    {
+        tracing::warn!("job {}: the CPU run did not start: {why}", job.job_id);
+        return None;
+    }
+    let mut truncated = out.stdout.truncated || out.stderr.truncated;
+    if out.stderr.text.len() > config.output_cap {
+        let mut end = config.output_cap;
+        while !out.stderr.text.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.stderr.text.truncate(end);
+        truncated = true;
+    }
+    Some(CpuRun {
+        exit_code,
+        signal,
+        timed_out: out.timed_out,
+        duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+        stdout: out.stdout.text,
+        stderr: out.stderr.text,
+        truncated,
+        classification: None,
+    })
 }
 
 /// The GPU facts sent with a result: probed again (DESIGN.md section 7), else those of start.

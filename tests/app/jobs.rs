@@ -765,3 +765,46 @@ fn the_served_binary_long_polls_reaps_in_the_background_and_records_results() {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
 }
+
+#[tokio::test]
+async fn a_cpu_follow_up_run_is_classified_stored_scrubbed_and_shown_as_a_third_trace() {
+    let app = TestApp::spawn().await;
+    let (ingest, worker) = tokens(&app).await;
+    let (report, job) = report_with_script(&app, &ingest, ASYNC_LOG).await;
+    let (_, lease, _) = claim_ok(&app, &worker, "gpu-host-7").await;
+    let cpu_stderr = format!(
+        "Traceback (most recent call last):\n  File \"/tmp/repro.py\", line 13, in <module>\n    out = emb(idx)\nIndexError: index out of range in self\nHF_TOKEN={HF_SECRET}\u{0}\n"
+    );
+    let mut body = result_body(&lease, "", SYNC_STDERR);
+    body["cpu"] = json!({"exit_code": 1, "timed_out": false, "duration_ms": 900,
+                         "stdout": "", "stderr": cpu_stderr, "truncated": false});
+    let res = app
+        .post_json(&worker, &format!("/api/v1/jobs/{job}/result"), &body)
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+
+    let api = app
+        .get_as(&ingest, &format!("/api/v1/reports/{report}"))
+        .await
+        .json();
+    let cpu = &api["reproductions"][0]["cpu_run"];
+    assert_eq!(cpu["exit_code"], 1, "{api}");
+    // The server classifies it, scrubbed of secrets and NUL bytes.
+    assert_eq!(cpu["classification"]["category"], "out_of_bounds", "{cpu}");
+    let stderr = cpu["stderr"].as_str().unwrap();
+    assert!(
+        !stderr.contains(HF_SECRET) && !stderr.contains('\u{0}'),
+        "{stderr}"
+    );
+
+    let b = crate::browse::sign_in(&app, &ingest).await;
+    let page = crate::browse::page(&app, &b.cookie, &format!("/reports/{report}")).await;
+    let titles = crate::browse::texts(&page.body, ".trace h3");
+    assert_eq!(titles.len(), 3, "{titles:?}");
+    assert!(titles[2].contains("On the CPU"), "{titles:?}");
+    let line = crate::browse::texts(&page.body, "p.cpu-line");
+    assert_eq!(
+        line,
+        ["On the CPU: IndexError: index out of range in self at repro.py:13 out = emb(idx)"]
+    );
+}

@@ -165,9 +165,11 @@ fn run_worker(server: &JobServer, args: &[&str], env: &[(&str, &str)]) -> Output
     let mut cmd = binary();
     // The interpreters here are shells standing in for Python, so no CPU translation (Python
     // code; `worker::torch` runs it with real PyTorch).
-    cmd.args(["worker", "--server", &server.url, "--once"])
-        .args(["--cpu-translation", "off"])
-        .args(args)
+    cmd.args(["worker", "--server", &server.url, "--once"]);
+    if !args.contains(&"--cpu-translation") {
+        cmd.args(["--cpu-translation", "off"]);
+    }
+    cmd.args(args)
         .env("GPU_TRIAGE_TOKEN", TOKEN)
         .env("GPU_TRIAGE_LOG", "info")
         .env_remove("LD_LIBRARY_PATH")

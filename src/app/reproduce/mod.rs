@@ -18,7 +18,7 @@ pub use traces::{UserFrame, combined_output, location, main_traceback, moved_sen
 
 use super::{Error, blocking};
 use crate::api_types::{
-    ClaimRequest, ClaimedJob, ErrorCode, JobResult, JobState, ResultReply, Sandbox,
+    ClaimRequest, ClaimedJob, CpuRun, ErrorCode, JobResult, JobState, ResultReply, Sandbox,
 };
 use crate::ingest::scrub;
 use crate::rules::{Category, Classification, Ruleset};
@@ -263,8 +263,23 @@ pub async fn record_result(
                 std::mem::take(&mut result.stdout),
                 std::mem::take(&mut result.stderr),
             );
+            let cpu = result.cpu.take();
             let ruleset = Arc::clone(&ruleset);
-            Some(blocking(move || scrub_and_classify(&ruleset, &stdout, &stderr)).await?)
+            Some(
+                blocking(move || {
+                    let cpu = cpu.map(|c| {
+                        let s = scrub_and_classify(&ruleset, &c.stdout, &c.stderr);
+                        CpuRun {
+                            stdout: s.stdout,
+                            stderr: s.stderr,
+                            classification: Some(s.classification),
+                            ..c
+                        }
+                    });
+                    (scrub_and_classify(&ruleset, &stdout, &stderr), cpu)
+                })
+                .await?,
+            )
         }
     };
     let mut tx = queue.db.pool().begin().await.map_err(DbError::from)?;
@@ -290,7 +305,7 @@ pub async fn record_result(
         request_sha256: &sha,
     };
     let recorded = match (classified, &result.error) {
-        (Some(run), _) => {
+        (Some((run, cpu)), _) => {
             store::insert_attempt(&mut *tx, &attempt).await?;
             let new = NewReproduction {
                 job_id,
@@ -307,6 +322,7 @@ pub async fn record_result(
                     gpu: result.gpu.filter(|g| !g.is_null()),
                     no_gpu: result.no_gpu,
                     cpu_translation: result.cpu_translation,
+                    cpu,
                     sandbox: result.sandbox,
                     worker,
                     classification: run.classification,
@@ -447,7 +463,14 @@ async fn lock_for_result(
 }
 
 fn validate(result: &mut JobResult, cap: usize) -> Result<(), Error> {
-    for (name, text) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
+    let cpu = result.cpu.as_ref();
+    for (name, text) in [
+        ("stdout", Some(&result.stdout)),
+        ("stderr", Some(&result.stderr)),
+        ("cpu.stdout", cpu.map(|c| &c.stdout)),
+        ("cpu.stderr", cpu.map(|c| &c.stderr)),
+    ] {
+        let Some(text) = text else { continue };
         if text.len() > cap {
             return Err(Error::TooLarge(format!(
                 "{name} is larger than the {cap}-byte limit; cut it and set truncated"

@@ -205,6 +205,7 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         classification: r.map(|r| r.classification.clone()),
         no_gpu: r.map(|r| r.no_gpu),
         cpu_translation: r.map(|r| r.cpu_translation),
+        cpu_run: r.and_then(|r| r.cpu.clone()),
         sandbox: r.map(|r| r.sandbox.clone()),
         worker: text(&j.worker),
         reproduction_id: j.reproduction.as_ref().map(|r| r.id),

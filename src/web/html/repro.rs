@@ -82,6 +82,8 @@ pub struct ReproPanel {
     pub same: Option<String>,
     /// What a clean run on the CPU means for the reported failure.
     pub cpu_note: Option<String>,
+    /// The follow-up run on the CPU in one line: "On the CPU: `IndexError: ...` at repro.py:13".
+    pub cpu_line: Option<String>,
     /// The reported and the synchronous trace, in that order.
     pub traces: Vec<TraceView>,
     pub stdout: String,
@@ -308,7 +310,15 @@ fn panel(
         moved,
         same,
         cpu_note: cpu_note(r, reported.category),
-        traces: vec![reported_view, sync_view],
+        cpu_line: r.cpu.as_ref().and_then(cpu_line),
+        traces: [
+            Some(reported_view),
+            Some(sync_view),
+            r.cpu.as_ref().map(cpu_view),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
         stdout: shown_output(&r.stdout),
         stderr: shown_output(&r.stderr),
     }
@@ -342,6 +352,44 @@ fn shown_output(text: &str) -> String {
         })
         .collect();
     note + &shown
+}
+
+/// The follow-up CPU run's traceback, as a third column.
+fn cpu_view(cpu: &crate::api_types::CpuRun) -> TraceView {
+    let combined = repro::combined_output(&cpu.stderr, &cpu.stdout);
+    let tb = repro::main_traceback(&combined);
+    let lines: Vec<String> = combined.lines().map(str::to_owned).collect();
+    let root = cpu.classification.as_ref().and_then(root_line);
+    trace_view(
+        TraceView {
+            title: "On the CPU (CUDA redirected to the CPU)",
+            class: "trace-cpu",
+            user_label: "failing line on the CPU",
+            ..TraceView::default()
+        },
+        &lines,
+        tb.as_ref(),
+        root,
+        None,
+    )
+}
+
+/// "On the CPU: `IndexError: index out of range in self` at repro.py:13", or what the CPU run
+/// did when it raised nothing.
+fn cpu_line(cpu: &crate::api_types::CpuRun) -> Option<String> {
+    let combined = repro::combined_output(&cpu.stderr, &cpu.stdout);
+    let tb = repro::main_traceback(&combined);
+    let at = tb.as_ref().and_then(repro::location);
+    let exception = tb.as_ref().and_then(|t| t.exception.clone());
+    Some(match (exception, at, cpu.exit_code) {
+        (Some(e), Some(at), _) => format!("On the CPU: {} at {}", e.trim(), at),
+        (Some(e), None, _) => format!("On the CPU: {}", e.trim()),
+        (None, _, Some(0)) => "On the CPU the script ran to the end: the failure needs the GPU \
+            (a kernel, driver or hardware fault the CPU does not share)."
+            .into(),
+        _ if cpu.timed_out => "On the CPU the script timed out.".into(),
+        _ => return None,
+    })
 }
 
 /// What it means when the script ran to the end on the CPU: the failure needs the GPU.
@@ -595,6 +643,7 @@ mod tests {
             gpu: None,
             no_gpu: true,
             cpu_translation,
+            cpu: None,
             sandbox: Sandbox::Bwrap,
             worker: "w".into(),
             classification: crate::rules::Ruleset::builtin()

@@ -62,6 +62,9 @@ fn upload_serve_and_worker_turn_an_async_report_into_its_true_line() {
             &base,
             "--once",
             "--no-gpu",
+            // The fake interpreter's CUDA_LAUNCH_BLOCKING path is under test here.
+            "--cpu-translation",
+            "off",
             "--timeout",
             "60",
         ])

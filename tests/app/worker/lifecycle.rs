@@ -20,6 +20,17 @@ use crate::support::wait_until;
 /// synchronous and the error surfaces at `emb(idx)`.
 const FAKE_PYTHON: &str = r#"#!/bin/sh
 script="$1"
+if [ "$1" = "-c" ]; then
+# CPU translation (`python -c BOOTSTRAP script`): PyTorch names the bad index on the CPU.
+cat >&2 <<'EOF'
+gpu-triage: CPU translation run (CUDA redirected to the CPU)
+Traceback (most recent call last):
+  File "/tmp/train.py", line 41, in <module>
+    out = emb(idx)
+IndexError: index out of range in self
+EOF
+exit 1
+fi
 cat >&2 <<'EOF'
 ../aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [12,0,0], thread: [96,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
 ../aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [12,0,0], thread: [97,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
@@ -64,6 +75,69 @@ pub(super) fn fake_python(dir: &Path) -> PathBuf {
     std::fs::write(&python, FAKE_PYTHON).unwrap();
     std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
     python
+}
+
+#[test]
+fn a_device_side_assert_on_the_gpu_is_followed_by_a_run_on_the_cpu() {
+    let (Some(stub), true) = (stub_cuda_dir(), have_bwrap()) else {
+        return;
+    };
+    let dir = crate::support::shared_tempdir();
+    let python = fake_python(dir.path());
+    let server = JobServer::start(vec![job(8, "train.py", "import torch  # repro\n", 60)]);
+    let out = run_worker(
+        &server,
+        &[
+            "--python",
+            python.to_str().unwrap(),
+            "--gpu",
+            "0",
+            "--cpu-translation",
+            "auto",
+        ],
+        &[("LD_LIBRARY_PATH", stub.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result = server.only_result(8);
+    // The GPU run is the synchronous one, as before; the CPU run follows it.
+    assert_eq!(result["cpu_translation"], false, "{result}");
+    assert!(
+        result["stderr"]
+            .as_str()
+            .unwrap()
+            .contains("device-side assert")
+    );
+    let cpu = &result["cpu"];
+    assert_eq!(cpu["exit_code"], 1, "{result}");
+    let stderr = cpu["stderr"].as_str().unwrap();
+    assert!(
+        stderr.contains(
+            "line 41, in <module>\n    out = emb(idx)\nIndexError: index out of range in self"
+        ),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("sandbox started"),
+        "the start marker is stripped: {stderr}"
+    );
+    assert!(text(&out.stderr).contains("running the script again under CPU translation"));
+}
+
+#[test]
+fn without_cpu_translation_a_gpu_failure_gets_no_cpu_run() {
+    let (Some(stub), true) = (stub_cuda_dir(), have_bwrap()) else {
+        return;
+    };
+    let dir = crate::support::shared_tempdir();
+    let python = fake_python(dir.path());
+    let server = JobServer::start(vec![job(9, "train.py", "import torch  # repro\n", 60)]);
+    let out = run_worker(
+        &server,
+        &["--python", python.to_str().unwrap(), "--gpu", "0"],
+        &[("LD_LIBRARY_PATH", stub.to_str().unwrap())],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(server.only_result(9).get("cpu").is_none());
 }
 
 #[test]
