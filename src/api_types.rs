@@ -239,6 +239,13 @@ pub struct ClaimedJob {
     pub script_name: String,
     /// The server's wall-clock limit for the run.
     pub timeout_secs: u32,
+    /// Runs asked for (1-5): the worker runs the script this many times and reports each.
+    #[serde(default = "one_run")]
+    pub repeats: u8,
+}
+
+fn one_run() -> u8 {
+    1
 }
 
 /// `POST /api/v1/jobs/{id}/heartbeat` request.
@@ -294,6 +301,10 @@ pub struct JobResult {
     /// script again under CPU translation, where PyTorch names the bad value at the true line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuRun>,
+    /// With `repeats` > 1: every run's outcome, in order (the output sent is the first failing
+    /// run's, else the last run's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunOutcome>,
     /// `bwrap` or `none`.
     pub sandbox: Sandbox,
     /// A worker-side failure (the sandbox could not start, ...): a failed attempt.
@@ -380,6 +391,10 @@ pub struct Reproduction {
     pub cpu_translation: Option<bool>,
     /// The follow-up run on the CPU, when there was one.
     pub cpu_run: Option<CpuRun>,
+    /// With repeats: every run's outcome.
+    pub runs: Vec<RunOutcome>,
+    /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
+    pub verdict: String,
     pub sandbox: Option<Sandbox>,
     pub worker: Option<String>,
     pub reproduction_id: Option<i64>,
@@ -424,6 +439,33 @@ pub struct ReportDetail {
     pub category_source: CategorySource,
     /// The log's category when the headline follows a reproduction.
     pub original_category: Option<Category>,
+}
+
+/// The most runs a job may ask for (`meta.repeats`).
+pub const MAX_REPEATS: u8 = 5;
+
+/// One of a job's repeated runs: how it ended and where it failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunOutcome {
+    #[serde(default)]
+    pub exit_code: Option<i32>,
+    #[serde(default)]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub timed_out: bool,
+    #[serde(default)]
+    pub duration_ms: u64,
+    /// The user's failing line (`repro.py:13`), when the run raised.
+    #[serde(default)]
+    pub failing_line: Option<String>,
+}
+
+impl RunOutcome {
+    /// Whether the run failed (non-zero exit, a signal, or the timeout).
+    #[must_use]
+    pub fn failed(&self) -> bool {
+        self.exit_code != Some(0) || self.signal.is_some() || self.timed_out
+    }
 }
 
 /// A follow-up run of a script under CPU translation (`JobResult::cpu`), and as stored and shown

@@ -37,6 +37,11 @@ pub struct UploadArgs {
     /// A minimal Python script that reproduces the failure (queued for a GPU worker).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Runs of the script a worker makes (1-5), to tell a deterministic failure from a flaky
+    /// one ("fails 5/5 at repro.py:13", "flaky: fails 2/5").
+    #[arg(long, value_name = "N", requires = "script",
+          value_parser = clap::value_parser!(u8).range(1..=i64::from(crate::api_types::MAX_REPEATS)))]
+    pub repeats: Option<u8>,
     /// Metadata as key=value (job_url, commit, branch, environment); repeatable. Empty values
     /// are skipped.
     #[arg(long = "meta", value_name = "KEY=VALUE")]
@@ -58,7 +63,10 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         return Err(BadInput("the API token has characters a header cannot carry".into()).into());
     }
     let server = server_base(&args.server)?;
-    let meta = build_meta(args.project.as_deref(), &args.meta)?;
+    let mut meta = build_meta(args.project.as_deref(), &args.meta)?;
+    if let Some(n) = args.repeats {
+        meta.insert("repeats".into(), n.into());
+    }
     for path in args.script.iter().chain(&args.logs) {
         check_readable(path)?;
     }

@@ -14,6 +14,8 @@ pub struct Group {
     pub category: crate::rules::Category,
     pub title: String,
     pub root_cause_text: String,
+    /// The latest reproduction verdict with repeats ("flaky: fails 2/5"), or empty.
+    pub verdict: String,
     pub report_count: i64,
     #[sqlx(rename = "first")]
     pub first_seen: crate::time::Timestamp,
@@ -37,7 +39,7 @@ pub struct NewFix {
 /// A group's columns, with its report count and last-seen time read from its reports
 /// (`reports_group` answers both from the index); `FROM groups g` + [`GROUP_STATS`].
 const GROUP_COLUMNS: &str = concat!(
-    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, s.report_count, ",
+    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, s.report_count, ",
     rfc3339!("g.first_seen"),
     " AS first, ",
     rfc3339!("coalesce(s.last_seen, g.first_seen)"),

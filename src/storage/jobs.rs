@@ -29,6 +29,8 @@ pub struct Claimed {
     pub lease_token: String,
     /// The report's minimal reproduction script.
     pub script: String,
+    /// Runs asked for.
+    pub repeats: u8,
 }
 
 /// A job whose lease the reaper took back.
@@ -137,6 +139,7 @@ pub async fn claim(
              worker = $1, claimed_at = now(), updated_at = now() \
          FROM next WHERE j.id = next.id AND j.state = 'queued' \
          RETURNING j.id, j.report_id, j.attempts, j.max_attempts, j.lease_token::text AS token, \
+             j.repeats, \
              (SELECT r.script FROM reports r WHERE r.id = j.report_id) AS script",
     )
     .bind(worker)
@@ -155,6 +158,7 @@ pub async fn claim(
         script: row
             .try_get::<Option<String>, _>("script")?
             .unwrap_or_default(),
+        repeats: u8::try_from(row.try_get::<i16, _>("repeats")?).unwrap_or(1),
     }))
 }
 
@@ -328,8 +332,9 @@ pub async fn insert_reproduction(
     Ok(sqlx::query_scalar(
         "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
              duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification, \
-             cpu_translation, cpu_run) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+             cpu_translation, cpu_run, runs, verdict) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
+             $18, $19) \
          RETURNING id",
     )
     .bind(r.job_id)
@@ -349,8 +354,27 @@ pub async fn insert_reproduction(
     .bind(Json(&r.run.classification))
     .bind(r.run.cpu_translation)
     .bind(r.run.cpu.as_ref().map(Json))
+    .bind((!r.run.runs.is_empty()).then_some(Json(&r.run.runs)))
+    .bind(&r.run.verdict)
     .fetch_one(ex)
     .await?)
+}
+
+/// Records `verdict` as the latest of report `report_id`'s group.
+pub async fn set_group_verdict(
+    ex: impl PgExecutor<'_>,
+    report_id: i64,
+    verdict: &str,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "UPDATE groups SET verdict = $2, verdict_at = now() \
+         WHERE id = (SELECT group_id FROM reports WHERE id = $1)",
+    )
+    .bind(report_id)
+    .bind(verdict)
+    .execute(ex)
+    .await?;
+    Ok(())
 }
 
 /// Ends the job's lease and sets its state, its last error and (for `Dead`) its reason.

@@ -34,6 +34,8 @@ pub struct NewReport {
     pub log: Vec<LogChunk>,
     /// The attached minimal reproduction script, if any (queues a job).
     pub script: Option<String>,
+    /// Runs the job asks for (1-5).
+    pub repeats: u8,
     /// Text for the search index.
     pub search_text: String,
 }
@@ -293,11 +295,13 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     insert_log(&mut *tx, report_id, &r.log).await?;
     let job = match &r.script {
         Some(_) => {
-            let id: i64 =
-                sqlx::query_scalar("INSERT INTO jobs (report_id) VALUES ($1) RETURNING id")
-                    .bind(report_id)
-                    .fetch_one(&mut *tx)
-                    .await?;
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO jobs (report_id, repeats) VALUES ($1, $2) RETURNING id",
+            )
+            .bind(report_id)
+            .bind(i16::from(r.repeats))
+            .fetch_one(&mut *tx)
+            .await?;
             Some(QueuedJob {
                 job_id: id,
                 state: JobState::Queued,

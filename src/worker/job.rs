@@ -12,7 +12,7 @@ use super::client::{self, Client, Job, JobResult, Reply};
 use super::run::{self, Limits};
 use super::sandbox::{self, Sandbox, SandboxKind};
 use super::{Config, peak_rss_bytes, probe};
-use crate::api_types::{CpuRun, Sandbox as WireSandbox};
+use crate::api_types::{CpuRun, MAX_REPEATS, RunOutcome, Sandbox as WireSandbox};
 use crate::rules::{Category, Ruleset};
 
 /// Result post attempts before giving up.
@@ -40,7 +40,7 @@ pub(super) fn handle(
     );
     let lease_lost = Arc::new(AtomicBool::new(false));
     let (stop, heartbeat) = start_heartbeat(client.clone(), job.clone(), Arc::clone(&lease_lost));
-    let result = execute(sandbox, config, job, &|| {
+    let result = execute_all(sandbox, config, job, &|| {
         lease_lost.load(Ordering::SeqCst) || abandon.load(Ordering::SeqCst)
     });
     let delivered = if lease_lost.load(Ordering::SeqCst) {
@@ -65,18 +65,85 @@ pub(super) fn handle(
     delivered
 }
 
-/// Runs the script and builds the result (a worker-side failure goes into `error`).
-fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> bool) -> JobResult {
+/// Runs the script as many times as the job asks (each run in a fresh sandbox), then, after a
+/// GPU failure worth it, once more on the CPU. The result carries the first failing run's
+/// output (else the last run's) and, with repeats, every run's outcome.
+fn execute_all(
+    sandbox: &Sandbox,
+    config: &Config,
+    job: &Job,
+    cancel: &dyn Fn() -> bool,
+) -> JobResult {
+    let repeats = job.repeats.clamp(1, MAX_REPEATS);
+    let mut runs = Vec::new();
+    let mut chosen: Option<JobResult> = None;
+    for n in 1..=repeats {
+        let result = execute(sandbox, config, job, cancel);
+        if result.error.is_some() || cancel() {
+            return result; // A worker-side failure or a stop ends the attempt.
+        }
+        let outcome = RunOutcome {
+            exit_code: result.exit_code,
+            signal: result.signal,
+            timed_out: result.timed_out,
+            duration_ms: result.duration_ms,
+            failing_line: failing_line(&result),
+        };
+        if repeats > 1 {
+            tracing::info!(
+                "job {}: run {n} of {repeats} {}",
+                job.job_id,
+                if outcome.failed() { "failed" } else { "passed" }
+            );
+        }
+        let keep = chosen.as_ref().is_none_or(|c| {
+            let first_failed = c.exit_code != Some(0) || c.signal.is_some() || c.timed_out;
+            !first_failed && (outcome.failed() || n == repeats)
+        });
+        runs.push(outcome);
+        if keep {
+            chosen = Some(result);
+        }
+    }
+    let Some(mut result) = chosen else {
+        return execute(sandbox, config, job, cancel); // Unreachable: repeats >= 1.
+    };
+    if repeats > 1 {
+        result.runs = runs;
+    }
+    result.cpu = cpu_follow_up(sandbox, config, job, limits(config, job), cancel, &result);
+    result
+}
+
+/// The user's failing line of a run (`repro.py:13`), from its traceback.
+fn failing_line(result: &JobResult) -> Option<String> {
+    let output = format!("{}\n{}", result.stderr, result.stdout);
+    let tb = crate::ingest::traceback::parse(&output)
+        .into_iter()
+        .rev()
+        .find(|tb| !tb.frames.is_empty())?;
+    let frame = crate::ingest::traceback::user_frame(&tb)?;
+    let file = frame.file.rsplit(['/', '\\']).next().unwrap_or(&frame.file);
+    Some(format!("{file}:{}", frame.line))
+}
+
+/// The limits of one run of `job`.
+fn limits(config: &Config, job: &Job) -> Limits {
     let timeout = match job.timeout_secs {
         0 => config.max_timeout,
         secs => Duration::from_secs(u64::from(secs)).min(config.max_timeout),
     };
-    let limits = Limits {
+    Limits {
         timeout,
         output_cap: config.output_cap,
         // The sandbox's start marker line, stripped before the result is sent.
         stderr_extra: 128,
-    };
+    }
+}
+
+/// Runs the script once and builds the result (a worker-side failure goes into `error`).
+fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> bool) -> JobResult {
+    let limits = limits(config, job);
     let sandboxed = sandbox.kind() == SandboxKind::Bwrap;
     let launch = if config.gpu.is_none() && config.cpu_translation {
         sandbox::Launch::CpuTranslation
@@ -96,6 +163,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         no_gpu: config.gpu.is_none(),
         cpu_translation: launch == sandbox::Launch::CpuTranslation,
         cpu: None,
+        runs: Vec::new(),
         sandbox: WireSandbox::from(sandbox.kind()),
         error: None,
         worker: None,
@@ -155,7 +223,6 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
     }
     result.stdout = out.stdout.text;
     result.stderr = out.stderr.text;
-    result.cpu = cpu_follow_up(sandbox, config, job, limits, cancel, &result);
     let rss = peak_rss_bytes().map_or("?".into(), |b| format!("{}", b >> 20));
     tracing::info!(
         "job {}: exit code {:?}, signal {:?}, timed out {}, {} ms, stdout {} B, stderr {} B, \

@@ -808,3 +808,95 @@ async fn a_cpu_follow_up_run_is_classified_stored_scrubbed_and_shown_as_a_third_
         ["On the CPU: IndexError: index out of range in self at repro.py:13 out = emb(idx)"]
     );
 }
+
+#[tokio::test]
+async fn repeated_runs_give_a_verdict_that_the_report_and_its_group_show() {
+    let app = TestApp::spawn().await;
+    let (ingest, worker) = tokens(&app).await;
+    for bad in [
+        json!({"repeats": 0}),
+        json!({"repeats": 6}),
+        json!({"repeats": "3"}),
+    ] {
+        let meta = bad.to_string();
+        let res = app
+            .upload(
+                &ingest,
+                &[
+                    ("log", Some("train.log"), ASYNC_LOG.as_bytes()),
+                    ("meta", None, meta.as_bytes()),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(
+            res.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{bad}: {}",
+            res.body
+        );
+        assert_eq!(res.error_code(), "bad_meta");
+    }
+    let meta = json!({"repeats": 5}).to_string();
+    let res = app
+        .upload(
+            &ingest,
+            &[
+                ("log", Some("train.log"), ASYNC_LOG.as_bytes()),
+                ("script", Some("repro.py"), SCRIPT.as_bytes()),
+                ("meta", None, meta.as_bytes()),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let (report, job) = (
+        res.json()["id"].as_i64().unwrap(),
+        res.json()["repro"]["job_id"].as_i64().unwrap(),
+    );
+    let claimed = claim(&app, &worker, "gpu-host-7").await.json();
+    assert_eq!(claimed["repeats"], 5, "{claimed}");
+    let lease = claimed["lease_token"].as_str().unwrap();
+    let run = |exit: i32| {
+        json!({"exit_code": exit, "duration_ms": 100,
+               "failing_line": if exit == 0 { Value::Null } else { json!("repro.py:13") }})
+    };
+    let mut body = result_body(lease, "", SYNC_STDERR);
+    // More runs than a job may ask for: refused.
+    body["runs"] = json!([run(1), run(1), run(1), run(1), run(1), run(1)]);
+    let res = app
+        .post_json(&worker, &format!("/api/v1/jobs/{job}/result"), &body)
+        .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    body["runs"] = json!([run(0), run(1), run(0), run(1), run(0)]);
+    let res = app
+        .post_json(&worker, &format!("/api/v1/jobs/{job}/result"), &body)
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+
+    let api = app
+        .get_as(&ingest, &format!("/api/v1/reports/{report}"))
+        .await
+        .json();
+    let r = &api["reproductions"][0];
+    assert_eq!(r["verdict"], "flaky: fails 2/5", "{r}");
+    assert_eq!(r["runs"].as_array().map(Vec::len), Some(5));
+    let group = api["group_id"].as_i64().unwrap();
+    let g = app
+        .get_as(&ingest, &format!("/api/v1/groups/{group}"))
+        .await
+        .json();
+    assert_eq!(g["verdict"], "flaky: fails 2/5", "{g}");
+
+    let b = crate::browse::sign_in(&app, &ingest).await;
+    let page = crate::browse::page(&app, &b.cookie, &format!("/reports/{report}")).await;
+    assert_eq!(
+        crate::browse::texts(&page.body, "p.verdict"),
+        ["flaky: fails 2/5"]
+    );
+    let page = crate::browse::page(&app, &b.cookie, &format!("/groups/{group}")).await;
+    assert_eq!(
+        crate::browse::texts(&page.body, ".verdict"),
+        ["flaky: fails 2/5"]
+    );
+}

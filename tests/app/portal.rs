@@ -347,3 +347,50 @@ async fn a_long_log_is_stored_in_chunks_paged_by_line_and_downloaded_whole() {
     assert_eq!(raw.status, StatusCode::OK);
     assert_eq!(raw.body.as_bytes(), &log[..]);
 }
+
+#[tokio::test]
+async fn the_start_page_asks_for_several_runs_of_the_script() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let log = "RuntimeError: CUDA error: device-side assert triggered\n";
+    let script = "import torch\n";
+    let bad = post_report(
+        &app,
+        &b,
+        &[
+            ("csrf", &b.csrf),
+            ("log_text", log),
+            ("script_text", script),
+            ("repeats", "9"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    assert!(bad.body.contains("repeats must be 1 to 5"), "{}", bad.body);
+    assert_eq!(app.count("reports").await, 0);
+    let ok = post_report(
+        &app,
+        &b,
+        &[
+            ("csrf", &b.csrf),
+            ("log_text", log),
+            ("script_text", script),
+            ("repeats", "3"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER, "{}", ok.body);
+    let repeats: i16 = sqlx::query_scalar("SELECT repeats FROM jobs")
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(repeats, 3);
+    let home = get(&app, &b.cookie, "/").await;
+    assert_eq!(
+        select_attr(&home.body, "input[name=repeats]", "max").as_deref(),
+        Some("5")
+    );
+}

@@ -6,6 +6,7 @@
 
 pub mod follow;
 pub mod traces;
+pub mod verdict;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -100,6 +101,25 @@ pub fn scrub_and_classify(ruleset: &Ruleset, stdout: &str, stderr: &str) -> Scru
     }
 }
 
+fn check_runs(runs: &[crate::api_types::RunOutcome]) -> Result<(), Error> {
+    let bad_line = |l: &String| l.chars().count() > 300 || l.chars().any(char::is_control);
+    if runs.len() > usize::from(crate::api_types::MAX_REPEATS)
+        || runs
+            .iter()
+            .any(|r| r.failing_line.as_ref().is_some_and(bad_line))
+    {
+        return Err(Error::Invalid(
+            ErrorCode::BadBody,
+            format!(
+                "runs: at most {} entries, each failing_line up to 300 characters without \
+                 control characters",
+                crate::api_types::MAX_REPEATS
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn check_worker(worker: &str) -> Result<(), Error> {
     if worker.trim().is_empty()
         || worker.chars().count() > 200
@@ -185,6 +205,7 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
                 script: job.script,
                 script_name: "repro.py".into(),
                 timeout_secs: settings.timeout_secs,
+                repeats: job.repeats,
             });
             return Ok(claim);
         }
@@ -323,12 +344,17 @@ pub async fn record_result(
                     no_gpu: result.no_gpu,
                     cpu_translation: result.cpu_translation,
                     cpu,
+                    verdict: verdict::verdict(&result.runs),
+                    runs: result.runs,
                     sandbox: result.sandbox,
                     worker,
                     classification: run.classification,
                 },
             };
             let id = store::insert_reproduction(&mut *tx, &new).await?;
+            if !new.run.verdict.is_empty() {
+                store::set_group_verdict(&mut *tx, job.report_id, &new.run.verdict).await?;
+            }
             store::finish_job(&mut *tx, job_id, JobState::Done, "", "").await?;
             let followed = follow::follow_if_more_specific(
                 &mut tx,
@@ -477,6 +503,7 @@ fn validate(result: &mut JobResult, cap: usize) -> Result<(), Error> {
             )));
         }
     }
+    check_runs(&result.runs)?;
     check_sandbox(&result.sandbox)?;
     check_gpu(&mut result.gpu)?;
     if let Some(w) = &result.worker {

@@ -42,7 +42,7 @@ impl Default for Limits {
 }
 
 /// Uploader metadata (the `meta` part): where the log comes from.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct Meta {
     /// Project (repository, team); duplicates are detected per project.
@@ -60,7 +60,30 @@ pub struct Meta {
     /// Free-form environment description (e.g. `python -m torch.utils.collect_env`).
     #[serde(default)]
     pub environment: String,
+    /// How many times a worker runs the attached script (1-5), to tell a deterministic failure
+    /// from a flaky one.
+    #[serde(default = "one_run")]
+    pub repeats: u8,
 }
+
+impl Default for Meta {
+    fn default() -> Self {
+        Meta {
+            project: String::new(),
+            job_url: String::new(),
+            commit: String::new(),
+            branch: String::new(),
+            environment: String::new(),
+            repeats: 1,
+        }
+    }
+}
+
+fn one_run() -> u8 {
+    1
+}
+
+pub use crate::api_types::MAX_REPEATS;
 
 /// Why an upload is refused; each maps to a 4xx.
 #[derive(Debug, thiserror::Error)]
@@ -84,7 +107,7 @@ impl Meta {
     pub fn parse(bytes: &[u8]) -> Result<Meta, UploadError> {
         let meta: Meta = serde_json::from_slice(bytes).map_err(|e| {
             UploadError::Meta(format!(
-                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment)"
+                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment and a number repeats)"
             ))
         })?;
         for (name, value, max) in [
@@ -102,6 +125,11 @@ impl Meta {
             if value.contains('\0') {
                 return Err(UploadError::Meta(format!("{name} contains a NUL byte")));
             }
+        }
+        if !(1..=MAX_REPEATS).contains(&meta.repeats) {
+            return Err(UploadError::Meta(format!(
+                "repeats must be 1 to {MAX_REPEATS}"
+            )));
         }
         let url = &meta.job_url;
         if !(url.is_empty() || url.starts_with("https://") || url.starts_with("http://")) {
@@ -124,6 +152,7 @@ impl Meta {
             commit: clean(self.commit),
             branch: clean(self.branch),
             environment: clean(self.environment),
+            repeats: self.repeats,
         }
     }
 }

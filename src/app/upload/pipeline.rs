@@ -88,6 +88,7 @@ pub fn prepare(
         commit_sha: meta.commit,
         branch: meta.branch,
         environment: meta.environment,
+        repeats: meta.repeats,
         filename: filename.to_owned(),
         headline: Headline::of(&classification),
         log_sha256: sha.finalize().to_vec(),

@@ -59,7 +59,7 @@ pub async fn show_group(
     Ok(Json(json!({
         "id": g.id, "fingerprint": g.fingerprint, "category": g.category, "title": g.title,
         "root_cause_text": g.root_cause_text, "count": g.report_count,
-        "first_seen": g.first_seen, "last_seen": g.last_seen,
+        "first_seen": g.first_seen, "last_seen": g.last_seen, "verdict": g.verdict,
         "url": format!("{}/groups/{}", state.public_url, g.id),
         "reports": d.reports.iter().map(|r| json!({
             "id": r.id, "created_at": r.created_at, "project": r.project, "category": r.category,

@@ -206,6 +206,8 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         no_gpu: r.map(|r| r.no_gpu),
         cpu_translation: r.map(|r| r.cpu_translation),
         cpu_run: r.and_then(|r| r.cpu.clone()),
+        runs: r.map(|r| r.runs.clone()).unwrap_or_default(),
+        verdict: r.map(|r| r.verdict.clone()).unwrap_or_default(),
         sandbox: r.map(|r| r.sandbox.clone()),
         worker: text(&j.worker),
         reproduction_id: j.reproduction.as_ref().map(|r| r.id),

@@ -62,6 +62,7 @@ pub async fn create_report(
     let limits = state.limits;
     let mut csrf = String::new();
     let mut project = String::new();
+    let mut repeats = String::new();
     let mut log: Option<(std::fs::File, String)> = None;
     let mut script: Option<Vec<u8>> = None;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
@@ -72,6 +73,11 @@ pub async fn create_report(
             }
             "project" => {
                 project = String::from_utf8_lossy(&read_small(field, 200, "project").await?)
+                    .trim()
+                    .to_owned()
+            }
+            "repeats" => {
+                repeats = String::from_utf8_lossy(&read_small(field, 20, "repeats").await?)
                     .trim()
                     .to_owned()
             }
@@ -105,7 +111,16 @@ pub async fn create_report(
         .map(|b| upload::check_script(&b, &limits))
         .transpose()
         .map_err(app::Error::from)?;
-    let meta_raw = serde_json::json!({ "project": project })
+    let repeats: u8 = match repeats.as_str() {
+        "" => 1,
+        n => n.parse().map_err(|_| {
+            AppError::Unprocessable(
+                ErrorCode::BadMeta,
+                format!("runs must be a number from 1 to {}", upload::MAX_REPEATS),
+            )
+        })?,
+    };
+    let meta_raw = serde_json::json!({ "project": project, "repeats": repeats })
         .to_string()
         .into_bytes();
     let meta = Meta::parse(&meta_raw).map_err(app::Error::from)?;

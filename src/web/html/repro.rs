@@ -84,6 +84,8 @@ pub struct ReproPanel {
     pub cpu_note: Option<String>,
     /// The follow-up run on the CPU in one line: "On the CPU: `IndexError: ...` at repro.py:13".
     pub cpu_line: Option<String>,
+    /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
+    pub verdict: String,
     /// The reported and the synchronous trace, in that order.
     pub traces: Vec<TraceView>,
     pub stdout: String,
@@ -311,6 +313,7 @@ fn panel(
         same,
         cpu_note: cpu_note(r, reported.category),
         cpu_line: r.cpu.as_ref().and_then(cpu_line),
+        verdict: r.verdict.clone(),
         traces: [
             Some(reported_view),
             Some(sync_view),
@@ -644,6 +647,8 @@ mod tests {
             no_gpu: true,
             cpu_translation,
             cpu: None,
+            runs: Vec::new(),
+            verdict: String::new(),
             sandbox: Sandbox::Bwrap,
             worker: "w".into(),
             classification: crate::rules::Ruleset::builtin()

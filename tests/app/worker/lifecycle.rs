@@ -479,3 +479,42 @@ fn a_second_signal_abandons_the_running_job_and_reports_it() {
     assert_eq!(result["exit_code"], Value::Null);
     assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
+
+#[test]
+fn repeated_runs_are_each_reported_with_their_failing_line_and_the_first_failure_is_sent() {
+    let dir = crate::support::shared_tempdir();
+    let counter = dir.path().join("runs");
+    // Fails on runs 2 and 4 at "line 13", passes on 1 and 3: the worker's own user runs it
+    // (no sandbox), so the count survives between runs.
+    let script = format!(
+        "n=$(( $(cat {c} 2>/dev/null || echo 0) + 1 )); echo $n > {c}\n\
+         echo \"run $n\"\n\
+         if [ $((n % 2)) = 0 ]; then\n\
+         printf 'Traceback (most recent call last):\\n  File \"/tmp/repro.py\", line 13, in <module>\\n    out = emb(idx)\\nIndexError: index out of range in self\\n' >&2\n\
+         exit 1\nfi\n",
+        c = counter.display()
+    );
+    let mut spec = job(12, "repro.sh", &script, 60);
+    spec["repeats"] = json!(4);
+    let server = JobServer::start(vec![spec]);
+    let out = run_worker(
+        &server,
+        &["--no-gpu", "--unsafe-no-sandbox", "--python", "/bin/sh"],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let result = server.only_result(12);
+    let runs: Vec<(Value, Value)> = result["runs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no runs: {result}"))
+        .iter()
+        .map(|r| (r["exit_code"].clone(), r["failing_line"].clone()))
+        .collect();
+    let fail = (json!(1), json!("repro.py:13"));
+    let pass = (json!(0), Value::Null);
+    assert_eq!(runs, [pass.clone(), fail.clone(), pass, fail]);
+    // The output sent is the first failing run's.
+    assert_eq!(result["stdout"], "run 2\n", "{result}");
+    assert_eq!(result["exit_code"], 1);
+    assert_eq!(std::fs::read_to_string(&counter).unwrap().trim(), "4");
+}

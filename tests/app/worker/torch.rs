@@ -113,13 +113,15 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
     let dir = crate::support::shared_tempdir();
     let log = dir.path().join("train.log");
 
-    let run = |n: usize, reported: &str, script: &str| -> (i64, Value) {
+    let run_with = |n: usize, reported: &str, script: &str, extra: &[&str]| -> (i64, Value) {
         // Each log differs, so each upload is its own report.
         std::fs::write(&log, format!("run {n}\n{reported}")).unwrap();
         let path = dir.path().join("repro.py");
         std::fs::write(&path, script).unwrap();
         let up = binary()
-            .args(["upload", "--server", &base, "--script"])
+            .args(["upload", "--server", &base])
+            .args(extra)
+            .arg("--script")
             .arg(&path)
             .arg(&log)
             .env("GPU_TRIAGE_TOKEN", &ingest)
@@ -149,6 +151,7 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
         assert_eq!(status, 200, "{report}");
         (report_id, report)
     };
+    let run = |n: usize, reported: &str, script: &str| run_with(n, reported, script, &[]);
 
     for (n, case) in CASES.iter().enumerate() {
         let (_, report) = run(n, REPORTED, case.script);
@@ -171,6 +174,12 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
         // A synchronous, specific result is what the report's headline follows.
         assert_eq!(report["category"], case.category, "{}: {report}", case.name);
     }
+
+    // Asked for three runs, a deterministic failure says so, with its line.
+    let (_, report) = run_with(100, REPORTED, CASES[0].script, &["--repeats", "3"]);
+    let repro = &report["reproductions"][0];
+    assert_eq!(repro["verdict"], "fails 3/3 at repro.py:7", "{repro}");
+    assert_eq!(repro["runs"].as_array().map(Vec::len), Some(3), "{repro}");
 
     // Placement: moved to the CPU, a device mismatch disappears and the run succeeds.
     let (id, report) = run(
