@@ -441,6 +441,46 @@ pub struct ReportDetail {
     pub original_category: Option<Category>,
 }
 
+/// What a reproduction job needs to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Needs {
+    /// A worker with a GPU.
+    Gpu,
+    /// Any worker: one without a GPU runs it under CPU translation.
+    Any,
+}
+
+impl Needs {
+    /// The wire and column spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Needs::Gpu => "gpu",
+            Needs::Any => "any",
+        }
+    }
+
+    /// What a report of `category` needs when its uploader did not say: failures PyTorch raises
+    /// on the CPU as well (indices, devices, dtypes, shapes) and unknown ones may run anywhere;
+    /// memory, illegal accesses, drivers, NCCL and CUDA libraries need a GPU.
+    #[must_use]
+    pub fn for_category(category: Category) -> Needs {
+        match category {
+            Category::OutOfBounds
+            | Category::DeviceMismatch
+            | Category::DtypeMismatch
+            | Category::ShapeMismatch
+            | Category::Unknown => Needs::Any,
+            Category::OutOfMemory
+            | Category::IllegalMemoryAccess
+            | Category::DriverIssue
+            | Category::NcclError
+            | Category::LibraryError => Needs::Gpu,
+        }
+    }
+}
+
 /// The most runs a job may ask for (`meta.repeats`).
 pub const MAX_REPEATS: u8 = 5;
 

@@ -16,7 +16,14 @@ use super::BadInput;
 use crate::api_types::ReportCreated;
 
 /// The metadata keys the server accepts (`--project` sets the first, `--meta` any of them).
-const META_KEYS: [&str; 5] = ["project", "job_url", "commit", "branch", "environment"];
+const META_KEYS: [&str; 6] = [
+    "project",
+    "job_url",
+    "commit",
+    "branch",
+    "environment",
+    "needs",
+];
 const ATTEMPTS: u32 = 6;
 const FIRST_DELAY: Duration = Duration::from_millis(500);
 const MAX_DELAY: Duration = Duration::from_secs(8);
@@ -42,8 +49,8 @@ pub struct UploadArgs {
     #[arg(long, value_name = "N", requires = "script",
           value_parser = clap::value_parser!(u8).range(1..=i64::from(crate::api_types::MAX_REPEATS)))]
     pub repeats: Option<u8>,
-    /// Metadata as key=value (job_url, commit, branch, environment); repeatable. Empty values
-    /// are skipped.
+    /// Metadata as key=value (job_url, commit, branch, environment, and needs=gpu|any for the
+    /// reproduction); repeatable. Empty values are skipped.
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     pub meta: Vec<String>,
     /// Log files to upload.

@@ -127,11 +127,12 @@ pub async fn claim(
     ex: impl PgExecutor<'_>,
     worker: &str,
     lease_secs: u32,
+    has_gpu: bool,
 ) -> Result<Option<Claimed>, DbError> {
     let row = sqlx::query(
         "WITH next AS ( \
              SELECT j.id FROM jobs j \
-             WHERE j.state = 'queued' \
+             WHERE j.state = 'queued' AND ($3 OR j.needs = 'any') \
              ORDER BY j.created_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
          UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, \
              lease_token = gen_random_uuid(), \
@@ -144,6 +145,7 @@ pub async fn claim(
     )
     .bind(worker)
     .bind(f64::from(lease_secs))
+    .bind(has_gpu)
     .fetch_optional(ex)
     .await?;
     let Some(row) = row else {

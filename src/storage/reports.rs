@@ -36,6 +36,8 @@ pub struct NewReport {
     pub script: Option<String>,
     /// Runs the job asks for (1-5).
     pub repeats: u8,
+    /// What the job needs to run.
+    pub needs: crate::api_types::Needs,
     /// Text for the search index.
     pub search_text: String,
 }
@@ -296,10 +298,11 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     let job = match &r.script {
         Some(_) => {
             let id: i64 = sqlx::query_scalar(
-                "INSERT INTO jobs (report_id, repeats) VALUES ($1, $2) RETURNING id",
+                "INSERT INTO jobs (report_id, repeats, needs) VALUES ($1, $2, $3) RETURNING id",
             )
             .bind(report_id)
             .bind(i16::from(r.repeats))
+            .bind(r.needs.as_str())
             .fetch_one(&mut *tx)
             .await?;
             Some(QueuedJob {

@@ -900,3 +900,64 @@ async fn repeated_runs_give_a_verdict_that_the_report_and_its_group_show() {
         ["flaky: fails 2/5"]
     );
 }
+
+#[tokio::test]
+async fn a_worker_without_a_gpu_claims_only_jobs_that_may_run_anywhere() {
+    let app = TestApp::spawn().await;
+    let (ingest, worker) = tokens(&app).await;
+    let upload = |log: &'static str, meta: Option<Value>| {
+        let (app, ingest) = (&app, &ingest);
+        async move {
+            let meta = meta.map(|m| m.to_string()).unwrap_or_default();
+            let mut parts: Vec<(&str, Option<&str>, &[u8])> = vec![
+                ("log", Some("train.log"), log.as_bytes()),
+                ("script", Some("repro.py"), SCRIPT.as_bytes()),
+            ];
+            if !meta.is_empty() {
+                parts.push(("meta", None, meta.as_bytes()));
+            }
+            app.upload(ingest, &parts, None).await
+        }
+    };
+    let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
+    let gpu_job = upload(oom, None).await.json()["repro"]["job_id"]
+        .as_i64()
+        .unwrap();
+    let any_job = upload(ASYNC_LOG, None).await.json()["repro"]["job_id"]
+        .as_i64()
+        .unwrap();
+    let bad = upload(ASYNC_LOG, Some(json!({"needs": "tpu"}))).await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
+    assert_eq!(bad.error_code(), "bad_meta");
+
+    let cpu_claim = json!({"worker": "cpu-1", "wait_secs": 0, "gpu": null, "no_gpu": true,
+                           "sandbox": "bwrap"});
+    let first = app
+        .post_json(&worker, "/api/v1/jobs/claim", &cpu_claim)
+        .await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    assert_eq!(
+        first.json()["job_id"],
+        any_job,
+        "the older OOM job needs a GPU"
+    );
+    let none = app
+        .post_json(&worker, "/api/v1/jobs/claim", &cpu_claim)
+        .await;
+    assert_eq!(none.status, StatusCode::NO_CONTENT, "{}", none.body);
+    let (claimed, _, _) = claim_ok(&app, &worker, "gpu-1").await;
+    assert_eq!(claimed, gpu_job);
+    // The uploader can say an OOM script may run anywhere.
+    let forced = upload(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.\n",
+        Some(json!({"needs": "any"})),
+    )
+    .await
+    .json()["repro"]["job_id"]
+        .as_i64()
+        .unwrap();
+    let taken = app
+        .post_json(&worker, "/api/v1/jobs/claim", &cpu_claim)
+        .await;
+    assert_eq!(taken.json()["job_id"], forced, "{}", taken.body);
+}

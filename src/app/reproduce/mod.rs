@@ -193,7 +193,10 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
         claim
             .reaped
             .extend(store::reap_expired(queue.db.pool()).await?);
-        if let Some(job) = store::claim(queue.db.pool(), &req.worker, settings.lease_secs).await? {
+        let has_gpu = req.gpu.as_ref().is_some_and(|g| !g.is_null()) && !req.no_gpu;
+        if let Some(job) =
+            store::claim(queue.db.pool(), &req.worker, settings.lease_secs, has_gpu).await?
+        {
             tracing::info!(job = job.job_id, worker = %req.worker, attempt = job.attempt, "job claimed");
             claim.job = Some(ClaimedJob {
                 job_id: job.job_id,

@@ -64,7 +64,13 @@ pub struct Meta {
     /// from a flaky one.
     #[serde(default = "one_run")]
     pub repeats: u8,
+    /// What the reproduction needs: `gpu`, or `any` worker (one without a GPU runs it under CPU
+    /// translation). Unset: decided from the log's category.
+    #[serde(default)]
+    pub needs: Option<Needs>,
 }
+
+pub use crate::api_types::Needs;
 
 impl Default for Meta {
     fn default() -> Self {
@@ -75,6 +81,7 @@ impl Default for Meta {
             branch: String::new(),
             environment: String::new(),
             repeats: 1,
+            needs: None,
         }
     }
 }
@@ -107,7 +114,7 @@ impl Meta {
     pub fn parse(bytes: &[u8]) -> Result<Meta, UploadError> {
         let meta: Meta = serde_json::from_slice(bytes).map_err(|e| {
             UploadError::Meta(format!(
-                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment and a number repeats)"
+                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment, a number repeats and needs \"gpu\" or \"any\")"
             ))
         })?;
         for (name, value, max) in [
@@ -153,6 +160,7 @@ impl Meta {
             branch: clean(self.branch),
             environment: clean(self.environment),
             repeats: self.repeats,
+            needs: self.needs,
         }
     }
 }

@@ -8,7 +8,7 @@ use std::io::{self, Read};
 
 use sha2::{Digest, Sha256};
 
-use super::{Meta, UploadError};
+use super::{Meta, Needs, UploadError};
 use crate::app::logstore::{self, ChunkWriter};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
@@ -89,6 +89,9 @@ pub fn prepare(
         branch: meta.branch,
         environment: meta.environment,
         repeats: meta.repeats,
+        needs: meta
+            .needs
+            .unwrap_or_else(|| Needs::for_category(classification.category)),
         filename: filename.to_owned(),
         headline: Headline::of(&classification),
         log_sha256: sha.finalize().to_vec(),

@@ -263,7 +263,7 @@ async fn every_portal_form_refuses_a_foreign_origin_or_a_missing_csrf_token() {
         .post_json(
             &admin,
             "/api/v1/jobs/claim",
-            &json!({"worker": "h", "wait_secs": 0, "gpu": null, "no_gpu": true, "sandbox": "none"}),
+            &json!({"worker": "h", "wait_secs": 0, "gpu": {"name": "Test GPU"}, "no_gpu": false, "sandbox": "none"}),
         )
         .await
         .json();

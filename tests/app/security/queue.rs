@@ -68,7 +68,8 @@ impl Queue {
         let mut body = super::multipart_log(boundary, format!("run {n}\n{LOG}").as_bytes());
         body.truncate(body.len() - format!("--{boundary}--\r\n").len());
         body.extend_from_slice(
-            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"script\"; filename=\"repro.py\"\r\n\r\necho reproduced {n}\r\n--{boundary}--\r\n").as_bytes(),
+            // The workers here have no GPU: the uploader says the job may run anywhere.
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"script\"; filename=\"repro.py\"\r\n\r\necho reproduced {n}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"meta\"\r\n\r\n{{\"needs\": \"any\"}}\r\n--{boundary}--\r\n").as_bytes(),
         );
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)

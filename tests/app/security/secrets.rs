@@ -144,7 +144,7 @@ async fn secrets_in_logs_meta_fixes_and_worker_output_reach_neither_database_nor
         .post_json(
             &admin,
             "/api/v1/jobs/claim",
-            &json!({"worker": "host", "wait_secs": 0, "gpu": null, "no_gpu": true, "sandbox": "none"}),
+            &json!({"worker": "host", "wait_secs": 0, "gpu": {"name": "Test GPU"}, "no_gpu": false, "sandbox": "none"}),
         )
         .await;
     assert_eq!(claim.status, StatusCode::OK, "{}", claim.body);

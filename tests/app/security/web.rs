@@ -69,7 +69,7 @@ async fn hostile_text_renders_inert_on_every_page_that_shows_it() {
         .post_json(
             &admin,
             "/api/v1/jobs/claim",
-            &json!({"worker": "<b>host</b>", "wait_secs": 0, "gpu": null, "no_gpu": true, "sandbox": "none"}),
+            &json!({"worker": "<b>host</b>", "wait_secs": 0, "gpu": {"name": "Test GPU"}, "no_gpu": false, "sandbox": "none"}),
         )
         .await;
     assert_eq!(claim.status, StatusCode::OK, "{}", claim.body);
