@@ -305,6 +305,9 @@ pub struct JobResult {
     /// run's, else the last run's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunOutcome>,
+    /// What the run ran on (interpreter versions and build, device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<RunEnvironment>,
     /// `bwrap` or `none`.
     pub sandbox: Sandbox,
     /// A worker-side failure (the sandbox could not start, ...): a failed attempt.
@@ -395,6 +398,8 @@ pub struct Reproduction {
     pub runs: Vec<RunOutcome>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
+    /// What the run ran on.
+    pub environment: Option<RunEnvironment>,
     pub sandbox: Option<Sandbox>,
     pub worker: Option<String>,
     pub reproduction_id: Option<i64>,
@@ -439,6 +444,59 @@ pub struct ReportDetail {
     pub category_source: CategorySource,
     /// The log's category when the headline follows a reproduction.
     pub original_category: Option<Category>,
+}
+
+/// What a run ran on: the interpreter's versions and build, and the device. Facts a worker
+/// reports (at most a few short strings each).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunEnvironment {
+    /// Python's version (`3.11.2`).
+    #[serde(default)]
+    pub python: Option<String>,
+    /// `torch.__version__`, when torch imports.
+    #[serde(default)]
+    pub torch: Option<String>,
+    /// `torch.version.cuda`: the CUDA version torch was built with.
+    #[serde(default)]
+    pub cuda_build: Option<String>,
+    /// `torch.version.hip`: the HIP version of a ROCm build.
+    #[serde(default)]
+    pub hip_build: Option<String>,
+    /// The GPU's name and compute capability (`NVIDIA H100 80GB HBM3, sm 9.0`), or `cpu`.
+    #[serde(default)]
+    pub device: String,
+}
+
+impl RunEnvironment {
+    /// One line for the page: "Python 3.11.2 · torch 2.15.0+cu132 (CUDA 13.2) · cpu".
+    #[must_use]
+    pub fn line(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(p) = &self.python {
+            parts.push(format!("Python {p}"));
+        }
+        match (&self.torch, &self.cuda_build, &self.hip_build) {
+            (Some(t), Some(c), _) => parts.push(format!("torch {t} (CUDA {c})")),
+            (Some(t), None, Some(h)) => parts.push(format!("torch {t} (HIP {h})")),
+            (Some(t), None, None) => parts.push(format!("torch {t} (CPU build)")),
+            (None, ..) => parts.push("no torch".into()),
+        }
+        if !self.device.is_empty() {
+            parts.push(self.device.clone());
+        }
+        parts.join(" · ")
+    }
+
+    /// Whether every field is short printable text.
+    #[must_use]
+    pub fn is_sane(&self) -> bool {
+        let ok = |s: &str| s.chars().count() <= 200 && !s.chars().any(char::is_control);
+        [&self.python, &self.torch, &self.cuda_build, &self.hip_build]
+            .into_iter()
+            .flatten()
+            .all(|s| ok(s))
+            && ok(&self.device)
+    }
 }
 
 /// What a reproduction job needs to run.

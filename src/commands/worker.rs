@@ -192,6 +192,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         output_cap: usize::try_from(args.output_cap).unwrap_or(1 << 20),
         once: args.once,
         cpu_translation: args.cpu_translation == CpuTranslation::Auto,
+        interpreter: std::sync::OnceLock::new(),
     };
     tracing::info!(
         "worker {} claiming jobs from {server} with {}",

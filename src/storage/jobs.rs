@@ -334,9 +334,9 @@ pub async fn insert_reproduction(
     Ok(sqlx::query_scalar(
         "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
              duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification, \
-             cpu_translation, cpu_run, runs, verdict) \
+             cpu_translation, cpu_run, runs, verdict, environment) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19) \
+             $18, $19, $20) \
          RETURNING id",
     )
     .bind(r.job_id)
@@ -358,6 +358,7 @@ pub async fn insert_reproduction(
     .bind(r.run.cpu.as_ref().map(Json))
     .bind((!r.run.runs.is_empty()).then_some(Json(&r.run.runs)))
     .bind(&r.run.verdict)
+    .bind(r.run.environment.as_ref().map(Json))
     .fetch_one(ex)
     .await?)
 }

@@ -34,6 +34,8 @@ pub struct RunRecord {
     pub runs: Vec<crate::api_types::RunOutcome>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
+    /// What the run ran on.
+    pub environment: Option<crate::api_types::RunEnvironment>,
     pub sandbox: Sandbox,
     pub worker: String,
     /// DESIGN.md section 3, of the combined output.
@@ -103,6 +105,9 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
                 .map(|j| j.0)
                 .unwrap_or_default(),
             verdict: r.try_get("verdict")?,
+            environment: r
+                .try_get::<Option<Json<crate::api_types::RunEnvironment>>, _>("environment")?
+                .map(|j| j.0),
             sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
             worker: r.try_get("r_worker")?,
             classification: r.try_get::<Json<Classification>, _>("classification")?.0,
@@ -118,7 +123,8 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
              j.worker, j.requeued_from, j.requeued_by, ",
         rfc3339!("j.created_at"),
         " AS created, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
-             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.cpu_run, r.runs, r.verdict, r.sandbox, \
+             r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.cpu_run, r.runs, r.verdict, r.environment, \
+             r.sandbox, \
              r.worker AS r_worker, r.classification, ",
         rfc3339!("r.created_at"),
         " AS r_created \

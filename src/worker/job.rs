@@ -12,7 +12,7 @@ use super::client::{self, Client, Job, JobResult, Reply};
 use super::run::{self, Limits};
 use super::sandbox::{self, Sandbox, SandboxKind};
 use super::{Config, peak_rss_bytes, probe};
-use crate::api_types::{CpuRun, MAX_REPEATS, RunOutcome, Sandbox as WireSandbox};
+use crate::api_types::{CpuRun, MAX_REPEATS, RunEnvironment, RunOutcome, Sandbox as WireSandbox};
 use crate::rules::{Category, Ruleset};
 
 /// Result post attempts before giving up.
@@ -127,6 +127,23 @@ fn failing_line(result: &JobResult) -> Option<String> {
     Some(format!("{file}:{}", frame.line))
 }
 
+/// What a run launched as `launch` runs on: the interpreter's facts and the device.
+fn environment(
+    sandbox: &Sandbox,
+    config: &Config,
+    launch: sandbox::Launch,
+) -> Option<RunEnvironment> {
+    let mut env = config
+        .interpreter
+        .get_or_init(|| super::interpreter::facts(sandbox))
+        .clone()?;
+    env.device = match (&config.gpu, launch) {
+        (Some(g), sandbox::Launch::Script) => format!("{}, sm {}", g.name, g.compute_capability),
+        _ => "cpu".into(),
+    };
+    Some(env)
+}
+
 /// The limits of one run of `job`.
 fn limits(config: &Config, job: &Job) -> Limits {
     let timeout = match job.timeout_secs {
@@ -164,6 +181,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         cpu_translation: launch == sandbox::Launch::CpuTranslation,
         cpu: None,
         runs: Vec::new(),
+        environment: environment(sandbox, config, launch),
         sandbox: WireSandbox::from(sandbox.kind()),
         error: None,
         worker: None,

@@ -6,6 +6,7 @@
 
 pub mod cgroup;
 pub mod client;
+pub mod interpreter;
 mod job;
 pub mod probe;
 pub mod run;
@@ -43,6 +44,9 @@ pub struct Config {
     pub once: bool,
     /// Without a GPU, run scripts under CPU translation ([`sandbox::Launch::CpuTranslation`]).
     pub cpu_translation: bool,
+    /// The interpreter's versions and build, asked before the first job runs (not at start:
+    /// an idle worker runs nothing).
+    pub interpreter: std::sync::OnceLock<Option<crate::api_types::RunEnvironment>>,
 }
 
 /// Shared between the loop and the signal thread: whether a job is running, and the flags a

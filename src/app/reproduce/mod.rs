@@ -348,6 +348,7 @@ pub async fn record_result(
                     cpu_translation: result.cpu_translation,
                     cpu,
                     verdict: verdict::verdict(&result.runs),
+                    environment: result.environment,
                     runs: result.runs,
                     sandbox: result.sandbox,
                     worker,
@@ -507,6 +508,12 @@ fn validate(result: &mut JobResult, cap: usize) -> Result<(), Error> {
         }
     }
     check_runs(&result.runs)?;
+    if result.environment.as_ref().is_some_and(|e| !e.is_sane()) {
+        return Err(Error::Invalid(
+            ErrorCode::BadBody,
+            "environment: each fact is up to 200 characters without control characters".into(),
+        ));
+    }
     check_sandbox(&result.sandbox)?;
     check_gpu(&mut result.gpu)?;
     if let Some(w) = &result.worker {

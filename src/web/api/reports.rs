@@ -208,6 +208,7 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         cpu_run: r.and_then(|r| r.cpu.clone()),
         runs: r.map(|r| r.runs.clone()).unwrap_or_default(),
         verdict: r.map(|r| r.verdict.clone()).unwrap_or_default(),
+        environment: r.and_then(|r| r.environment.clone()),
         sandbox: r.map(|r| r.sandbox.clone()),
         worker: text(&j.worker),
         reproduction_id: j.reproduction.as_ref().map(|r| r.id),

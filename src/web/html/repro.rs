@@ -86,6 +86,8 @@ pub struct ReproPanel {
     pub cpu_line: Option<String>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
+    /// "Python 3.11.2 · torch 2.15.0+cu132 (CUDA 13.2) · NVIDIA H100 80GB HBM3, sm 9.0".
+    pub environment: Option<String>,
     /// The reported and the synchronous trace, in that order.
     pub traces: Vec<TraceView>,
     pub stdout: String,
@@ -314,6 +316,10 @@ fn panel(
         cpu_note: cpu_note(r, reported.category),
         cpu_line: r.cpu.as_ref().and_then(cpu_line),
         verdict: r.verdict.clone(),
+        environment: r
+            .environment
+            .as_ref()
+            .map(crate::api_types::RunEnvironment::line),
         traces: [
             Some(reported_view),
             Some(sync_view),
@@ -649,6 +655,7 @@ mod tests {
             cpu: None,
             runs: Vec::new(),
             verdict: String::new(),
+            environment: None,
             sandbox: Sandbox::Bwrap,
             worker: "w".into(),
             classification: crate::rules::Ruleset::builtin()

@@ -113,7 +113,12 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
     let dir = crate::support::shared_tempdir();
     let log = dir.path().join("train.log");
 
-    let run_with = |n: usize, reported: &str, script: &str, extra: &[&str]| -> (i64, Value) {
+    let run_with = |n: usize,
+                    reported: &str,
+                    script: &str,
+                    extra: &[&str],
+                    worker_extra: &[&str]|
+     -> (i64, Value) {
         // Each log differs, so each upload is its own report.
         std::fs::write(&log, format!("run {n}\n{reported}")).unwrap();
         let path = dir.path().join("repro.py");
@@ -137,6 +142,7 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
             .unwrap_or_else(|| panic!("upload printed no report URL: {printed}"));
         let out = binary()
             .args(["worker", "--server", &base, "--once", "--no-gpu"])
+            .args(worker_extra)
             .args(["--timeout", "300", "--python"])
             .arg(&python)
             .env("GPU_TRIAGE_TOKEN", &worker)
@@ -151,7 +157,7 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
         assert_eq!(status, 200, "{report}");
         (report_id, report)
     };
-    let run = |n: usize, reported: &str, script: &str| run_with(n, reported, script, &[]);
+    let run = |n: usize, reported: &str, script: &str| run_with(n, reported, script, &[], &[]);
 
     for (n, case) in CASES.iter().enumerate() {
         let (_, report) = run(n, REPORTED, case.script);
@@ -161,6 +167,18 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
         assert_eq!(repro["state"], "done", "{what}");
         assert_eq!(repro["sandbox"], "bwrap", "{what}");
         assert_eq!(repro["cpu_translation"], true, "{what}");
+        // What it ran on: the interpreter's torch (a CUDA build) and the device, the CPU.
+        let env = &repro["environment"];
+        assert!(
+            env["torch"].as_str().is_some_and(|t| t.starts_with("2.")),
+            "{what}"
+        );
+        assert!(env["cuda_build"].is_string(), "{what}");
+        assert!(
+            env["python"].as_str().is_some_and(|p| p.starts_with("3.")),
+            "{what}"
+        );
+        assert_eq!(env["device"], "cpu", "{what}");
         assert_eq!(repro["exit_code"], 1, "{what}");
         assert!(stderr.contains(case.message), "{what}");
         // The traceback starts at the user's script and names the true line.
@@ -176,10 +194,45 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
     }
 
     // Asked for three runs, a deterministic failure says so, with its line.
-    let (_, report) = run_with(100, REPORTED, CASES[0].script, &["--repeats", "3"]);
+    let (_, report) = run_with(100, REPORTED, CASES[0].script, &["--repeats", "3"], &[]);
     let repro = &report["reproductions"][0];
     assert_eq!(repro["verdict"], "fails 3/3 at repro.py:7", "{repro}");
     assert_eq!(repro["runs"].as_array().map(Vec::len), Some(3), "{repro}");
+
+    // A failure that comes and goes is flaky, with its k/N. The script picks a bad index on every
+    // other run, counted in a file of the test's: only a worker without the sandbox (its own
+    // user, the host's files) lets runs share state, so this one runs `--unsafe-no-sandbox`.
+    let counter = dir.path().join("count");
+    let flaky = format!(
+        "import os, torch\np = {counter:?}\nn = int(open(p).read()) if os.path.exists(p) else 0\nopen(p, \"w\").write(str(n + 1))\nemb = torch.nn.Embedding(10, 4).cuda()\nidx = torch.tensor([10 if n % 2 else 3], device=\"cuda\")\nout = emb(idx)\n",
+        counter = counter.display().to_string()
+    );
+    let (_, report) = run_with(
+        101,
+        REPORTED,
+        &flaky,
+        &["--repeats", "5"],
+        &["--unsafe-no-sandbox"],
+    );
+    let repro = &report["reproductions"][0];
+    assert_eq!(repro["verdict"], "flaky: fails 2/5", "{repro}");
+    let lines: Vec<&Value> = repro["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["failing_line"])
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            &Value::Null,
+            &Value::from("repro.py:7"),
+            &Value::Null,
+            &Value::from("repro.py:7"),
+            &Value::Null
+        ],
+        "{repro}"
+    );
 
     // Placement: moved to the CPU, a device mismatch disappears and the run succeeds.
     let (id, report) = run(
@@ -204,6 +257,7 @@ fn real_pytorch_scripts_fail_at_their_true_line_under_cpu_translation() {
         page.contains("On the CPU (CUDA redirected to the CPU)"),
         "{page}"
     );
+    assert!(page.contains("Ran on Python 3."), "{page}");
     assert!(
         page.contains("the reported failure is one of placement"),
         "{page}"
