@@ -354,6 +354,10 @@ pub struct ReportCreated {
     pub classification: Classification,
     /// The reproduction queued for an attached script.
     pub repro: Option<QueuedJob>,
+    /// The newest fix recorded for this failure's group, when there is one: what fixed it
+    /// before.
+    #[serde(default)]
+    pub known_fix: Option<Fix>,
 }
 
 /// A fix recorded for a group, as `GET /api/v1/groups/{id}` and `GET /api/v1/reports/{id}`

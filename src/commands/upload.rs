@@ -424,6 +424,14 @@ fn render_created(log: &Path, created: &ReportCreated, server: &str) -> String {
         out += " (duplicate of an existing report)";
     }
     out += "\n";
+    if let Some(fix) = &created.known_fix {
+        out += &format!("  fixed before: {}", fix.summary.trim());
+        out += &format!(" ({}, {})", fix.author, fix.created_at);
+        if !fix.link.is_empty() {
+            out += &format!(" {}", fix.link);
+        }
+        out += "\n";
+    }
     if let Some(repro) = &created.repro {
         out += &format!("  reproduction queued (job {})\n", repro.job_id);
     }
@@ -676,6 +684,7 @@ mod tests {
                 job_id,
                 state: crate::api_types::JobState::Queued,
             }),
+            known_fix: None,
         };
         serde_json::to_string(&created).unwrap_or_default()
     }
@@ -702,6 +711,25 @@ mod tests {
                 want
             );
         }
+        // A known fix is printed where the CI log shows it.
+        let mut created: ReportCreated =
+            serde_json::from_str(&response("/reports/1", Some(oom), false, None))?;
+        created.known_fix = Some(crate::api_types::Fix {
+            id: 1,
+            group_id: 3,
+            summary: "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True".into(),
+            details: String::new(),
+            link: "https://github.com/org/repo/pull/12".into(),
+            author: "alice".into(),
+            created_at: crate::time::Timestamp::from_unix(1_780_000_000),
+        });
+        let printed = render_created(Path::new("a.log"), &created, "http://s");
+        assert!(
+            printed.contains(
+                "\n  fixed before: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (alice, "
+            ) && printed.contains(") https://github.com/org/repo/pull/12\n"),
+            "{printed}"
+        );
         Ok(())
     }
 

@@ -394,3 +394,48 @@ async fn the_start_page_asks_for_several_runs_of_the_script() {
         Some("5")
     );
 }
+
+#[tokio::test]
+async fn a_known_fix_is_up_front_in_the_upload_answer_and_under_the_root_cause() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let first = app
+        .upload(&token, &[("log", Some("a.log"), CASCADE)], None)
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    assert!(first.json()["known_fix"].is_null(), "{}", first.body);
+    let group = first.json()["group_id"].as_i64().unwrap();
+    let fix = app
+        .post_json(
+            &token,
+            &format!("/api/v1/groups/{group}/fixes"),
+            &serde_json::json!({"summary": "labels started at 1; shift them to 0",
+                                "link": "https://github.com/org/repo/pull/12"}),
+        )
+        .await;
+    assert_eq!(fix.status, StatusCode::CREATED, "{}", fix.body);
+    // The same failure again, from another run: the answer carries the fix.
+    let again = [b"epoch 9\n".as_slice(), CASCADE].concat();
+    let second = app
+        .upload(&token, &[("log", Some("b.log"), &again)], None)
+        .await;
+    assert_eq!(second.status, StatusCode::CREATED, "{}", second.body);
+    let body = second.json();
+    assert_eq!(body["group_id"], group);
+    assert_eq!(
+        body["known_fix"]["summary"],
+        "labels started at 1; shift them to 0"
+    );
+    let b = sign_in(&app, &token).await;
+    let page = get(&app, &b.cookie, &format!("/reports/{}", body["id"])).await;
+    let banner = select_text(&page.body, "#fixed-before");
+    assert_eq!(banner.len(), 1, "{}", page.body);
+    assert!(
+        banner[0].contains("Fixed before: labels started at 1; shift them to 0"),
+        "{banner:?}"
+    );
+    assert_eq!(
+        select_text(&page.body, "#fixed-before a"),
+        ["github.com/org/repo/pull/12"]
+    );
+}

@@ -232,6 +232,8 @@ pub struct Uploaded {
     pub job: Option<QueuedJob>,
     /// The stored report's classification (the first upload's, for a duplicate or replay).
     pub classification: Classification,
+    /// The newest fix recorded for the report's group: the known fix of this failure.
+    pub known_fix: Option<crate::api_types::Fix>,
 }
 
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
@@ -303,8 +305,13 @@ pub async fn upload(
     } else {
         new.classification
     };
+    let known_fix = crate::storage::groups::group_fixes(&mut *tx, stored.group_id)
+        .await?
+        .into_iter()
+        .next();
     tx.commit().await.map_err(DbError::from)?;
     Ok(Uploaded {
+        known_fix,
         report_id: stored.report_id,
         group_id: stored.group_id,
         duplicate: stored.duplicate,

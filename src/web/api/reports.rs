@@ -77,6 +77,7 @@ pub async fn create_report(
         duplicate: uploaded.duplicate,
         classification: uploaded.classification,
         repro: uploaded.job,
+        known_fix: uploaded.known_fix,
     };
     Ok((StatusCode::CREATED, Json(body)))
 }

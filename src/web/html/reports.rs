@@ -172,6 +172,8 @@ pub struct ReportPage {
     group_id: i64,
     group_count: i64,
     fixes: Vec<Fix>,
+    /// The newest fix, shown right under the root cause, with link text naming its target.
+    fixed_before: Option<(Fix, String)>,
     log: LogWindow,
     log_lines: i64,
     script: Option<String>,
@@ -276,6 +278,7 @@ pub async fn show_report(
         async_hint: c.async_hint,
         group_id: r.group_id,
         group_count: d.group.map_or(1, |g| g.report_count),
+        fixed_before: d.fixes.first().map(|f| (f.clone(), link_text(&f.link))),
         fixes: d.fixes,
         log,
         log_lines: r.log_lines,
@@ -364,6 +367,21 @@ pub async fn raw_log(
         body,
     )
         .into_response())
+}
+
+/// What a fix's link points at, as link text: `github.com/org/repo/pull/12` rather than "link".
+fn link_text(link: &str) -> String {
+    let target = link
+        .split_once("://")
+        .map_or(link, |(_, rest)| rest)
+        .trim_end_matches('/');
+    let target = target.strip_prefix("www.").unwrap_or(target);
+    if target.chars().count() > 80 {
+        let cut: String = target.chars().take(79).collect();
+        format!("{cut}…")
+    } else {
+        target.to_owned()
+    }
 }
 
 /// A download body fed by [`reports::log_stream`]'s chunks.
