@@ -18,6 +18,9 @@ pub enum Reject {
     /// Nothing to classify.
     #[error("the log is empty")]
     Empty,
+    /// Only whitespace: nothing a failure could be read from.
+    #[error("the log is blank: it holds only whitespace")]
+    Blank,
     /// Larger than the configured cap.
     #[error("the log is larger than the {limit}-byte limit")]
     TooLarge {

@@ -623,3 +623,20 @@ async fn oversize_json_bodies_get_413_and_wrong_methods_get_a_json_405() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_blank_log_is_refused_with_its_reason_and_nothing_is_stored() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest]).await;
+    let res = app
+        .upload(
+            &token,
+            &[("log", Some("blank.log"), b"  \n\t\n\r\n   \n")],
+            None,
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    assert_eq!(res.error_code(), "empty_log");
+    assert!(res.body.contains("blank"), "{}", res.body);
+    assert_eq!(app.count("reports").await, 0);
+}

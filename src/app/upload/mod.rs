@@ -194,8 +194,8 @@ impl From<UploadError> for Error {
     /// Empty 422, oversize 413, binary 415, bad meta or script 422.
     fn from(e: UploadError) -> Self {
         match e {
-            UploadError::Log(Reject::Empty) => {
-                Error::Invalid(ErrorCode::EmptyLog, "the log is empty".into())
+            UploadError::Log(r @ (Reject::Empty | Reject::Blank)) => {
+                Error::Invalid(ErrorCode::EmptyLog, r.to_string())
             }
             UploadError::Log(r @ Reject::TooLarge { .. }) => Error::TooLarge(r.to_string()),
             UploadError::Log(Reject::Binary) => {

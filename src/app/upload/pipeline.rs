@@ -31,6 +31,8 @@ pub fn prepare(
     let mut sha = Sha256::new();
     let mut gz = ChunkWriter::default();
     let mut total: u64 = 0;
+    // Whether any byte so far is not whitespace (a blank paste is refused).
+    let mut nonblank = false;
     let mut in_key = false;
     // What was written to `gz`, kept while small: classifying it needs no decompression.
     let mut stored = Stored::default();
@@ -39,6 +41,7 @@ pub fn prepare(
             return Err(Reject::Binary.into());
         }
         total += block.len() as u64;
+        nonblank = nonblank || block.iter().any(|b| !b.is_ascii_whitespace());
         sha.update(block);
         // Most blocks hold no secret at all: one pass of the secret patterns over the whole
         // block says so, and the block is stored as it came.
@@ -74,6 +77,9 @@ pub fn prepare(
     }
     if total == 0 {
         return Err(Reject::Empty.into());
+    }
+    if !nonblank {
+        return Err(Reject::Blank.into());
     }
     let log = gz.finish()?;
     let classification = match &stored.0 {
@@ -420,6 +426,10 @@ mod tests {
         assert!(matches!(
             prepare(&rs, &b""[..], "x", Meta::default(), None),
             Err(UploadError::Log(Reject::Empty))
+        ));
+        assert!(matches!(
+            prepare(&rs, &b" \n\t\r\n\n   \n"[..], "x", Meta::default(), None),
+            Err(UploadError::Log(Reject::Blank))
         ));
         assert!(matches!(
             prepare(&rs, &b"\x7fELF\x00\x00\x01"[..], "x", Meta::default(), None),
