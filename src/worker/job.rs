@@ -75,39 +75,39 @@ fn execute_all(
     cancel: &dyn Fn() -> bool,
 ) -> JobResult {
     let repeats = job.repeats.clamp(1, MAX_REPEATS);
-    let mut runs = Vec::new();
-    let mut chosen: Option<JobResult> = None;
-    for n in 1..=repeats {
-        let result = execute(sandbox, config, job, cancel);
+    let outcome = |r: &JobResult| RunOutcome {
+        exit_code: r.exit_code,
+        signal: r.signal,
+        timed_out: r.timed_out,
+        duration_ms: r.duration_ms,
+        failing_line: failing_line(r),
+    };
+    // The output sent is the first failing run's, else the last run's.
+    let mut result = execute(sandbox, config, job, cancel);
+    let mut runs = vec![outcome(&result)];
+    for n in 2..=repeats {
         if result.error.is_some() || cancel() {
-            return result; // A worker-side failure or a stop ends the attempt.
+            break;
         }
-        let outcome = RunOutcome {
-            exit_code: result.exit_code,
-            signal: result.signal,
-            timed_out: result.timed_out,
-            duration_ms: result.duration_ms,
-            failing_line: failing_line(&result),
-        };
-        if repeats > 1 {
-            tracing::info!(
-                "job {}: run {n} of {repeats} {}",
-                job.job_id,
-                if outcome.failed() { "failed" } else { "passed" }
-            );
+        let next = execute(sandbox, config, job, cancel);
+        if next.error.is_some() {
+            return next; // A worker-side failure ends the attempt.
         }
-        let keep = chosen.as_ref().is_none_or(|c| {
-            let first_failed = c.exit_code != Some(0) || c.signal.is_some() || c.timed_out;
-            !first_failed && (outcome.failed() || n == repeats)
-        });
-        runs.push(outcome);
+        let this = outcome(&next);
+        tracing::info!(
+            "job {}: run {n} of {repeats} {}",
+            job.job_id,
+            if this.failed() { "failed" } else { "passed" }
+        );
+        let keep = !runs.iter().any(RunOutcome::failed) && (this.failed() || n == repeats);
+        runs.push(this);
         if keep {
-            chosen = Some(result);
+            result = next;
         }
     }
-    let Some(mut result) = chosen else {
-        return execute(sandbox, config, job, cancel); // Unreachable: repeats >= 1.
-    };
+    if result.error.is_some() || cancel() {
+        return result; // A worker-side failure or a stop ends the attempt.
+    }
     if repeats > 1 {
         result.runs = runs;
     }
