@@ -14,7 +14,7 @@ pub struct Query {
     pub text: String,
     /// Only this category.
     pub category: Option<String>,
-    /// Only this project (reports only).
+    /// Only this project, in any letter case (reports only).
     pub project: Option<String>,
     /// Page size.
     pub limit: i64,
@@ -72,7 +72,7 @@ pub async fn search(ex: impl PgExecutor<'_>, q: &Query) -> Result<Vec<Hit>, DbEr
              FROM (SELECT r.* FROM reports r, q \
                     WHERE (r.search @@ q.tsq OR r.search_text ILIKE $2) \
                       AND ($3::text IS NULL OR r.category = $3) \
-                      AND ($4::text IS NULL OR r.project = $4) \
+                      AND ($4::text IS NULL OR lower(r.project) = lower($4)) \
                     ORDER BY r.created_at DESC LIMIT 1000) r, q \
            UNION ALL \
            SELECT 'group', g.id, g.id, g.title, g.category, '', g.root_cause_text, ",

@@ -386,6 +386,15 @@ async fn search_finds_reports_groups_and_fixes_with_filters_and_literal_terms() 
     let results = res["results"].as_array().unwrap();
     assert!(!results.is_empty(), "{res}");
     assert!(results.iter().all(|r| r["category"] == "out_of_memory"));
+    // The project filter ignores letter case (people type "NLP" for "nlp").
+    let upper = app
+        .get_as(
+            &t,
+            "/api/v1/search?q=memory&category=out_of_memory&project=NLP",
+        )
+        .await
+        .json();
+    assert_eq!(upper["results"], res["results"], "{upper}");
     let res = app.get_as(&t, "/api/v1/search?q=shift%20them").await.json();
     assert!(
         res["results"]
