@@ -439,7 +439,7 @@ impl GzipBody {
 }
 
 /// The body's error: a malformed gzip stream or the client's connection.
-type BodyError = Box<dyn std::error::Error + Send + Sync>;
+pub(super) type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 impl HttpBody for GzipBody {
     type Data = Bytes;

@@ -29,6 +29,8 @@ use axum::response::Response;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use memchr::memmem::Finder;
 
+use super::limits::BodyError;
+
 /// What a multipart body may hold outside its field data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MultipartCaps {
@@ -303,9 +305,6 @@ enum Needle {
     LineEnd,
     BlankLine,
 }
-
-/// The body's error: a passed cap or the inner body's own.
-type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A request body handed on unchanged while its [`Scanner`] accepts it.
 struct GuardedBody {

@@ -115,6 +115,16 @@ fn execute_all(
     result
 }
 
+/// Cuts `text` to at most `cap` bytes at a character boundary; whether it cut. The sandbox's
+/// start-marker allowance is not the script's: its stderr keeps the same cap as its stdout.
+fn cut_to(text: &mut String, cap: usize) -> bool {
+    if text.len() <= cap {
+        return false;
+    }
+    text.truncate(text.floor_char_boundary(cap));
+    true
+}
+
 /// The user's failing line of a run (`repro.py:13`), from its traceback.
 fn failing_line(result: &JobResult) -> Option<String> {
     let output = format!("{}\n{}", result.stderr, result.stdout);
@@ -228,12 +238,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         .output_cap
         .saturating_sub(oom_note.as_ref().map_or(0, String::len));
     // The allowance for the marker is not the script's: its stderr keeps the same cap.
-    if out.stderr.text.len() > room {
-        let mut end = room;
-        while !out.stderr.text.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.stderr.text.truncate(end);
+    if cut_to(&mut out.stderr.text, room) {
         result.truncated = true;
     }
     if let Some(note) = oom_note {
@@ -316,12 +321,7 @@ fn cpu_follow_up(
         return None;
     }
     let mut truncated = out.stdout.truncated || out.stderr.truncated;
-    if out.stderr.text.len() > config.output_cap {
-        let mut end = config.output_cap;
-        while !out.stderr.text.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.stderr.text.truncate(end);
+    if cut_to(&mut out.stderr.text, config.output_cap) {
         truncated = true;
     }
     Some(CpuRun {
