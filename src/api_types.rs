@@ -354,10 +354,31 @@ pub struct ReportCreated {
     pub classification: Classification,
     /// The reproduction queued for an attached script.
     pub repro: Option<QueuedJob>,
-    /// The newest fix recorded for this failure's group, when there is one: what fixed it
-    /// before.
+    /// What fixed this failure before: the newest fix of its group, else of the most similar
+    /// group at least 50% alike (its `group_id` then differs from the report's).
     #[serde(default)]
     pub known_fix: Option<Fix>,
+    /// Other groups whose failure has nearly the same shape, most alike first.
+    #[serde(default)]
+    pub similar: Vec<SimilarFailure>,
+}
+
+/// A group of failures shaped like a report's (its root cause with numbers taken out, and the
+/// user's stack frames), as report responses list it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SimilarFailure {
+    pub group_id: i64,
+    /// The group page.
+    pub url: String,
+    pub category: Category,
+    pub title: String,
+    /// The group's root-cause line, as first seen.
+    pub root_cause: String,
+    pub report_count: i64,
+    /// Trigram similarity of the two failures' signatures, 0 to 1.
+    pub similarity: f32,
+    /// Its fixes, newest first (at most three).
+    pub fixes: Vec<Fix>,
 }
 
 /// A fix recorded for a group, as `GET /api/v1/groups/{id}` and `GET /api/v1/reports/{id}`
@@ -441,6 +462,11 @@ pub struct ReportDetail {
     /// The log's classification (DESIGN.md section 3).
     pub classification: Classification,
     pub fixes: Vec<Fix>,
+    /// What fixed this failure before: the newest of `fixes`, else the newest fix of the most
+    /// similar group at least 45% alike.
+    pub known_fix: Option<Fix>,
+    /// Other groups whose failure has nearly the same shape, most alike first.
+    pub similar: Vec<SimilarFailure>,
     pub reproductions: Vec<Reproduction>,
     /// The headline: the log's, or a more specific reproduction's.
     pub category: Category,

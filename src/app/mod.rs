@@ -7,6 +7,7 @@
 pub mod logstore;
 pub mod reports;
 pub mod reproduce;
+pub mod similar;
 pub mod team_rules;
 pub mod tokens;
 pub mod triage;

@@ -4,6 +4,7 @@
 //! chunks that hold them are read), or the whole log as a stream for a download.
 
 use super::logstore;
+use super::similar::{self, SimilarFailure};
 use super::{Error, blocking};
 use crate::storage::groups::{self, Group};
 use crate::storage::reports::{self as store, Report};
@@ -20,6 +21,16 @@ pub struct ReportDetail {
     /// Its reproduction jobs, oldest first.
     pub jobs: Vec<JobView>,
     pub basis: Option<CategoryBasis>,
+    /// Other groups whose failure has nearly the same shape, most alike first.
+    pub similar: Vec<SimilarFailure>,
+}
+
+impl ReportDetail {
+    /// What fixed this failure before: its group's newest fix, else a close similar group's.
+    #[must_use]
+    pub fn known_fix(&self) -> Option<&groups::Fix> {
+        similar::known_fix(&self.fixes, &self.similar)
+    }
 }
 
 /// The report with id `id`, or 404.
@@ -32,6 +43,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
     let fixes = groups::group_fixes(&mut *tx, report.group_id).await?;
     let jobs = reads::report_jobs(&mut tx, id).await?;
     let basis = reads::category_basis(&mut *tx, id, false).await?;
+    let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
     tx.rollback().await.map_err(DbError::from)?;
     Ok(ReportDetail {
         report,
@@ -39,6 +51,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
         fixes,
         jobs,
         basis,
+        similar,
     })
 }
 

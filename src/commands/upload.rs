@@ -431,6 +431,15 @@ fn render_created(log: &Path, created: &ReportCreated, server: &str) -> String {
             out += &format!(" {}", fix.link);
         }
         out += "\n";
+        if fix.group_id != created.group_id
+            && let Some(s) = created.similar.iter().find(|s| s.group_id == fix.group_id)
+        {
+            out += &format!(
+                "    recorded for a similar failure ({:.0}% alike): {}\n",
+                s.similarity * 100.0,
+                report_url(server, &s.url)
+            );
+        }
     }
     if let Some(repro) = &created.repro {
         out += &format!("  reproduction queued (job {})\n", repro.job_id);
@@ -685,6 +694,7 @@ mod tests {
                 state: crate::api_types::JobState::Queued,
             }),
             known_fix: None,
+            similar: Vec::new(),
         };
         serde_json::to_string(&created).unwrap_or_default()
     }
@@ -728,6 +738,26 @@ mod tests {
             printed.contains(
                 "\n  fixed before: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (alice, "
             ) && printed.contains(") https://github.com/org/repo/pull/12\n"),
+            "{printed}"
+        );
+        // A fix recorded for a similar failure's group says so, with that group's page.
+        if let Some(fix) = created.known_fix.as_mut() {
+            fix.group_id = 5;
+        }
+        created.similar = vec![crate::api_types::SimilarFailure {
+            group_id: 5,
+            url: "/groups/5".into(),
+            category: crate::rules::Category::OutOfMemory,
+            title: "CUDA out of memory".into(),
+            root_cause: String::new(),
+            report_count: 4,
+            similarity: 0.724,
+            fixes: created.known_fix.iter().cloned().collect(),
+        }];
+        let printed = render_created(Path::new("a.log"), &created, "http://s");
+        assert!(
+            printed
+                .ends_with("\n    recorded for a similar failure (72% alike): http://s/groups/5\n"),
             "{printed}"
         );
         Ok(())

@@ -126,7 +126,10 @@ pub fn user_frame(tb: &Traceback) -> Option<&Frame> {
         .or(tb.frames.last())
 }
 
-fn is_library(file: &str) -> bool {
+/// Whether `file` belongs to a library (site-packages, the standard library, torch, conda
+/// `pkgs`, `<frozen ...>`) rather than the user's own code.
+#[must_use]
+pub fn is_library(file: &str) -> bool {
     let path = file.replace('\\', "/").to_ascii_lowercase();
     path.starts_with("<frozen")
         || path.contains("site-packages/")

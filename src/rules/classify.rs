@@ -23,6 +23,14 @@ const MAX_FINDINGS: usize = 200;
 const MAX_STEPS: usize = 8;
 /// Longest finding text kept.
 const MAX_TEXT: usize = 600;
+/// Stack frames kept from the start of a log, and again from its end.
+const MAX_FRAMES: usize = 2048;
+/// How far before the root cause a frame still belongs to its stack.
+const FRAME_REACH: usize = 400;
+/// User frames in a signature, innermost last.
+const SIGNATURE_FRAMES: usize = 6;
+/// Longest signature text kept from the root cause or last line.
+const SIGNATURE_TEXT: usize = 300;
 
 /// A rule hit on one line, before ranking.
 #[derive(Debug)]
@@ -48,6 +56,18 @@ struct Collector {
     settled: Vec<bool>,
     /// The line of the first Python traceback header, when the log has one.
     first_traceback: Option<usize>,
+    /// Python stack frames (line, file, function): the first [`MAX_FRAMES`], then the last
+    /// [`MAX_FRAMES`] after them (a log no rule matched is signed by how it ends).
+    frames: Vec<FrameHit>,
+    tail_frames: std::collections::VecDeque<FrameHit>,
+}
+
+/// A Python stack frame line.
+#[derive(Debug, Clone)]
+struct FrameHit {
+    line: usize,
+    file: String,
+    function: String,
 }
 
 impl Ruleset {
@@ -152,6 +172,17 @@ impl Ruleset {
     /// classification: the async hint, the first traceback, advice and facts.
     fn apply_context(&self, ci: usize, line: &str, number: usize, col: &mut Collector) {
         let ctx = &self.contexts[ci];
+        if ctx.spec.frame {
+            if let Some(caps) = ctx.m.regex().captures(line) {
+                let get = |n: &str| caps.name(n).map_or("", |m| m.as_str()).to_owned();
+                col.push_frame(FrameHit {
+                    line: number,
+                    file: get("file"),
+                    function: get("function"),
+                });
+            }
+            return;
+        }
         if ctx.spec.async_hint {
             col.async_hint = true;
         }
@@ -187,6 +218,8 @@ impl Ruleset {
             async_hint,
             context_advice,
             first_traceback,
+            frames,
+            tail_frames,
             ..
         } = col;
         // One finding per line: the most specific rule that hit it.
@@ -298,13 +331,31 @@ impl Ruleset {
                     fingerprint(rule.category, &rule.id, &r.text),
                 )
             }
+            // No rule names a failure: the log is grouped by how it ends (its last line and
+            // the user's frames before it), not thrown in with every other unmatched log.
             None => (
                 Category::Unknown,
                 "No known failure pattern found".to_owned(),
                 Confidence::Low,
                 None,
-                fingerprint(Category::Unknown, "", ""),
+                String::new(),
             ),
+        };
+        let (anchor, anchor_text) = match (root, &scanned.last_line) {
+            (Some(r), _) => (r.line, r.text.clone()),
+            (None, Some((line, text))) => (
+                line + 1,
+                crate::ingest::neutralize_controls(&clean_line(text)).into_owned(),
+            ),
+            (None, None) => (0, String::new()),
+        };
+        let signature = signature(&anchor_text, frames.iter().chain(&tail_frames), anchor);
+        let fingerprint = if root.is_some() {
+            fingerprint
+        } else if anchor_text.is_empty() {
+            self::fingerprint(Category::Unknown, "", "")
+        } else {
+            self::fingerprint(Category::Unknown, UNMATCHED, &signature)
         };
         let next_steps = self.next_steps(root, category, async_hint, context_advice);
         Classification {
@@ -318,6 +369,7 @@ impl Ruleset {
             async_hint,
             next_steps,
             fingerprint,
+            signature,
             notes,
             stats: Stats {
                 bytes: scanned.bytes,
@@ -556,6 +608,48 @@ pub fn normalize_signature(text: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// The rule part of the fingerprint of a log no rule matched (no rule id looks like it).
+const UNMATCHED: &str = "<unmatched>";
+
+impl Collector {
+    fn push_frame(&mut self, frame: FrameHit) {
+        if self.frames.len() < MAX_FRAMES {
+            self.frames.push(frame);
+        } else {
+            if self.tail_frames.len() == MAX_FRAMES {
+                self.tail_frames.pop_front();
+            }
+            self.tail_frames.push_back(frame);
+        }
+    }
+}
+
+/// The failure's shape: `text` normalized as for the fingerprint (cut to
+/// [`SIGNATURE_TEXT`]), then the user's own frames (not library code) among those within
+/// [`FRAME_REACH`] lines before `anchor`, as `file.py:function`, innermost last.
+fn signature<'f>(text: &str, frames: impl Iterator<Item = &'f FrameHit>, anchor: usize) -> String {
+    let mut out = normalize_signature(text);
+    out.truncate(out.floor_char_boundary(SIGNATURE_TEXT));
+    let mut user: Vec<String> = Vec::new();
+    for f in frames.filter(|f| f.line < anchor && f.line + FRAME_REACH >= anchor) {
+        if crate::ingest::traceback::is_library(&f.file) {
+            continue;
+        }
+        let base = f.file.rsplit(['/', '\\']).next().unwrap_or(&f.file);
+        let name = format!("{base}:{}", f.function);
+        // A frame repeated (recursion, every rank's copy of the stack) counts once, at its
+        // innermost place.
+        user.retain(|n| *n != name);
+        user.push(name);
+    }
+    let skip = user.len().saturating_sub(SIGNATURE_FRAMES);
+    for name in &user[skip..] {
+        out.push(' ');
+        out.push_str(name);
+    }
+    out
+}
+
 fn fingerprint(category: Category, rule: &str, text: &str) -> String {
     let mut h = Sha256::new();
     h.update(category.as_str());
@@ -578,6 +672,7 @@ fn unreachable_classification(source: &str) -> Classification {
         async_hint: false,
         next_steps: Vec::new(),
         fingerprint: fingerprint(Category::Unknown, "", ""),
+        signature: String::new(),
         notes: vec!["the input could not be read".to_owned()],
         stats: Stats::default(),
     }

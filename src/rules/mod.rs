@@ -237,6 +237,11 @@ pub struct Classification {
     pub next_steps: Vec<String>,
     /// Groups recurring failures: sha256 hex of the normalized root-cause signature.
     pub fingerprint: String,
+    /// The failure's shape, for finding similar failures by trigram similarity: the root
+    /// cause's normalized text (for a log no rule matched, its last line's) and the user's
+    /// stack frames next to it (`train.py:step model.py:forward`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signature: String,
     /// Remarks about the input itself (empty, binary, truncated).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,

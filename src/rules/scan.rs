@@ -222,10 +222,13 @@ pub(super) struct Candidate {
 }
 
 /// What a scan saw.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Scanned {
     pub bytes: u64,
     pub lines: u64,
+    /// The last line that is not blank (ANSI removed, capped like a candidate), and its
+    /// 1-based number: how a log with no failure line ends is its signature.
+    pub last_line: Option<(usize, Vec<u8>)>,
 }
 
 /// Streams `reader` and calls `on_candidate` for each candidate line, in order. `first_chunk`
@@ -246,22 +249,30 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
         return Ok(Scanned {
             bytes: chunks.total,
             lines: 0,
+            last_line: None,
         });
     }
     let mut lines = 0;
+    let mut last_line = None;
     let mut emit = |done: Processed, lines: &mut usize| {
         for mut c in done.candidates {
             c.line += *lines;
             on_candidate(c);
+        }
+        if let Some((n, text)) = done.last_line {
+            last_line = Some((*lines + n, text));
         }
         *lines += done.newlines;
     };
     if chunks.eof {
         let done = local.process(candidates, &chunk);
         emit(done, &mut lines);
-        return Ok(chunks.scanned(lines));
+        return Ok(Scanned {
+            last_line,
+            ..chunks.scanned(lines)
+        });
     }
-    std::thread::scope(|scope| {
+    let scanned = std::thread::scope(|scope| {
         // Chunks go to the helper while it keeps up; when its queue is full this thread
         // processes the chunk itself. Results are handed on in input order.
         let (to_helper, helper_in) = mpsc::sync_channel::<Chunk>(HELPER_QUEUE);
@@ -318,6 +329,10 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
                 next = Some(chunk);
             }
         }
+    })?;
+    Ok(Scanned {
+        last_line,
+        ..scanned
     })
 }
 
@@ -331,6 +346,9 @@ struct Processed {
     candidates: Vec<Candidate>,
     /// Newlines in the processed part.
     newlines: usize,
+    /// The part's last line that is not blank: its number from the chunk's first line (1)
+    /// and its text.
+    last_line: Option<(usize, Vec<u8>)>,
 }
 
 /// Buffers reused from chunk to chunk by one thread.
@@ -360,6 +378,7 @@ impl Worker {
         Processed {
             candidates: out,
             newlines,
+            last_line: last_nonblank_line(&hay[..end], newlines),
         }
     }
 }
@@ -405,6 +424,26 @@ fn find_candidates(
     line - 1 + memchr::memchr_iter(b'\n', &hay[counted_to..end]).count()
 }
 
+/// The last line of `hay` (which holds `newlines` newlines) that is more than whitespace,
+/// numbered from 1 at `hay[0]`, and its text (the first `MAX_MATCH_LINE` bytes of a giant
+/// line). Only the tail after that line is read.
+fn last_nonblank_line(hay: &[u8], newlines: usize) -> Option<(usize, Vec<u8>)> {
+    let mut stop = hay.len();
+    loop {
+        let start = memchr::memrchr(b'\n', &hay[..stop]).map_or(0, |p| p + 1);
+        let line = &hay[start..stop];
+        if line.iter().any(|b| !b.is_ascii_whitespace()) {
+            let number = 1 + newlines - memchr::memchr_iter(b'\n', &hay[start..]).count();
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            return Some((number, line[..line.len().min(MAX_MATCH_LINE)].to_vec()));
+        }
+        if start == 0 {
+            return None;
+        }
+        stop = start - 1;
+    }
+}
+
 /// The line, or for giant lines a window of `MAX_MATCH_LINE` bytes around the hit.
 fn window(line: &[u8], hit: usize) -> Vec<u8> {
     if line.len() <= MAX_MATCH_LINE {
@@ -446,6 +485,28 @@ mod tests {
         )
         .expect("in-memory read");
         (got, scanned.lines)
+    }
+
+    #[test]
+    fn the_last_line_that_is_not_blank_is_found_across_chunk_boundaries() {
+        let mut input = Vec::new();
+        for i in 0..200_000 {
+            input.extend_from_slice(format!("step {i}\n").as_bytes());
+        }
+        input.extend_from_slice(b"the end\r\n\n   \n\t\n");
+        assert!(input.len() > 2 * CHUNK, "the input spans chunks");
+        let scanned = scan(
+            &candidates(&["never matches"]),
+            &input[..],
+            |_| true,
+            |_| {},
+        )
+        .expect("scan");
+        assert_eq!(scanned.last_line, Some((200_001, b"the end".to_vec())));
+        let blank = scan(&candidates(&["x"]), &b"\n \n"[..], |_| true, |_| {}).expect("scan");
+        assert_eq!(blank.last_line, None);
+        let one = scan(&candidates(&["x"]), &b"only"[..], |_| true, |_| {}).expect("scan");
+        assert_eq!(one.last_line, Some((1, b"only".to_vec())));
     }
 
     #[test]

@@ -88,6 +88,10 @@ pub struct ContextSpec {
     /// over stray `Error:` lines printed before it: the failing process's own exception.
     #[serde(default)]
     pub traceback: bool,
+    /// A hit is a Python stack frame: its `file` and `function` captures become part of the
+    /// failure's signature (the user's frames next to the root cause), not facts.
+    #[serde(default)]
+    pub frame: bool,
     /// Next steps that apply whenever this context is present (e.g. the async re-run advice).
     #[serde(default)]
     pub advice: Vec<String>,

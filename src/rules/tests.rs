@@ -236,3 +236,51 @@ fn json_output_has_the_contract_fields() {
         "absent facts are omitted"
     );
 }
+
+#[test]
+fn logs_no_rule_matches_are_grouped_by_how_they_end() {
+    let run = |last: &str| {
+        classify(&format!(
+            "epoch 1 loss 0.52\nepoch 2 loss 0.31\n{last}\n\n  \n"
+        ))
+    };
+    let a = run("worker 3 stalled after 1200 s, giving up");
+    let b = run("worker 7 stalled after 95 s, giving up");
+    let finished = run("Training finished in 812 s");
+    assert_eq!(a.category, Category::Unknown);
+    assert!(a.root_cause.is_none(), "no rule names a failure here");
+    assert_eq!(
+        a.fingerprint, b.fingerprint,
+        "the same ending, other numbers"
+    );
+    assert_ne!(a.fingerprint, finished.fingerprint);
+    assert_eq!(a.signature, "worker # stalled after # s, giving up");
+    // Only a log with no text at all has the one signature-less fingerprint.
+    assert_ne!(a.fingerprint, classify("").fingerprint);
+    assert!(classify("").signature.is_empty());
+}
+
+#[test]
+fn a_signature_is_the_root_cause_shape_and_the_users_frames_before_it() {
+    let log = "\
+Traceback (most recent call last):
+  File \"/home/u/proj/train.py\", line 57, in <module>
+    main()
+  File \"/home/u/proj/train.py\", line 41, in step
+    out = model(x)
+  File \"/opt/conda/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1501, in _call_impl
+    return forward_call(*args, **kwargs)
+  File \"/home/u/proj/model.py\", line 23, in forward
+    return self.emb(idx)
+IndexError: index out of range in self
+";
+    let c = classify(log);
+    assert_eq!(c.root_cause.as_ref().map(|r| r.line), Some(10));
+    assert_eq!(
+        c.signature,
+        "IndexError: index out of range in self train.py:<module> train.py:step model.py:forward"
+    );
+    // Frames after the root cause, or from another program far above it, are not its stack.
+    let later = format!("{log}  File \"/home/u/proj/eval.py\", line 3, in evaluate\n");
+    assert_eq!(classify(&later).signature, c.signature);
+}

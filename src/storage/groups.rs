@@ -152,3 +152,68 @@ pub async fn group_trends(
             .await?;
     Ok((rows, today))
 }
+
+/// A group whose signature is close to another failure's.
+#[derive(Clone, Debug)]
+pub struct Similar {
+    pub group: Group,
+    /// Trigram similarity of the two signatures, 0 to 1.
+    pub similarity: f32,
+}
+
+/// How many nearest signatures the index returns before the similarity floor is applied.
+const NEAREST: i64 = 50;
+
+/// The groups other than `exclude` whose signature is at least `min_similarity` alike to
+/// `signature` (pg_trgm `similarity`), most alike first, at most `limit`. The GiST trigram
+/// index on `groups.signature` returns the nearest by `<->` distance, so this reads a few
+/// dozen groups whatever their number.
+pub async fn similar_groups(
+    ex: impl PgExecutor<'_>,
+    signature: &str,
+    exclude: i64,
+    min_similarity: f32,
+    limit: i64,
+) -> Result<Vec<Similar>, DbError> {
+    if signature.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {GROUP_COLUMNS}, g.sim FROM ( \
+             SELECT g.*, similarity(g.signature, $1) AS sim FROM groups g \
+             WHERE g.id <> $2 AND g.signature <> '' \
+             ORDER BY g.signature <-> $1 LIMIT {NEAREST}) g \
+         {GROUP_STATS} \
+         WHERE g.sim >= $3 \
+         ORDER BY g.sim DESC, coalesce(s.last_seen, g.first_seen) DESC, g.id DESC LIMIT $4"
+    )))
+    .bind(signature)
+    .bind(exclude)
+    .bind(min_similarity)
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|row| {
+            Ok(Similar {
+                group: group_from_row(row)?,
+                similarity: row.try_get("sim")?,
+            })
+        })
+        .collect()
+}
+
+/// The fixes recorded for any of `group_ids`, newest first.
+pub async fn fixes_of_groups(
+    ex: impl PgExecutor<'_>,
+    group_ids: &[i64],
+) -> Result<Vec<Fix>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {FIX_COLUMNS} FROM fixes WHERE group_id = ANY($1) \
+         ORDER BY created_at DESC, id DESC"
+    )))
+    .bind(group_ids)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(fix_from_row).collect()
+}

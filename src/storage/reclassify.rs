@@ -321,8 +321,8 @@ pub async fn apply(
     if old_fp != new.headline.fingerprint {
         group_id = sqlx::query_scalar(
             "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen, \
-                 last_seen) \
-             SELECT $1, $2, $3, $4, created_at, created_at FROM reports WHERE id = $5 \
+                 last_seen, signature) \
+             SELECT $1, $2, $3, $4, created_at, created_at, $6 FROM reports WHERE id = $5 \
              ON CONFLICT (fingerprint) DO UPDATE SET \
                  first_seen = LEAST(groups.first_seen, excluded.first_seen), \
                  last_seen = GREATEST(groups.last_seen, excluded.last_seen) \
@@ -333,6 +333,7 @@ pub async fn apply(
         .bind(&new.headline.title)
         .bind(&new.headline.root_cause_text)
         .bind(report_id)
+        .bind(&new.headline.signature)
         .fetch_one(&mut *tx)
         .await?;
     }
@@ -350,6 +351,7 @@ pub async fn apply(
              original_title = CASE WHEN r.category_source = 'reproduction' \
                  THEN $4 ELSE r.original_title END, \
              root_cause_line = $6, root_cause_text = $7, fingerprint = $8, async_hint = $9, \
+             signature = $12, \
              classification = $10, \
              finding_rules = jsonb_path_query_array($10, '$.findings[*].rule'), \
              search_text = CASE WHEN r.category_source = 'reproduction' \
@@ -369,6 +371,7 @@ pub async fn apply(
     .bind(new.headline.async_hint)
     .bind(Json(&new.classification))
     .bind(&new.search_text)
+    .bind(&new.headline.signature)
     .execute(&mut *tx)
     .await?;
     if group_id != old_group {

@@ -52,6 +52,8 @@ pub struct Headline {
     pub root_cause_line: Option<i32>,
     pub root_cause_text: String,
     pub fingerprint: String,
+    /// The failure's shape, for similar failures (`Classification::signature`).
+    pub signature: String,
     pub async_hint: bool,
 }
 
@@ -67,6 +69,7 @@ impl Headline {
             root_cause_line: root.and_then(|r| i32::try_from(r.line).ok()),
             root_cause_text: root.map(|r| r.text.clone()).unwrap_or_default(),
             fingerprint: c.fingerprint.clone(),
+            signature: c.signature.clone(),
             async_hint: c.async_hint,
         }
     }
@@ -227,8 +230,8 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
         // When another transaction inserted the group first, this statement waits for it, and
         // the next statement's snapshot sees its row.
         let inserted: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO groups (fingerprint, category, title, root_cause_text) \
-             VALUES ($1, $2, $3, $4) \
+            "INSERT INTO groups (fingerprint, category, title, root_cause_text, signature) \
+             VALUES ($1, $2, $3, $4, $5) \
              ON CONFLICT (fingerprint) DO NOTHING \
              RETURNING id",
         )
@@ -236,6 +239,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
         .bind(r.headline.category)
         .bind(&r.headline.title)
         .bind(&r.headline.root_cause_text)
+        .bind(&r.headline.signature)
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(id) = inserted {
@@ -266,9 +270,9 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
              fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
-             script, search_text, finding_rules) \
+             script, search_text, finding_rules, signature) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, jsonb_path_query_array($16, '$.findings[*].rule')) \
+             $18, $19, $20, $21, jsonb_path_query_array($16, '$.findings[*].rule'), $22) \
          RETURNING id",
     )
     .bind(r.token_id)
@@ -292,6 +296,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(r.log_lines)
     .bind(&r.script)
     .bind(&r.search_text)
+    .bind(&r.headline.signature)
     .fetch_one(&mut *tx)
     .await?;
     insert_log(&mut *tx, report_id, &r.log).await?;
@@ -340,6 +345,8 @@ pub struct Report {
     pub root_cause_line: Option<i32>,
     pub root_cause_text: String,
     pub fingerprint: String,
+    /// The failure's shape, for similar failures.
+    pub signature: String,
     /// The log's classification.
     #[sqlx(json)]
     pub classification: Classification,
@@ -364,7 +371,8 @@ pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Repor
         rfc3339!("created_at"),
         " AS created, project, job_url, commit_sha, branch, \
          environment, filename, group_id, category, title, root_cause_line, root_cause_text, \
-         fingerprint, classification, log_bytes, log_lines, script FROM reports WHERE id = $1"
+         fingerprint, signature, classification, log_bytes, log_lines, script \
+         FROM reports WHERE id = $1"
     ))
     .bind(id)
     .fetch_optional(ex)

@@ -14,6 +14,7 @@ mod migrations;
 mod portal;
 mod security;
 mod serve_binary;
+mod similar;
 mod support;
 mod team_rules;
 mod upload_cli;

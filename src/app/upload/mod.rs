@@ -232,8 +232,11 @@ pub struct Uploaded {
     pub job: Option<QueuedJob>,
     /// The stored report's classification (the first upload's, for a duplicate or replay).
     pub classification: Classification,
-    /// The newest fix recorded for the report's group: the known fix of this failure.
+    /// The known fix of this failure: the newest fix of the report's group, else of the most
+    /// similar group close enough (`app::similar::known_fix`).
     pub known_fix: Option<crate::api_types::Fix>,
+    /// Other groups whose failure has nearly the same shape.
+    pub similar: Vec<crate::app::similar::SimilarFailure>,
 }
 
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
@@ -305,13 +308,15 @@ pub async fn upload(
     } else {
         new.classification
     };
-    let known_fix = crate::storage::groups::group_fixes(&mut *tx, stored.group_id)
-        .await?
-        .into_iter()
-        .next();
+    let own_fixes = crate::storage::groups::group_fixes(&mut *tx, stored.group_id).await?;
+    let similar =
+        crate::app::similar::of_signature(&mut tx, &new.headline.signature, stored.group_id)
+            .await?;
+    let known_fix = crate::app::similar::known_fix(&own_fixes, &similar).cloned();
     tx.commit().await.map_err(DbError::from)?;
     Ok(Uploaded {
         known_fix,
+        similar,
         report_id: stored.report_id,
         group_id: stored.group_id,
         duplicate: stored.duplicate,

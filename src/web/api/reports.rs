@@ -78,6 +78,7 @@ pub async fn create_report(
         classification: uploaded.classification,
         repro: uploaded.job,
         known_fix: uploaded.known_fix,
+        similar: similar_failures(&state.public_url, uploaded.similar),
     };
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -160,6 +161,7 @@ pub async fn show_report(
 ) -> Result<Json<wire::ReportDetail>, AppError> {
     token.require(&[Scope::Read])?;
     let d = reports::detail(&state.db, id).await?;
+    let known_fix = d.known_fix().cloned();
     let r = d.report;
     Ok(Json(wire::ReportDetail {
         id: r.id,
@@ -177,12 +179,34 @@ pub async fn show_report(
         group_id: r.group_id,
         classification: r.classification,
         fixes: d.fixes,
+        known_fix,
+        similar: similar_failures(&state.public_url, d.similar),
         reproductions: d.jobs.iter().map(reproduction).collect(),
         category: r.category,
         title: r.title,
         category_source: d.basis.as_ref().map_or(CategorySource::Log, |b| b.source),
         original_category: d.basis.and_then(|b| b.original_category),
     }))
+}
+
+/// Similar groups as report responses list them.
+fn similar_failures(
+    public_url: &str,
+    similar: Vec<app::similar::SimilarFailure>,
+) -> Vec<wire::SimilarFailure> {
+    similar
+        .into_iter()
+        .map(|s| wire::SimilarFailure {
+            group_id: s.group.id,
+            url: format!("{public_url}/groups/{}", s.group.id),
+            category: s.group.category,
+            title: s.group.title,
+            root_cause: s.group.root_cause_text,
+            report_count: s.group.report_count,
+            similarity: s.similarity,
+            fixes: s.fixes,
+        })
+        .collect()
 }
 
 /// A job as `GET /api/v1/reports/{id}` lists it under `reproductions` (DESIGN.md section 5):

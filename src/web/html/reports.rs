@@ -14,6 +14,7 @@ use super::Layout;
 use super::logview::{self, LogWindow};
 use super::repro::{self, ReproSection};
 use crate::api_types::ErrorCode;
+use crate::app::similar::SimilarFailure;
 use crate::app::upload::{self, Meta, Uploader};
 use crate::app::{self, reports};
 use crate::auth::Scope;
@@ -172,12 +173,25 @@ pub struct ReportPage {
     group_id: i64,
     group_count: i64,
     fixes: Vec<Fix>,
-    /// The newest fix, shown right under the root cause, with link text naming its target.
-    fixed_before: Option<(Fix, String)>,
+    /// The known fix, shown right under the root cause.
+    fixed_before: Option<FixedBefore>,
+    /// Other groups whose failure has nearly the same shape.
+    similar: Vec<SimilarFailure>,
+    /// The log has no failure line a rule names: its group is "logs that end the same way".
+    unmatched: bool,
     log: LogWindow,
     log_lines: i64,
     script: Option<String>,
     repro: ReproSection,
+}
+
+/// The "Fixed before" banner: the fix, its link text naming the target, and, when the fix
+/// was recorded for a similar group rather than the report's own, that group and how alike.
+#[derive(Debug)]
+struct FixedBefore {
+    fix: Fix,
+    target: String,
+    similar: Option<(i64, u32)>,
 }
 
 /// `?start=N`: the first line of the log window.
@@ -256,6 +270,15 @@ pub async fn show_report(
         (log, reported)
     })
     .await?;
+    let fixed_before = app::similar::known_fix(&d.fixes, &d.similar).map(|f| FixedBefore {
+        target: link_text(&f.link),
+        similar: d
+            .similar
+            .iter()
+            .find(|s| s.group.id == f.group_id)
+            .map(|s| (s.group.id, s.percent())),
+        fix: f.clone(),
+    });
     let can_write = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
     let repro = repro::section(d.jobs, d.basis.as_ref(), &reported, can_write);
     Ok(ReportPage {
@@ -278,7 +301,9 @@ pub async fn show_report(
         async_hint: c.async_hint,
         group_id: r.group_id,
         group_count: d.group.map_or(1, |g| g.report_count),
-        fixed_before: d.fixes.first().map(|f| (f.clone(), link_text(&f.link))),
+        fixed_before,
+        unmatched: c.root_cause.is_none(),
+        similar: d.similar,
         fixes: d.fixes,
         log,
         log_lines: r.log_lines,

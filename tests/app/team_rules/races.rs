@@ -27,6 +27,7 @@ fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
             root_cause_line: Some(2),
             root_cause_text: "MyKernel failed: code 7 (launch 2)".into(),
             fingerprint: fingerprint.into(),
+            signature: "MyKernel failed: code # (launch #)".into(),
             async_hint: false,
         },
         classification,

@@ -1,0 +1,242 @@
+//! Similar failures (issue 18, item 2): a failure worded differently, or matched by no rule,
+//! finds the group and the fix of the same failure seen before; logs no rule matches are
+//! grouped by how they end instead of all in one group.
+
+use axum::http::StatusCode;
+use gpu_triage::auth::Scope;
+
+use crate::browse::{page, sign_in, texts};
+use crate::support::TestApp;
+
+/// PyTorch 1.x's wording of an out-of-memory error, raised in the user's `resnet.py`.
+const OOM_OLD: &str = "\
+Epoch 3: 45%|####5     | 450/1000 [02:11<02:40,  3.43it/s]
+Traceback (most recent call last):
+  File \"/home/ana/vision/train.py\", line 88, in <module>
+    main()
+  File \"/home/ana/vision/train.py\", line 61, in train_step
+    logits = model(images)
+  File \"/opt/conda/lib/python3.10/site-packages/torch/nn/modules/module.py\", line 1501, in _call_impl
+    return forward_call(*args, **kwargs)
+  File \"/home/ana/vision/resnet.py\", line 140, in forward
+    x = self.layer4(x)
+RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; 12.10 GiB already allocated; 1.20 GiB free; 13.50 GiB reserved in total by PyTorch)
+";
+
+/// The same failure in PyTorch 2.x's wording, from another machine and rank.
+const OOM_NEW: &str = "\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File \"/srv/jobs/vision/train.py\", line 90, in <module>
+[rank0]:     main()
+[rank0]:   File \"/srv/jobs/vision/train.py\", line 63, in train_step
+[rank0]:     logits = model(images)
+[rank0]:   File \"/usr/local/lib/python3.12/dist-packages/torch/nn/modules/module.py\", line 1736, in _call_impl
+[rank0]:     return forward_call(*args, **kwargs)
+[rank0]:   File \"/srv/jobs/vision/resnet.py\", line 142, in forward
+[rank0]:     x = self.layer4(x)
+[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 2.06 GiB is free. Including non-PyTorch memory, this process has 77.08 GiB memory in use.
+";
+
+/// The same place failing with the project's own exception, which no rule knows.
+const OWN_EXCEPTION: &str = "\
+Traceback (most recent call last):
+  File \"/home/bo/vision/train.py\", line 88, in <module>
+    main()
+  File \"/home/bo/vision/train.py\", line 61, in train_step
+    logits = model(images)
+  File \"/home/bo/vision/resnet.py\", line 140, in forward
+    x = self.layer4(x)
+vision.memory.BudgetExceeded: CUDA allocator could not allocate 2.00 GiB on GPU 0
+";
+
+async fn upload(app: &TestApp, token: &str, name: &str, log: &str) -> serde_json::Value {
+    let res = app
+        .upload(token, &[("log", Some(name), log.as_bytes())], None)
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    res.json()
+}
+
+async fn record_fix(app: &TestApp, token: &str, group: i64, summary: &str) {
+    let res = app
+        .post_json(
+            token,
+            &format!("/api/v1/groups/{group}/fixes"),
+            &serde_json::json!({"summary": summary,
+                                "link": "https://github.com/org/vision/pull/7"}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+}
+
+#[tokio::test]
+async fn a_reworded_failure_shows_the_first_ones_group_and_fix() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let first = upload(&app, &token, "old.log", OOM_OLD).await;
+    let group = first["group_id"].as_i64().unwrap();
+    assert_eq!(
+        first["similar"],
+        serde_json::json!([]),
+        "nothing stored before"
+    );
+    record_fix(
+        &app,
+        &token,
+        group,
+        "halve the batch size for layer4 at 512 px",
+    )
+    .await;
+
+    let second = upload(&app, &token, "new.log", OOM_NEW).await;
+    // Another wording is another group: only similarity connects them.
+    assert_ne!(second["group_id"].as_i64().unwrap(), group, "{second}");
+    assert_eq!(second["classification"]["category"], "out_of_memory");
+    let similar = second["similar"].as_array().unwrap();
+    assert_eq!(similar.len(), 1, "{second}");
+    assert_eq!(similar[0]["group_id"], group);
+    assert_eq!(similar[0]["category"], "out_of_memory");
+    assert_eq!(similar[0]["report_count"], 1);
+    let alike = similar[0]["similarity"].as_f64().unwrap();
+    assert!((0.45..1.0).contains(&alike), "{alike}");
+    assert_eq!(
+        similar[0]["fixes"][0]["summary"],
+        "halve the batch size for layer4 at 512 px"
+    );
+    // The first one's fix is this failure's known fix, in the upload answer and the report.
+    assert_eq!(
+        second["known_fix"]["summary"],
+        "halve the batch size for layer4 at 512 px"
+    );
+    assert_eq!(second["known_fix"]["group_id"], group);
+    let id = second["id"].as_i64().unwrap();
+    let detail = app.get_as(&token, &format!("/api/v1/reports/{id}")).await;
+    assert_eq!(detail.status, StatusCode::OK);
+    let detail = detail.json();
+    assert_eq!(
+        detail["fixes"],
+        serde_json::json!([]),
+        "its own group has none"
+    );
+    assert_eq!(detail["known_fix"]["group_id"], group);
+    assert_eq!(detail["similar"][0]["group_id"], group);
+    assert!(
+        detail["classification"]["signature"]
+            .as_str()
+            .unwrap()
+            .ends_with(" train.py:<module> train.py:train_step resnet.py:forward"),
+        "{detail}"
+    );
+
+    // The page: the banner names where the fix was recorded, the list links the group.
+    let b = sign_in(&app, &token).await;
+    let html = page(&app, &b.cookie, &format!("/reports/{id}")).await.body;
+    let banner = texts(&html, "#fixed-before");
+    assert_eq!(banner.len(), 1, "{html}");
+    assert!(
+        banner[0].contains("Fixed before: halve the batch size for layer4 at 512 px")
+            && banner[0].contains(&format!("recorded for a similar failure, group {group}, ")),
+        "{banner:?}"
+    );
+    let items = texts(&html, "ul.similar > li");
+    assert_eq!(items.len(), 1, "{html}");
+    assert!(
+        items[0].contains("% alike") && items[0].contains("halve the batch size"),
+        "{items:?}"
+    );
+    assert_eq!(
+        crate::browse::attr(&html, "ul.similar > li > a", "href"),
+        Some(format!("/groups/{group}"))
+    );
+    // The first report now lists the second's group as similar, without a fix of its own.
+    let first_page = page(&app, &b.cookie, &format!("/reports/{}", first["id"]))
+        .await
+        .body;
+    assert_eq!(texts(&first_page, "ul.similar > li").len(), 1);
+    assert!(
+        texts(&first_page, "#fixed-before")[0].contains("halve the batch size"),
+        "its own group's fix"
+    );
+}
+
+#[tokio::test]
+async fn a_failure_no_rule_matches_still_finds_the_group_and_fix_seen_before() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let first = upload(&app, &token, "old.log", OOM_OLD).await;
+    let group = first["group_id"].as_i64().unwrap();
+    record_fix(
+        &app,
+        &token,
+        group,
+        "halve the batch size for layer4 at 512 px",
+    )
+    .await;
+    let own = upload(&app, &token, "own.log", OWN_EXCEPTION).await;
+    assert_eq!(own["classification"]["category"], "unknown", "{own}");
+    assert!(own["classification"]["root_cause"].is_null());
+    let similar = own["similar"].as_array().unwrap();
+    assert_eq!(similar.len(), 1, "{own}");
+    assert_eq!(similar[0]["group_id"], group);
+    assert_eq!(
+        similar[0]["fixes"][0]["summary"],
+        "halve the batch size for layer4 at 512 px"
+    );
+    let b = sign_in(&app, &token).await;
+    let html = page(&app, &b.cookie, &format!("/reports/{}", own["id"]))
+        .await
+        .body;
+    assert!(
+        texts(&html, "ul.similar > li")[0].contains("halve the batch size"),
+        "{html}"
+    );
+}
+
+#[tokio::test]
+async fn logs_no_rule_matches_are_grouped_by_how_they_end() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let stalled = |worker: u32, secs: u32| {
+        format!("epoch 1 loss 0.52\nworker {worker} stalled after {secs} s, giving up\n")
+    };
+    let a = upload(&app, &token, "a.log", &stalled(3, 1200)).await;
+    let b = upload(&app, &token, "b.log", &stalled(7, 95)).await;
+    let finished = upload(
+        &app,
+        &token,
+        "c.log",
+        "epoch 9 loss 0.02\nTraining finished.\n",
+    )
+    .await;
+    for r in [&a, &b, &finished] {
+        assert_eq!(r["classification"]["category"], "unknown", "{r}");
+    }
+    assert_eq!(
+        a["group_id"], b["group_id"],
+        "the same ending, other numbers"
+    );
+    assert_ne!(
+        a["group_id"], finished["group_id"],
+        "a normal run is not that crash"
+    );
+    let b_page = sign_in(&app, &token).await;
+    let html = page(&app, &b_page.cookie, &format!("/reports/{}", b["id"]))
+        .await
+        .body;
+    assert!(
+        texts(&html, "a[href^='/groups/']")
+            .iter()
+            .any(|t| t == "2 reports ending the same way"),
+        "{html}"
+    );
+    // Nothing shaped like a finished run was stored before it.
+    let html = page(
+        &app,
+        &b_page.cookie,
+        &format!("/reports/{}", finished["id"]),
+    )
+    .await
+    .body;
+    assert!(texts(&html, "ul.similar > li").is_empty(), "{html}");
+    assert!(html.contains("No other group has a failure shaped like this one."));
+}
