@@ -176,6 +176,48 @@ pub fn lines(
     Ok(out)
 }
 
+/// Calls `on_line(number, text)` for every line of `chunk` in order (1-based numbers, text
+/// without its `\n` and cut to its first `max_line_bytes` bytes), decompressing as it goes;
+/// stops early when `on_line` returns `false`. Memory stays near `max_line_bytes`.
+pub fn each_line(
+    chunk: &LogChunk,
+    max_line_bytes: usize,
+    mut on_line: impl FnMut(usize, &[u8]) -> bool,
+) -> io::Result<()> {
+    let mut number = usize::try_from(chunk.first_line).unwrap_or(usize::MAX);
+    let mut line: Vec<u8> = Vec::new();
+    let mut open = false;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut gz = GzDecoder::new(&chunk.data[..]);
+    loop {
+        let n = gz.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        for piece in buf[..n].split_inclusive(|&b| b == b'\n') {
+            let (text, ends) = match piece.strip_suffix(b"\n") {
+                Some(text) => (text, true),
+                None => (piece, false),
+            };
+            let room = max_line_bytes.saturating_sub(line.len());
+            line.extend_from_slice(&text[..text.len().min(room)]);
+            open = true;
+            if ends {
+                if !on_line(number, &line) {
+                    return Ok(());
+                }
+                number += 1;
+                line.clear();
+                open = false;
+            }
+        }
+    }
+    if open {
+        on_line(number, &line);
+    }
+    Ok(())
+}
+
 /// The uncompressed bytes of one chunk.
 pub fn decompress(chunk: &LogChunk) -> io::Result<Vec<u8>> {
     let mut out = Vec::new();
@@ -299,6 +341,33 @@ mod tests {
         // Past the end: what there is.
         let got = lines(&holding(990, 1400), 990, 1400, 100).expect("lines");
         assert_eq!(memchr::memchr_iter(b'\n', &got).count(), 11);
+    }
+
+    #[test]
+    fn each_line_numbers_cuts_and_stops_where_asked() {
+        let log = b"alpha\nbravo bravo bravo\ncharlie\ndelta";
+        let chunks = chunked(log, 12, 5);
+        assert!(chunks.len() > 1, "more than one chunk");
+        let mut seen = Vec::new();
+        for chunk in &chunks {
+            each_line(chunk, 5, |n, text| {
+                seen.push((n, String::from_utf8_lossy(text).into_owned()));
+                true
+            })
+            .expect("gzip");
+        }
+        assert_eq!(
+            seen,
+            [(1, "alpha"), (2, "bravo"), (3, "charl"), (4, "delta")]
+                .map(|(n, t)| (n, t.to_owned()))
+        );
+        let mut first = Vec::new();
+        each_line(&chunks[0], 100, |n, _| {
+            first.push(n);
+            false
+        })
+        .expect("gzip");
+        assert_eq!(first, [1]);
     }
 
     #[test]

@@ -108,6 +108,111 @@ pub async fn log_stream(
     Ok(rx)
 }
 
+/// Lines picked out of a stored log: the first ones found, and how many matched in all.
+#[derive(Clone, Debug, Default)]
+pub struct PickedLines {
+    /// (1-based number, text cut to the asked length), in log order.
+    pub lines: Vec<(usize, Vec<u8>)>,
+    /// Lines that matched, including those past the limit.
+    pub matched: usize,
+}
+
+/// The lines of report `id`'s stored log that contain `needle` (ASCII letters in any case),
+/// the first `limit` of them cut to `max_line_bytes` (the match is looked for in that part),
+/// and the count of all matching lines; 404 for an unknown report. Reads every chunk, one at
+/// a time: memory stays near `limit * max_line_bytes` for any size of log.
+pub async fn grep(
+    db: &Db,
+    id: i64,
+    needle: &str,
+    limit: usize,
+    max_line_bytes: usize,
+) -> Result<PickedLines, Error> {
+    let needle = needle.to_ascii_lowercase().into_bytes();
+    let finder = memchr::memmem::Finder::new(&needle).into_owned();
+    pick_lines(
+        db,
+        id,
+        |_| true,
+        move |_, text| finder.find(&text.to_ascii_lowercase()).is_some(),
+        limit,
+        max_line_bytes,
+    )
+    .await
+}
+
+/// Lines `wanted` (1-based numbers) of report `id`'s stored log, each cut to `max_line_bytes`;
+/// only the chunks that hold one of them are read. 404 for an unknown report.
+pub async fn lines_at(
+    db: &Db,
+    id: i64,
+    mut wanted: Vec<usize>,
+    max_line_bytes: usize,
+) -> Result<PickedLines, Error> {
+    wanted.sort_unstable();
+    wanted.dedup();
+    let limit = wanted.len();
+    let holds = {
+        let wanted = wanted.clone();
+        move |(first, lines): (usize, usize)| {
+            let at = wanted.partition_point(|&n| n < first);
+            wanted.get(at).is_some_and(|&n| n < first + lines)
+        }
+    };
+    pick_lines(
+        db,
+        id,
+        holds,
+        move |n, _| wanted.binary_search(&n).is_ok(),
+        limit,
+        max_line_bytes,
+    )
+    .await
+}
+
+/// The lines `keep` accepts, read from the chunks `holds` accepts by (first line, lines).
+async fn pick_lines(
+    db: &Db,
+    id: i64,
+    holds: impl Fn((usize, usize)) -> bool,
+    keep: impl Fn(usize, &[u8]) -> bool + Send + Clone + 'static,
+    limit: usize,
+    max_line_bytes: usize,
+) -> Result<PickedLines, Error> {
+    let index = store::log_chunk_index(db.pool(), id).await?;
+    if index.is_empty() {
+        return Err(Error::NotFound("report"));
+    }
+    let as_usize = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
+    let mut picked = PickedLines::default();
+    for (seq, first, lines) in index {
+        if !holds((as_usize(first), as_usize(lines))) {
+            continue;
+        }
+        // A report deleted meanwhile ends the reading early.
+        let Some(chunk) = store::log_chunk(db.pool(), id, seq).await? else {
+            break;
+        };
+        let keep = keep.clone();
+        let mut part = std::mem::take(&mut picked);
+        picked = blocking(move || {
+            logstore::each_line(&chunk, max_line_bytes, |n, text| {
+                if keep(n, text) {
+                    part.matched += 1;
+                    if part.lines.len() < limit {
+                        part.lines.push((n, text.to_vec()));
+                    }
+                }
+                true
+            })
+            .map(|()| part)
+        })
+        .await?
+        .map_err(|e| Error::Internal(e.into()))?;
+    }
+    Ok(picked)
+}
+
 /// The newest reports.
 pub async fn recent(db: &Db, limit: i64) -> Result<Vec<store::ReportSummary>, Error> {
     Ok(store::recent_reports(db.pool(), limit).await?)

@@ -457,6 +457,20 @@ pub async fn log_chunk(
     .await?)
 }
 
+/// Where each chunk of report `id`'s log starts and how many lines it holds, in order, as
+/// (seq, first line, lines), without their data; empty when the report does not exist.
+pub async fn log_chunk_index(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+) -> Result<Vec<(i32, i64, i64)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT seq, first_line, lines FROM report_log_chunks WHERE report_id = $1 ORDER BY seq",
+    )
+    .bind(id)
+    .fetch_all(ex)
+    .await?)
+}
+
 /// How many chunks report `id`'s log has (0: no such report).
 pub async fn log_chunk_count(ex: impl PgExecutor<'_>, id: i64) -> Result<i32, DbError> {
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")

@@ -10,6 +10,7 @@ mod classify_cli;
 mod health;
 mod jobs;
 mod limits;
+mod logviewer;
 mod migrations;
 mod portal;
 mod security;

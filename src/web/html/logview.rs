@@ -122,6 +122,35 @@ pub fn render(page: &[u8], first: usize, total: usize, highlight: &[usize]) -> L
     }
 }
 
+/// Renders lines picked out of a log of `total` lines (a find, the findings only): each line
+/// starts from a clean style, since the lines between them are not read. No pages.
+#[must_use]
+pub fn render_picked(picked: &[(usize, Vec<u8>)], total: usize, highlight: &[usize]) -> LogWindow {
+    let mut truncated_lines = 0;
+    let lines: Vec<LogLine> = picked
+        .iter()
+        .map(|(number, raw)| {
+            let (spans, cut) = render_line(raw, &mut Style::default());
+            truncated_lines += usize::from(cut);
+            LogLine {
+                number: *number,
+                spans,
+                highlight: highlight.contains(number),
+                anchor: format!("L{number}"),
+            }
+        })
+        .collect();
+    LogWindow {
+        first: lines.first().map_or(0, |l| l.number),
+        last: lines.last().map_or(0, |l| l.number),
+        lines,
+        total_lines: total,
+        prev_start: None,
+        next_start: None,
+        truncated_lines,
+    }
+}
+
 /// The page of a whole `log` in memory (what a page view reads in two steps).
 #[cfg(test)]
 pub fn window(

@@ -140,14 +140,57 @@ pub async fn create_report(
     Ok(Redirect::to(&format!("/reports/{}", uploaded.report_id)).into_response())
 }
 
-/// A finding as the report page lists it.
-pub struct FindingView {
+/// The findings of one rule as the report page lists them: folded, the first one's text, every
+/// line it hit (the root cause's rule first, its root-cause line first).
+pub struct FindingGroup {
     pub root: bool,
-    pub line: usize,
-    pub text: String,
     pub rule: String,
     pub category: Category,
+    pub text: String,
+    pub lines: Vec<usize>,
 }
+
+impl FindingGroup {
+    /// The lines after the first.
+    #[must_use]
+    pub fn more(&self) -> &[usize] {
+        self.lines.get(1..).unwrap_or_default()
+    }
+}
+
+/// Findings folded by rule, in the order of their first finding (the root cause first).
+fn fold_findings(findings: &[crate::rules::Finding]) -> Vec<FindingGroup> {
+    let mut groups: Vec<FindingGroup> = Vec::new();
+    for f in findings {
+        match groups.iter_mut().find(|g| g.rule == f.rule) {
+            Some(g) => g.lines.push(f.line),
+            None => groups.push(FindingGroup {
+                root: f.role == Role::RootCause,
+                rule: f.rule.clone(),
+                category: f.category,
+                text: f.text.clone(),
+                lines: vec![f.line],
+            }),
+        }
+    }
+    groups
+}
+
+/// What the log pane shows.
+#[derive(Debug)]
+enum LogMode {
+    /// A page of consecutive lines.
+    Page,
+    /// The lines that contain `needle`: `matched` in all, the first ones shown.
+    Find { needle: String, matched: usize },
+    /// Only the lines that hold a finding.
+    Findings,
+}
+
+/// Most lines a find shows.
+const FIND_SHOWN: usize = 400;
+/// Longest text a find looks for.
+const FIND_MAX: usize = 200;
 
 /// `GET /reports/{id}`
 #[derive(Template, WebTemplate)]
@@ -166,7 +209,11 @@ pub struct ReportPage {
     filename: String,
     root_line: Option<usize>,
     root_text: String,
-    findings: Vec<FindingView>,
+    findings: Vec<FindingGroup>,
+    finding_count: usize,
+    log_mode: LogMode,
+    /// The pane shows lines picked out of the log: line numbers link to them in context.
+    picked: bool,
     facts: Vec<(String, String)>,
     next_steps: Vec<String>,
     async_hint: bool,
@@ -194,10 +241,15 @@ struct FixedBefore {
     similar: Option<(i64, u32)>,
 }
 
-/// `?start=N`: the first line of the log window.
+/// `?start=N`: the first line of the log window; `?line=N`: the page that holds line N (the
+/// link then scrolls to `#LN`); `?grep=TEXT`: only the lines containing TEXT;
+/// `?view=findings`: only the lines that hold a finding.
 #[derive(Debug, Deserialize)]
 pub struct WindowParams {
     start: Option<usize>,
+    line: Option<usize>,
+    grep: Option<String>,
+    view: Option<String>,
 }
 
 /// `GET /reports/{id}`
@@ -213,17 +265,7 @@ pub async fn show_report(
     let d = reports::detail(&state.db, id).await?;
     let r = d.report;
     let c = r.classification;
-    let findings: Vec<FindingView> = c
-        .findings
-        .iter()
-        .map(|f| FindingView {
-            root: f.role == Role::RootCause,
-            line: f.line,
-            text: f.text.clone(),
-            rule: f.rule.clone(),
-            category: f.category,
-        })
-        .collect();
+    let findings = fold_findings(&c.findings);
     let root_line = c.root_cause.as_ref().map(|r| r.line);
     let root_text = c
         .root_cause
@@ -231,20 +273,68 @@ pub async fn show_report(
         .map(|r| r.text.clone())
         .unwrap_or_default();
     // The root cause and identical repeats of it are highlighted.
-    let highlight: Vec<usize> = findings
+    let highlight: Vec<usize> = c
+        .findings
         .iter()
-        .filter(|f| f.root || (!root_text.is_empty() && f.text == root_text))
+        .filter(|f| f.role == Role::RootCause || (!root_text.is_empty() && f.text == root_text))
         .map(|f| f.line)
         .collect();
+    let needle = params.grep.as_deref().map(str::trim).unwrap_or_default();
+    if needle.chars().count() > FIND_MAX {
+        return Err(AppError::BadRequest(
+            ErrorCode::BadQuery,
+            format!("grep: at most {FIND_MAX} characters"),
+        )
+        .into());
+    }
+    let mut log_mode = match params.view.as_deref() {
+        None | Some("" | "log") => LogMode::Page,
+        Some("findings") => LogMode::Findings,
+        Some(other) => {
+            return Err(AppError::BadRequest(
+                ErrorCode::BadQuery,
+                format!("view: expected log or findings, got {other:?}"),
+            )
+            .into());
+        }
+    };
+    if !needle.is_empty() {
+        log_mode = LogMode::Find {
+            needle: needle.to_owned(),
+            matched: 0,
+        };
+    }
     // Only the page's lines (and, beside a reproduction, an excerpt around the root cause)
     // are read from the stored log, so a view costs the same for any size of log.
     let total = usize::try_from(r.log_lines).unwrap_or(0);
-    let page = match logview::page_range(total, params.start, root_line) {
-        Some((first, last)) => {
-            let bytes = reports::log_lines(&state.db, id, first, last, MAX_VIEW_LINE_BYTES).await?;
-            Some((first, bytes))
+    let page = match &mut log_mode {
+        LogMode::Page => {
+            let (start, focus) = match params.line {
+                Some(line) => (None, Some(line)),
+                None => (params.start, root_line),
+            };
+            match logview::page_range(total, start, focus) {
+                Some((first, last)) => Pane::Page(
+                    first,
+                    reports::log_lines(&state.db, id, first, last, MAX_VIEW_LINE_BYTES).await?,
+                ),
+                None => Pane::Page(0, Vec::new()),
+            }
         }
-        None => None,
+        LogMode::Find { needle, matched } => {
+            let found =
+                reports::grep(&state.db, id, needle, FIND_SHOWN, MAX_VIEW_LINE_BYTES).await?;
+            *matched = found.matched;
+            Pane::Picked(found.lines)
+        }
+        LogMode::Findings => {
+            let lines = c.findings.iter().map(|f| f.line).collect();
+            Pane::Picked(
+                reports::lines_at(&state.db, id, lines, MAX_VIEW_LINE_BYTES)
+                    .await?
+                    .lines,
+            )
+        }
     };
     let excerpt = if d.jobs.iter().any(|j| j.reproduction.is_some()) {
         let (first, last) = repro::Reported::excerpt_range(total, root_line);
@@ -264,8 +354,9 @@ pub async fn show_report(
             None => repro::Reported::default(),
         };
         let log = match page {
-            Some((first, bytes)) => logview::render(&bytes, first, total, &highlight),
-            None => logview::LogWindow::default(),
+            Pane::Page(0, _) => logview::LogWindow::default(),
+            Pane::Page(first, bytes) => logview::render(&bytes, first, total, &highlight),
+            Pane::Picked(lines) => logview::render_picked(&lines, total, &highlight),
         };
         (log, reported)
     })
@@ -295,7 +386,10 @@ pub async fn show_report(
         filename: r.filename,
         root_line,
         root_text,
+        finding_count: c.findings.len(),
         findings,
+        picked: !matches!(log_mode, LogMode::Page),
+        log_mode,
         facts: fact_rows(&c.facts),
         next_steps: c.next_steps,
         async_hint: c.async_hint,
@@ -310,6 +404,12 @@ pub async fn show_report(
         script: r.script,
         repro,
     })
+}
+
+/// The log lines a page view read: a page from its first line, or lines picked out.
+enum Pane {
+    Page(usize, Vec<u8>),
+    Picked(Vec<(usize, Vec<u8>)>),
 }
 
 /// Typed facts as label/value rows, sizes in human units with exact bytes; the other facts in

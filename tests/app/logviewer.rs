@@ -1,0 +1,143 @@
+//! The report page's log viewer on a long log (issue 19): finding links open the page that
+//! holds their line, findings fold by rule, a server-side find and a findings-only view.
+
+use axum::http::StatusCode;
+use gpu_triage::auth::Scope;
+
+use crate::browse::{attr, page, sign_in, texts};
+use crate::support::TestApp;
+
+/// 5,000 lines: a generic device-side assert at 31, 1000, 2000 and 3000, the specific index
+/// assert (the root cause) at 4,700.
+fn long_log() -> String {
+    let mut log = String::new();
+    for i in 1..=5000 {
+        let line = match i {
+            31 | 1000 | 2000 | 3000 => {
+                "RuntimeError: CUDA error: device-side assert triggered".to_owned()
+            }
+            4700 => "../aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectLargeIndex: block: [1,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.".to_owned(),
+            _ if i % 7 == 0 => format!("step {i} LOSS 0.{i:04} lr 3e-4"),
+            _ => format!("step {i} loss 0.{i:04} lr 3e-4"),
+        };
+        log.push_str(&line);
+        log.push('\n');
+    }
+    log
+}
+
+fn numbers(html: &str) -> Vec<usize> {
+    texts(html, "pre.log a.ln")
+        .iter()
+        .map(|n| n.parse().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn finding_links_open_the_page_holding_their_line_and_findings_fold_by_rule() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let res = app
+        .upload(
+            &token,
+            &[("log", Some("long.log"), long_log().as_bytes())],
+            None,
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let id = res.json()["id"].as_i64().unwrap();
+    let b = sign_in(&app, &token).await;
+    let html = page(&app, &b.cookie, &format!("/reports/{id}")).await.body;
+    // The default page is around the root cause; line 31 is not on it.
+    assert!(numbers(&html).contains(&4700));
+    assert!(!numbers(&html).contains(&31));
+    // Findings: one entry per rule, the root cause first; the repeated assert folded.
+    let items = texts(&html, ".findings > li");
+    assert_eq!(items.len(), 2, "{items:?}");
+    assert!(items[0].contains("root cause") && items[0].contains("line 4700"));
+    assert!(
+        items[1].contains("line 31") && items[1].contains("×4"),
+        "{items:?}"
+    );
+    assert_eq!(
+        texts(&html, ".findings > li .more-lines a"),
+        ["1000", "2000", "3000"]
+    );
+    let link = attr(&html, ".findings > li.finding-symptom > a", "href").unwrap();
+    assert_eq!(link, format!("/reports/{id}?line=31#L31"));
+    // Following it lands on a page that holds the line, with its anchor.
+    let path = link.split('#').next().unwrap();
+    let target = page(&app, &b.cookie, path).await;
+    assert_eq!(target.status, StatusCode::OK);
+    assert!(
+        numbers(&target.body).contains(&31),
+        "{:?}",
+        numbers(&target.body).first()
+    );
+    assert_eq!(texts(&target.body, "pre.log #L31").len(), 1);
+    // The root-cause link in the header works from any page the same way.
+    assert_eq!(
+        attr(&target.body, "p.root a", "href").as_deref(),
+        Some(&*format!("/reports/{id}?line=4700#L4700"))
+    );
+}
+
+#[tokio::test]
+async fn find_in_log_and_the_findings_only_view_show_just_those_lines() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let res = app
+        .upload(
+            &token,
+            &[("log", Some("long.log"), long_log().as_bytes())],
+            None,
+        )
+        .await;
+    let id = res.json()["id"].as_i64().unwrap();
+    let b = sign_in(&app, &token).await;
+    // A find is case-insensitive and counts every match; a line links to itself in context.
+    let found = page(&app, &b.cookie, &format!("/reports/{id}?grep=LOSS%200.49")).await;
+    assert_eq!(found.status, StatusCode::OK);
+    let shown = numbers(&found.body);
+    assert_eq!(shown, (4900..=4999).collect::<Vec<_>>());
+    let heading = texts(&found.body, "#log h2").join("");
+    assert!(
+        heading.contains("100 lines of 5000 contain “LOSS 0.49”"),
+        "{heading}"
+    );
+    assert_eq!(
+        attr(&found.body, "pre.log a.ln", "href").as_deref(),
+        Some(&*format!("/reports/{id}?line=4900#L4900"))
+    );
+    assert_eq!(
+        attr(&found.body, "input#grep", "value").as_deref(),
+        Some("LOSS 0.49")
+    );
+    // More matches than shown: the first 400, and the count of all.
+    let many = page(&app, &b.cookie, &format!("/reports/{id}?grep=step")).await;
+    assert_eq!(numbers(&many.body).len(), 400);
+    assert!(
+        texts(&many.body, "#log h2")
+            .join("")
+            .contains("4995 lines of 5000 contain “step”, the first 400 shown")
+    );
+    // Nothing found is an empty pane, not an error.
+    let none = page(&app, &b.cookie, &format!("/reports/{id}?grep=nowhere")).await;
+    assert_eq!(none.status, StatusCode::OK);
+    assert!(numbers(&none.body).is_empty());
+    // The findings only: the five finding lines, the root cause highlighted.
+    let only = page(&app, &b.cookie, &format!("/reports/{id}?view=findings")).await;
+    assert_eq!(numbers(&only.body), [31, 1000, 2000, 3000, 4700]);
+    assert_eq!(texts(&only.body, "pre.log .hl a.ln"), ["4700"]);
+    // Bad parameters are a clear 400.
+    let bad = page(&app, &b.cookie, &format!("/reports/{id}?view=everything")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(
+        bad.body.contains("view: expected log or findings"),
+        "{}",
+        bad.body
+    );
+    let long = "x".repeat(201);
+    let bad = page(&app, &b.cookie, &format!("/reports/{id}?grep={long}")).await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}
