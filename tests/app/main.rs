@@ -16,5 +16,6 @@ mod security;
 mod serve_binary;
 mod support;
 mod team_rules;
+mod triage;
 mod upload_cli;
 mod worker;
