@@ -45,7 +45,9 @@ impl GroupState {
     /// The state spelled `s`, if it is one.
     #[must_use]
     pub fn parse(s: &str) -> Option<GroupState> {
-        GroupState::ALL.into_iter().find(|state| state.as_str() == s)
+        GroupState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
     }
 }
 

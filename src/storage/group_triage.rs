@@ -301,10 +301,7 @@ pub struct Resolved {
 /// Group `id` when it is resolved, its row then locked until the transaction ends (so that two
 /// uploads do not both reopen it, and a triage change waits); `None`, locking nothing, in any
 /// other state.
-pub async fn lock_if_resolved(
-    tx: &mut PgConnection,
-    id: i64,
-) -> Result<Option<Resolved>, DbError> {
+pub async fn lock_if_resolved(tx: &mut PgConnection, id: i64) -> Result<Option<Resolved>, DbError> {
     let row = sqlx::query(
         "SELECT resolved_in, (extract(epoch FROM state_changed_at) * 1000000)::int8 AS at \
          FROM groups WHERE id = $1 AND state = 'resolved' FOR NO KEY UPDATE",

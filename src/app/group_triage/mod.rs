@@ -90,18 +90,27 @@ fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Err
         None => None,
     };
     let sort = match given(&r.sort) {
-        Some(s) => SORTS.iter().find(|(name, _)| *name == s).map(|(_, v)| *v).ok_or_else(|| {
-            bad(format!(
-                "unknown sort {s:?}: expected last_seen, count or first_seen"
-            ))
-        })?,
+        Some(s) => SORTS
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                bad(format!(
+                    "unknown sort {s:?}: expected last_seen, count or first_seen"
+                ))
+            })?,
         None => GroupSort::default(),
     };
     let project = given(&r.project).map(str::to_owned);
     let assignee = given(&r.assignee).map(str::to_owned);
     for (name, value) in [("project", &project), ("assignee", &assignee)] {
-        if value.as_ref().is_some_and(|s| s.len() > 200 || s.contains('\0')) {
-            return Err(bad(format!("{name} must be at most 200 characters without NUL")));
+        if value
+            .as_ref()
+            .is_some_and(|s| s.len() > 200 || s.contains('\0'))
+        {
+            return Err(bad(format!(
+                "{name} must be at most 200 characters without NUL"
+            )));
         }
     }
     let page = r.page.unwrap_or(1);
@@ -169,6 +178,19 @@ pub(crate) async fn detail(tx: &mut PgConnection, id: i64) -> Result<Option<Tria
 /// The names a group can be assigned to (active tokens), for the portal's form.
 pub async fn assignable(db: &Db) -> Result<Vec<String>, Error> {
     Ok(tokens::active_names(db.pool(), 500).await?)
+}
+
+/// The patch a portal form posts: every field, the current values when unchanged. The fix's
+/// commit or version counts only with the resolved state (the field keeps its old value when
+/// another state is picked).
+#[must_use]
+pub fn form_patch(state: String, resolved_in: String, assignee: String) -> GroupPatch {
+    let resolving = state.trim() == GroupState::Resolved.as_str();
+    GroupPatch {
+        state: Some(state),
+        resolved_in: resolving.then_some(resolved_in),
+        assignee: Some(assignee),
+    }
 }
 
 /// A change as validated, before it meets the group's current triage.
@@ -417,7 +439,11 @@ mod tests {
     fn changes_apply_to_the_current_triage_or_say_why_not() {
         use GroupState::{Ignored, Open, Regressed, Resolved};
         // (current, patch) -> Ok((state, resolved_in, assignee)) or Err(message part)
-        type Case<'a> = (Triage, GroupPatch, Result<(GroupState, &'a str, &'a str), &'a str>);
+        type Case<'a> = (
+            Triage,
+            GroupPatch,
+            Result<(GroupState, &'a str, &'a str), &'a str>,
+        );
         let cases: Vec<Case> = vec![
             (
                 triage(Open, "", ""),
@@ -490,16 +516,28 @@ mod tests {
     fn malformed_patches_are_refused_before_reading_the_group() {
         let cases = [
             (patch(None, None, None), "nothing to change"),
-            (patch(Some("closed"), None, None), "unknown state \"closed\""),
-            (patch(Some("resolved"), Some("soon"), None), "resolved_in must be a commit"),
-            (patch(None, None, Some("a\u{7}b")), "assignee must be a token name"),
+            (
+                patch(Some("closed"), None, None),
+                "unknown state \"closed\"",
+            ),
+            (
+                patch(Some("resolved"), Some("soon"), None),
+                "resolved_in must be a commit",
+            ),
+            (
+                patch(None, None, Some("a\u{7}b")),
+                "assignee must be a token name",
+            ),
             (
                 patch(Some("resolved"), Some(&"1.".repeat(51)), None),
                 "at most 100 characters",
             ),
         ];
         for (p, want) in cases {
-            let err = validate(p.clone()).err().map(|e| e.to_string()).unwrap_or_default();
+            let err = validate(p.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(err.contains(want), "{p:?}: {err}");
         }
     }
@@ -520,16 +558,37 @@ mod tests {
         assert_eq!((filter.category, filter.has_fix), (None, Some(false)));
         assert_eq!((sort, page, per_page), (GroupSort::Count, 1, 50));
         let bad = [
-            ListRequest { state: Some("closed".into()), ..ListRequest::default() },
-            ListRequest { category: Some("oom".into()), ..ListRequest::default() },
-            ListRequest { has_fix: Some("yes".into()), ..ListRequest::default() },
-            ListRequest { sort: Some("title".into()), ..ListRequest::default() },
-            ListRequest { page: Some(0), ..ListRequest::default() },
-            ListRequest { per_page: Some(101), ..ListRequest::default() },
+            ListRequest {
+                state: Some("closed".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                category: Some("oom".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                has_fix: Some("yes".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                sort: Some("title".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                page: Some(0),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                per_page: Some(101),
+                ..ListRequest::default()
+            },
         ];
         for r in bad {
             assert!(
-                matches!(list_query(&r), Err(Error::Malformed(ErrorCode::BadQuery, _))),
+                matches!(
+                    list_query(&r),
+                    Err(Error::Malformed(ErrorCode::BadQuery, _))
+                ),
                 "{r:?}"
             );
         }

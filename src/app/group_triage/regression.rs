@@ -52,8 +52,8 @@ impl Version {
         // A suffix is a letter-led tag (`rc1`, `-beta.2`, `.dev3`), compared without its
         // separators.
         let pre = rest.trim_start_matches(['.', '-', '_']);
-        if !rest.is_empty() && !(pre.starts_with(|c: char| c.is_ascii_alphabetic()) && ok_text(pre))
-        {
+        let suffix_ok = pre.starts_with(|c: char| c.is_ascii_alphabetic()) && ok_text(pre);
+        if !rest.is_empty() && !suffix_ok {
             return None;
         }
         while release.len() > 1 && release.last() == Some(&0) {
@@ -201,7 +201,10 @@ pub enum Verdict {
 pub enum Step {
     Decided(Verdict),
     /// Different commits: decided by when the project first saw each ([`by_commit_order`]).
-    CommitOrder { fix: String, report: String },
+    CommitOrder {
+        fix: String,
+        report: String,
+    },
 }
 
 /// The rule, as far as the resolution and the report alone can tell:
@@ -359,7 +362,9 @@ mod tests {
             ("ABCDEF1", Some(FixedIn::Commit("abcdef1".into()))),
             (
                 " 0123456789abcdef0123456789abcdef01234567 ",
-                Some(FixedIn::Commit("0123456789abcdef0123456789abcdef01234567".into())),
+                Some(FixedIn::Commit(
+                    "0123456789abcdef0123456789abcdef01234567".into(),
+                )),
             ),
             ("1234567", Some(FixedIn::Commit("1234567".into()))),
             ("abc12", None),
@@ -370,7 +375,10 @@ mod tests {
             assert_eq!(FixedIn::parse(text).ok(), want, "{text:?}");
         }
         let err = FixedIn::parse("next week").err().unwrap_or_default();
-        assert!(err.contains("commit (7-40 hex digits) or a version"), "{err}");
+        assert!(
+            err.contains("commit (7-40 hex digits) or a version"),
+            "{err}"
+        );
     }
 
     fn resolution(fixed: &str) -> Resolution {
@@ -442,13 +450,8 @@ mod tests {
             (Some(3_000), Some(1_200), true),
         ];
         for (fix, report, want) in cases {
-            let verdict = by_commit_order(
-                "abcdef1",
-                "1234567",
-                FirstSeen { fix, report },
-                &res,
-                &inc,
-            );
+            let verdict =
+                by_commit_order("abcdef1", "1234567", FirstSeen { fix, report }, &res, &inc);
             assert_eq!(
                 matches!(verdict, Verdict::Regressed(_)),
                 want,

@@ -10,7 +10,13 @@ use crate::support::TestApp;
 const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 \
                    has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n";
 
-fn tuple(actor: &str, action: &str, from: &str, to: &str, detail: &str) -> (String, String, String, String, String) {
+fn tuple(
+    actor: &str,
+    action: &str,
+    from: &str,
+    to: &str,
+    detail: &str,
+) -> (String, String, String, String, String) {
     (
         actor.into(),
         action.into(),
@@ -44,7 +50,11 @@ async fn a_group_is_resolved_assigned_and_reopened_with_each_change_in_its_histo
     assert_eq!(res.status, StatusCode::OK, "{}", res.body);
     let resolved = res.json();
     assert_eq!(
-        (&resolved["state"], &resolved["resolved_in"], &resolved["assignee"]),
+        (
+            &resolved["state"],
+            &resolved["resolved_in"],
+            &resolved["assignee"]
+        ),
         (&json!("resolved"), &json!("2.0"), &json!("bob"))
     );
     // One entry per change, written together (the later one first).
@@ -62,7 +72,11 @@ async fn a_group_is_resolved_assigned_and_reopened_with_each_change_in_its_histo
         .await
         .json();
     assert_eq!(
-        (&reopened["state"], &reopened["resolved_in"], &reopened["assignee"]),
+        (
+            &reopened["state"],
+            &reopened["resolved_in"],
+            &reopened["assignee"]
+        ),
         (&json!("open"), &json!(""), &json!(""))
     );
     // A change to what is already so writes nothing.
@@ -199,10 +213,7 @@ async fn triage_changes_are_refused_with_clear_errors_and_change_nothing() {
         let res = patch_raw(&app, token, *group_id, body).await;
         assert_eq!(res.status, *status, "{what}: {}", res.body);
         assert_eq!(res.error_code(), *code, "{what}");
-        let message = res.json()["error"]["message"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let message = res.json()["error"]["message"].as_str().unwrap().to_owned();
         assert!(message.contains(said), "{what}: {message}");
     }
     let anonymous = app
@@ -254,11 +265,15 @@ async fn the_group_list_filters_by_state_project_category_fix_and_assignee() {
     )
     .await;
     assert_eq!(
-        patch(&app, &alice, a, json!({"state": "resolved"})).await.status,
+        patch(&app, &alice, a, json!({"state": "resolved"}))
+            .await
+            .status,
         StatusCode::OK
     );
     assert_eq!(
-        patch(&app, &alice, b, json!({"assignee": "bob"})).await.status,
+        patch(&app, &alice, b, json!({"assignee": "bob"}))
+            .await
+            .status,
         StatusCode::OK
     );
     let fix = app
@@ -285,7 +300,10 @@ async fn the_group_list_filters_by_state_project_category_fix_and_assignee() {
         ("assignee=bob", vec![b]),
         ("assignee=alice", vec![]),
         ("state=open&project=vision", vec![c]),
-        ("state=&project=&category=&has_fix=&assignee=&sort=", vec![c, b, a]),
+        (
+            "state=&project=&category=&has_fix=&assignee=&sort=",
+            vec![c, b, a],
+        ),
     ];
     for (query, want) in cases.drain(..) {
         let (ids, v) = listed(&app, &alice, query).await;
@@ -385,18 +403,30 @@ async fn pages_cover_every_group_once_in_order_with_the_total() {
             )
             .await;
             assert_eq!(v["total"], json!(7), "{sort} page {n}");
-            assert_eq!((v["page"].clone(), v["per_page"].clone()), (json!(n), json!(3)));
-            assert!(ids.len() == 3 || v["next_page"].is_null(), "{sort} page {n}");
+            assert_eq!(
+                (v["page"].clone(), v["per_page"].clone()),
+                (json!(n), json!(3))
+            );
+            assert!(
+                ids.len() == 3 || v["next_page"].is_null(),
+                "{sort} page {n}"
+            );
             paged.extend(ids);
             page = v["next_page"].as_u64();
             pages += 1;
         }
         assert_eq!(pages, 3, "{sort}");
-        assert_eq!(paged, everything, "{sort}: no duplicate, no gap, same order");
+        assert_eq!(
+            paged, everything,
+            "{sort}: no duplicate, no gap, same order"
+        );
     }
     let (past, v) = listed(&app, &t, "per_page=3&page=4").await;
     assert!(past.is_empty());
-    assert_eq!((v["total"].clone(), v["next_page"].clone()), (json!(7), Value::Null));
+    assert_eq!(
+        (v["total"].clone(), v["next_page"].clone()),
+        (json!(7), Value::Null)
+    );
 }
 
 #[tokio::test]

@@ -31,7 +31,8 @@ pub fn device_log(name: &str) -> String {
 /// Uploads `log` with `meta` (a JSON object, or `null` for none): (report id, group id).
 pub async fn upload(app: &TestApp, token: &str, log: &str, meta: Value) -> (i64, i64) {
     let meta = meta.to_string();
-    let mut parts: Vec<(&str, Option<&str>, &[u8])> = vec![("log", Some("run.log"), log.as_bytes())];
+    let mut parts: Vec<(&str, Option<&str>, &[u8])> =
+        vec![("log", Some("run.log"), log.as_bytes())];
     if meta != "null" {
         parts.push(("meta", None, meta.as_bytes()));
     }

@@ -78,17 +78,47 @@ async fn resolving_a_group_and_uploading_the_failure_again_marks_it_regressed() 
 async fn a_fix_in_a_version_is_regressed_only_by_builds_of_that_version_or_later() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
-    let (_, id) = upload(&app, &alice, &device_log("india"), json!({"version": "1.8"})).await;
+    let (_, id) = upload(
+        &app,
+        &alice,
+        &device_log("india"),
+        json!({"version": "1.8"}),
+    )
+    .await;
     resolve(&app, &alice, id, "2.0").await;
 
-    let (old, _) = upload(&app, &alice, &device_log("india"), json!({"version": "1.9"})).await;
-    let (older, _) = upload(&app, &alice, &device_log("india"), json!({"version": "1.10"})).await;
-    let (pre, _) = upload(&app, &alice, &device_log("india"), json!({"version": "v2.0.0rc1"})).await;
+    let (old, _) = upload(
+        &app,
+        &alice,
+        &device_log("india"),
+        json!({"version": "1.9"}),
+    )
+    .await;
+    let (older, _) = upload(
+        &app,
+        &alice,
+        &device_log("india"),
+        json!({"version": "1.10"}),
+    )
+    .await;
+    let (pre, _) = upload(
+        &app,
+        &alice,
+        &device_log("india"),
+        json!({"version": "v2.0.0rc1"}),
+    )
+    .await;
     let g = group(&app, &alice, id).await;
     assert_eq!(g["state"], "resolved", "{g}");
     let notes: Vec<(Value, Value, Value)> = (g["history"].as_array().unwrap().iter())
         .take(3)
-        .map(|e| (e["action"].clone(), e["detail"].clone(), e["report_id"].clone()))
+        .map(|e| {
+            (
+                e["action"].clone(),
+                e["detail"].clone(),
+                e["report_id"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         notes,
@@ -111,15 +141,27 @@ async fn a_fix_in_a_version_is_regressed_only_by_builds_of_that_version_or_later
         ]
     );
 
-    let (new, _) = upload(&app, &alice, &device_log("india"), json!({"version": "2.1"})).await;
+    let (new, _) = upload(
+        &app,
+        &alice,
+        &device_log("india"),
+        json!({"version": "2.1"}),
+    )
+    .await;
     let g = group(&app, &alice, id).await;
     assert_eq!(g["state"], "regressed");
     assert_eq!(g["resolved_in"], "2.0", "the fix that did not hold is kept");
     assert_eq!(
         (&g["history"][0]["detail"], &g["history"][0]["report_id"]),
-        (&json!("version 2.1 is not older than the fix (2.0)"), &json!(new))
+        (
+            &json!("version 2.1 is not older than the fix (2.0)"),
+            &json!(new)
+        )
     );
-    let report = app.get_as(&alice, &format!("/api/v1/reports/{new}")).await.json();
+    let report = app
+        .get_as(&alice, &format!("/api/v1/reports/{new}"))
+        .await
+        .json();
     assert_eq!(report["version"], "2.1");
 
     // A version the rule could not compare is refused at upload, and nothing is stored.
@@ -136,7 +178,11 @@ async fn a_fix_in_a_version_is_regressed_only_by_builds_of_that_version_or_later
         .await;
     assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", bad.body);
     assert_eq!(bad.error_code(), "bad_meta");
-    assert!(bad.body.contains("version must look like 2.1"), "{}", bad.body);
+    assert!(
+        bad.body.contains("version must look like 2.1"),
+        "{}",
+        bad.body
+    );
     assert_eq!(app.count("reports").await, before);
 }
 
@@ -157,7 +203,11 @@ async fn a_fix_in_a_commit_is_regressed_by_that_commit_or_a_newer_one_not_by_an_
     let g = group(&app, &alice, id).await;
     assert_eq!(g["state"], "resolved");
     assert_eq!(
-        (&g["history"][0]["action"], &g["history"][0]["detail"], &g["history"][0]["report_id"]),
+        (
+            &g["history"][0]["action"],
+            &g["history"][0]["detail"],
+            &g["history"][0]["report_id"]
+        ),
         (
             &json!("older_build"),
             &json!("commit aaaaaaa11111 was first seen before the fix commit bbbbbbb222"),
@@ -185,7 +235,13 @@ async fn a_fix_in_a_commit_is_regressed_by_that_commit_or_a_newer_one_not_by_an_
 
     // A report that names no commit falls back to time: it came after the resolution.
     resolve(&app, &alice, id, fix_commit).await;
-    upload(&app, &alice, &device_log("juliet"), json!({"project": "vision"})).await;
+    upload(
+        &app,
+        &alice,
+        &device_log("juliet"),
+        json!({"project": "vision"}),
+    )
+    .await;
     assert_eq!(state(&app, &alice, id).await, "regressed");
 }
 
@@ -197,7 +253,13 @@ async fn an_ignored_group_stays_ignored_when_the_failure_comes_back() {
     let res = patch(&app, &alice, id, json!({"state": "ignored"})).await;
     assert_eq!(res.status, StatusCode::OK);
     for version in ["1.0", "9.9"] {
-        upload(&app, &alice, &device_log("kilo"), json!({"version": version})).await;
+        upload(
+            &app,
+            &alice,
+            &device_log("kilo"),
+            json!({"version": version}),
+        )
+        .await;
     }
     let g = group(&app, &alice, id).await;
     assert_eq!(g["state"], "ignored");
@@ -215,17 +277,19 @@ async fn concurrent_reports_reopen_a_resolved_group_once() {
     for _ in 0..6 {
         let (app, alice) = (app.clone(), alice.clone());
         tasks.push(tokio::spawn(async move {
-            upload(&app, &alice, &device_log("lima"), Value::Null).await.1
+            upload(&app, &alice, &device_log("lima"), Value::Null)
+                .await
+                .1
         }));
     }
     for t in tasks {
         assert_eq!(t.await.unwrap(), id);
     }
     let g = group(&app, &alice, id).await;
-    assert_eq!((g["state"].clone(), g["count"].clone()), (json!("regressed"), json!(7)));
-    let reopened = history(&g)
-        .iter()
-        .filter(|e| e.3 == "regressed")
-        .count();
+    assert_eq!(
+        (g["state"].clone(), g["count"].clone()),
+        (json!("regressed"), json!(7))
+    );
+    let reopened = history(&g).iter().filter(|e| e.3 == "regressed").count();
     assert_eq!(reopened, 1, "{:?}", history(&g));
 }
