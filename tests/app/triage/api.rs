@@ -503,3 +503,47 @@ async fn tag_breakdowns_keep_the_ten_most_frequent_values() {
     assert_eq!(branches[1], json!({"value": "b-b", "count": 1}));
     assert_eq!(g["tags"]["gpu"], json!([]));
 }
+
+#[tokio::test]
+async fn a_triaged_group_emptied_by_reclassification_keeps_its_state_and_history() {
+    use gpu_triage::storage::reclassify::{Applied, Reclassified};
+    use gpu_triage::storage::reports::Headline;
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let (report, id) = upload(&app, &t, &device_log("sierra"), Value::Null).await;
+    let (other_report, other) = upload(&app, &t, &device_log("tango"), Value::Null).await;
+    assert_eq!(
+        patch(&app, &t, id, json!({"state": "ignored"}))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // New rules put both reports in another group.
+    let classification = gpu_triage::rules::Ruleset::builtin()
+        .unwrap()
+        .classify_bytes("x.log", OOM.as_bytes());
+    let moved = Reclassified {
+        headline: Headline::of(&classification),
+        classification,
+        search_text: "moved".into(),
+    };
+    for r in [report, other_report] {
+        let applied = gpu_triage::app::team_rules::reclassify::apply(&app.db, r, &moved)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Regrouped);
+    }
+    // The untouched group is gone as before; the triaged one stays, empty, with its history.
+    assert_eq!(
+        app.get_as(&t, &format!("/api/v1/groups/{other}"))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let g = group(&app, &t, id).await;
+    assert_eq!(
+        (g["state"].clone(), g["count"].clone()),
+        (json!("ignored"), json!(0))
+    );
+    assert_eq!(history(&g).len(), 1);
+}
