@@ -42,11 +42,11 @@ impl ChartSize {
         match self {
             ChartSize::Compact => Geometry {
                 width: 200.0,
-                height: 46.0,
+                height: 48.0,
                 left: 18.0,
-                right: 16.0,
+                right: 4.0,
                 top: 6.0,
-                bottom: 12.0,
+                bottom: 13.0,
                 y_intervals: 1,
                 x_every: 0,
             },
@@ -190,11 +190,17 @@ pub fn chart_svg(per_day: &[(String, i64)], days: usize, today: &str, size: Char
     for i in ticks {
         let x = g.left + (i as f64 + 0.5) * slot;
         let (m, d) = month_day(first + i as i64);
+        // The compact chart's two labels sit inside its ends; the full chart's under their days.
+        let (label_x, anchor) = match (g.x_every, i) {
+            (0, 0) if days > 1 => (g.left, "start"),
+            (0, _) => (g.width - g.right, "end"),
+            _ => (x, "middle"),
+        };
         let _ = write!(
             svg,
             "<line class=\"axis\" x1=\"{x:.1}\" y1=\"{base:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
-             <text class=\"tick tick-x\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">\
-             {m:02}-{d:02}</text>",
+             <text class=\"tick tick-x\" x=\"{label_x:.1}\" y=\"{:.1}\" \
+             text-anchor=\"{anchor}\">{m:02}-{d:02}</text>",
             base + 3.0,
             g.height - 2.0
         );
