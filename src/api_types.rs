@@ -7,6 +7,11 @@ use serde_json::Value;
 
 use crate::rules::{Category, Classification};
 
+mod groups;
+pub use groups::{
+    GroupAction, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupState, GroupTags, TagCount,
+};
+
 /// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
 /// clients match on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -25,6 +30,7 @@ pub enum ErrorCode {
     BadQuery,
     BadSandbox,
     BadScript,
+    BadTriage,
     BadWorker,
     BodyTooSlow,
     Busy,
@@ -68,6 +74,7 @@ impl ErrorCode {
             ErrorCode::BadQuery => "bad_query",
             ErrorCode::BadSandbox => "bad_sandbox",
             ErrorCode::BadScript => "bad_script",
+            ErrorCode::BadTriage => "bad_triage",
             ErrorCode::BadWorker => "bad_worker",
             ErrorCode::BodyTooSlow => "body_too_slow",
             ErrorCode::Busy => "busy",
@@ -454,6 +461,9 @@ pub struct ReportDetail {
     pub commit: String,
     pub branch: String,
     pub environment: String,
+    /// The version of the build the log comes from (`meta.version`), or empty.
+    #[serde(default)]
+    pub version: String,
     pub filename: String,
     pub log_bytes: i64,
     pub log_lines: i64,

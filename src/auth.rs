@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scope {
-    /// Upload logs, classify, record fixes.
+    /// Upload logs, classify, record fixes, triage groups (state, assignee).
     Ingest,
     /// Read reports, groups and search.
     Read,

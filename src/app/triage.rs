@@ -86,12 +86,14 @@ pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Erro
     })
 }
 
-/// A group with its newest reports and its fixes.
+/// A group with its newest reports, its fixes, and its triage (state, assignee, history, tag
+/// breakdowns).
 #[derive(Clone, Debug)]
 pub struct GroupDetail {
     pub group: Group,
     pub reports: Vec<ReportSummary>,
     pub fixes: Vec<Fix>,
+    pub triage: super::group_triage::TriageDetail,
 }
 
 /// The group with id `id` (its 50 newest reports), or 404; read in one transaction.
@@ -102,11 +104,15 @@ pub async fn group(db: &Db, id: i64) -> Result<GroupDetail, Error> {
         .ok_or(Error::NotFound("group"))?;
     let reports = store::group_reports(&mut *tx, id, 50).await?;
     let fixes = groups::group_fixes(&mut *tx, id).await?;
+    let triage = super::group_triage::detail(&mut tx, id)
+        .await?
+        .ok_or(Error::NotFound("group"))?;
     tx.rollback().await.map_err(DbError::from)?;
     Ok(GroupDetail {
         group,
         reports,
         fixes,
+        triage,
     })
 }
 

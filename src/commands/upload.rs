@@ -15,13 +15,15 @@ use ureq::{Agent, SendBody};
 use super::BadInput;
 use crate::api_types::ReportCreated;
 
-/// The metadata keys the server accepts (`--project` sets the first, `--meta` any of them).
-const META_KEYS: [&str; 6] = [
+/// The metadata keys the server accepts (`--project` and `--version` set theirs, `--meta` any
+/// of them).
+const META_KEYS: [&str; 7] = [
     "project",
     "job_url",
     "commit",
     "branch",
     "environment",
+    "version",
     "needs",
 ];
 const ATTEMPTS: u32 = 6;
@@ -41,6 +43,10 @@ pub struct UploadArgs {
     /// Project the reports belong to.
     #[arg(long)]
     pub project: Option<String>,
+    /// Version of the build under test (`2.1.0`, `v2.1.0rc1`): a group resolved in a version is
+    /// reopened as regressed only by reports of that version or later.
+    #[arg(long, value_name = "VERSION")]
+    pub version: Option<String>,
     /// A minimal Python script that reproduces the failure (queued for a GPU worker).
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,
@@ -49,8 +55,8 @@ pub struct UploadArgs {
     #[arg(long, value_name = "N", requires = "script",
           value_parser = clap::value_parser!(u8).range(1..=i64::from(crate::api_types::MAX_REPEATS)))]
     pub repeats: Option<u8>,
-    /// Metadata as key=value (job_url, commit, branch, environment, and needs=gpu|any for the
-    /// reproduction); repeatable. Empty values are skipped.
+    /// Metadata as key=value (job_url, commit, branch, environment, version, and needs=gpu|any
+    /// for the reproduction); repeatable. Empty values are skipped.
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     pub meta: Vec<String>,
     /// Log files to upload.
@@ -70,7 +76,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         return Err(BadInput("the API token has characters a header cannot carry".into()).into());
     }
     let server = server_base(&args.server)?;
-    let mut meta = build_meta(args.project.as_deref(), &args.meta)?;
+    let mut meta = build_meta(args.project.as_deref(), args.version.as_deref(), &args.meta)?;
     if let Some(n) = args.repeats {
         meta.insert("repeats".into(), n.into());
     }
@@ -134,16 +140,19 @@ pub(crate) fn server_base(raw: &str) -> Result<String, BadInput> {
     }
 }
 
-/// Builds the `meta` object from `--project` and `--meta key=value`. An empty value is skipped
-/// (CI templates expand unset variables to nothing, which must not fail the upload); an unknown
-/// key, a pair without `=` or a key given twice is a usage error.
+/// Builds the `meta` object from `--project`, `--version` and `--meta key=value`. An empty value
+/// is skipped (CI templates expand unset variables to nothing, which must not fail the upload);
+/// an unknown key, a pair without `=`, a key given twice or a version the server would refuse
+/// is a usage error.
 fn build_meta(
     project: Option<&str>,
+    version: Option<&str>,
     pairs: &[String],
 ) -> Result<serde_json::Map<String, serde_json::Value>, BadInput> {
     let allowed = META_KEYS.join(", ");
     let mut entries = Vec::new();
     entries.extend(project.map(|p| ("project", p)));
+    entries.extend(version.map(|v| ("version", v)));
     for pair in pairs {
         let Some((key, value)) = pair.split_once('=') else {
             return Err(BadInput(format!(
@@ -159,6 +168,12 @@ fn build_meta(
     }
     let mut meta = serde_json::Map::new();
     for (key, value) in entries.into_iter().filter(|(_, v)| !v.trim().is_empty()) {
+        if key == "version" && crate::app::group_triage::regression::Version::parse(value).is_none()
+        {
+            return Err(BadInput(format!(
+                "version {value:?} is not a version such as 2.1, 2.1.0 or v2.1.0rc1"
+            )));
+        }
         if meta.insert(key.to_owned(), value.into()).is_some() {
             return Err(BadInput(format!(
                 "metadata {key:?} is given more than once"
@@ -453,7 +468,7 @@ mod tests {
 
     fn meta(project: Option<&str>, pairs: &[&str]) -> Result<String, String> {
         let pairs: Vec<String> = pairs.iter().map(|s| s.to_string()).collect();
-        let meta = build_meta(project, &pairs).map_err(|BadInput(message)| message)?;
+        let meta = build_meta(project, None, &pairs).map_err(|BadInput(message)| message)?;
         Ok(serde_json::Value::from(meta).to_string())
     }
 
@@ -475,6 +490,7 @@ mod tests {
             (None, &["project=p"], r#"{"project":"p"}"#),
             (Some(""), &["commit=", "branch= "], "{}"),
             (None, &["commit=", "commit=abc"], r#"{"commit":"abc"}"#),
+            (None, &["version=v2.1.0"], r#"{"version":"v2.1.0"}"#),
         ];
         for (project, pairs, want) in cases {
             assert_eq!(meta(*project, pairs).as_deref(), Ok(*want), "{pairs:?}");
@@ -500,6 +516,11 @@ mod tests {
                 Some("a"),
                 &["project=b"],
                 r#""project" is given more than once"#,
+            ),
+            (
+                None,
+                &["version=nightly"],
+                r#"version "nightly" is not a version such as 2.1"#,
             ),
         ];
         for (project, pairs, want) in cases {

@@ -38,7 +38,7 @@ pub struct NewFix {
 
 /// A group's columns, with its report count and last-seen time read from its reports
 /// (`reports_group` answers both from the index); `FROM groups g` + [`GROUP_STATS`].
-const GROUP_COLUMNS: &str = concat!(
+pub(super) const GROUP_COLUMNS: &str = concat!(
     "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, s.report_count, ",
     rfc3339!("g.first_seen"),
     " AS first, ",
@@ -47,7 +47,7 @@ const GROUP_COLUMNS: &str = concat!(
 );
 
 /// The lateral join that [`GROUP_COLUMNS`] reads `s.` from.
-const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT count(*) AS report_count, \
+pub(super) const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT count(*) AS report_count, \
      max(r.created_at) AS last_seen FROM reports r WHERE r.group_id = g.id) s";
 
 fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {

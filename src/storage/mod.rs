@@ -3,6 +3,7 @@
 //! [`Db`] handle) and return domain types, so the schema can change in one place.
 
 pub mod embedded;
+pub mod group_triage;
 pub mod groups;
 pub mod jobs;
 pub mod reclassify;

@@ -20,6 +20,8 @@ pub struct NewReport {
     pub commit_sha: String,
     pub branch: String,
     pub environment: String,
+    /// The version of the build the log comes from (checked as a version), or empty.
+    pub version: String,
     /// The uploaded file's name.
     pub filename: String,
     /// The classification's headline fields, as columns for listing, filtering and grouping.
@@ -270,9 +272,9 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
              fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
-             script, search_text, finding_rules, signature) \
+             script, search_text, finding_rules, signature, version) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, jsonb_path_query_array($16, '$.findings[*].rule'), $22) \
+             $18, $19, $20, $21, jsonb_path_query_array($16, '$.findings[*].rule'), $22, $23) \
          RETURNING id",
     )
     .bind(r.token_id)
@@ -297,6 +299,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.script)
     .bind(&r.search_text)
     .bind(&r.headline.signature)
+    .bind(&r.version)
     .fetch_one(&mut *tx)
     .await?;
     insert_log(&mut *tx, report_id, &r.log).await?;
@@ -337,6 +340,8 @@ pub struct Report {
     pub commit_sha: String,
     pub branch: String,
     pub environment: String,
+    /// The build's version (`meta.version`), or empty.
+    pub version: String,
     pub filename: String,
     pub group_id: i64,
     /// The headline category: the log's, or a more specific reproduction's.
@@ -370,8 +375,8 @@ pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Repor
         "SELECT id, ",
         rfc3339!("created_at"),
         " AS created, project, job_url, commit_sha, branch, \
-         environment, filename, group_id, category, title, root_cause_line, root_cause_text, \
-         fingerprint, signature, classification, log_bytes, log_lines, script \
+         environment, version, filename, group_id, category, title, root_cause_line, \
+         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script \
          FROM reports WHERE id = $1"
     ))
     .bind(id)

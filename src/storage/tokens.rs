@@ -130,6 +130,27 @@ pub async fn list_tokens(ex: impl PgExecutor<'_>) -> Result<Vec<TokenRecord>, Db
     rows.iter().map(from_row).collect()
 }
 
+/// The distinct names of the active (not revoked) tokens, in name order, at most `limit`: who
+/// a group can be assigned to.
+pub async fn active_names(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<String>, DbError> {
+    Ok(sqlx::query_scalar(
+        "SELECT DISTINCT name FROM tokens WHERE revoked_at IS NULL ORDER BY name LIMIT $1",
+    )
+    .bind(limit)
+    .fetch_all(ex)
+    .await?)
+}
+
+/// Whether an active (not revoked) token is named `name`.
+pub async fn is_active_name(ex: impl PgExecutor<'_>, name: &str) -> Result<bool, DbError> {
+    Ok(sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM tokens WHERE name = $1 AND revoked_at IS NULL)",
+    )
+    .bind(name)
+    .fetch_one(ex)
+    .await?)
+}
+
 /// Revokes the token whose id, prefix or name is `which`; returns the revoked tokens (none when
 /// nothing matched). A name shared by several tokens revokes them all.
 pub async fn revoke_token(

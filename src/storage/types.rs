@@ -1,7 +1,8 @@
-//! How the domain's enums sit in `text` columns: the job state, the category, the confidence
-//! and the reclassification run's state are decoded into their Rust enums here, at the storage boundary, and encoded back
-//! from them, so no caller compares them as strings. A stored value this build does not know is
-//! a decode error, never a silent default.
+//! How the domain's enums sit in `text` columns: the job state, the category, the confidence,
+//! the reclassification run's state, a group's triage state and its history's actions are
+//! decoded into their Rust enums here, at the storage boundary, and encoded back from them, so
+//! no caller compares them as strings. A stored value this build does not know is a decode
+//! error, never a silent default.
 
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
@@ -9,7 +10,7 @@ use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
 use super::reclassify::RunState;
-use crate::api_types::JobState;
+use crate::api_types::{GroupAction, GroupState, JobState};
 use crate::rules::{Category, Confidence};
 use crate::time::Timestamp;
 
@@ -45,6 +46,8 @@ text_enum!(JobState, JobState::parse, "job state");
 text_enum!(Category, |s| s.parse().ok(), "category");
 text_enum!(Confidence, |s| s.parse().ok(), "confidence");
 text_enum!(RunState, RunState::parse, "reclassification run state");
+text_enum!(GroupState, GroupState::parse, "group state");
+text_enum!(GroupAction, GroupAction::parse, "group history action");
 
 /// A moment stored as `timestamptz` and selected as whole epoch seconds (`rfc3339!`).
 impl Type<Postgres> for Timestamp {

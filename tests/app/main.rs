@@ -18,5 +18,6 @@ mod serve_binary;
 mod similar;
 mod support;
 mod team_rules;
+mod triage;
 mod upload_cli;
 mod worker;

@@ -35,6 +35,8 @@ fn upload_prints_results_and_fails_clearly() {
         &[
             "--project",
             "vision",
+            "--version",
+            "2.1.0",
             "--meta",
             "branch=main",
             "--script",
@@ -93,11 +95,20 @@ fn upload_prints_results_and_fails_clearly() {
         run(&["/nonexistent.log"], Some(&ingest)).status.code(),
         Some(2)
     );
+    let not_a_version = run(&["--version", "nightly", log_s], Some(&ingest));
+    assert_eq!(not_a_version.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&not_a_version.stderr);
+    assert!(stderr.contains("\"nightly\" is not a version"), "{stderr}");
 
     let reports: i64 = rt
         .block_on(sqlx::query_scalar("SELECT count(*) FROM reports").fetch_one(db.pool()))
         .unwrap();
     assert_eq!(reports, 1);
+    // `--version` travels as `meta.version` and is stored with the report.
+    let version: String = rt
+        .block_on(sqlx::query_scalar("SELECT version FROM reports").fetch_one(db.pool()))
+        .unwrap();
+    assert_eq!(version, "2.1.0");
 }
 
 #[test]

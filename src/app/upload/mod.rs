@@ -60,6 +60,10 @@ pub struct Meta {
     /// Free-form environment description (e.g. `python -m torch.utils.collect_env`).
     #[serde(default)]
     pub environment: String,
+    /// Version of the build under test (`2.1.0`, `v2.1.0rc1`): tells whether a report in a
+    /// group resolved in a version comes from a build that should contain the fix.
+    #[serde(default)]
+    pub version: String,
     /// How many times a worker runs the attached script (1-5), to tell a deterministic failure
     /// from a flaky one.
     #[serde(default = "one_run")]
@@ -80,6 +84,7 @@ impl Default for Meta {
             commit: String::new(),
             branch: String::new(),
             environment: String::new(),
+            version: String::new(),
             repeats: 1,
             needs: None,
         }
@@ -114,7 +119,7 @@ impl Meta {
     pub fn parse(bytes: &[u8]) -> Result<Meta, UploadError> {
         let meta: Meta = serde_json::from_slice(bytes).map_err(|e| {
             UploadError::Meta(format!(
-                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment, a number repeats and needs \"gpu\" or \"any\")"
+                "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment, version, a number repeats and needs \"gpu\" or \"any\")"
             ))
         })?;
         for (name, value, max) in [
@@ -132,6 +137,16 @@ impl Meta {
             if value.contains('\0') {
                 return Err(UploadError::Meta(format!("{name} contains a NUL byte")));
             }
+        }
+        let version = meta.version.trim();
+        if !version.is_empty() && super::group_triage::regression::Version::parse(version).is_none()
+        {
+            return Err(UploadError::Meta(format!(
+                "version must look like 2.1, 2.1.0 or v2.1.0rc1 (numbers with dots, at most \
+                 {} characters), got {:?}",
+                super::group_triage::regression::MAX_VERSION_LEN,
+                version.chars().take(60).collect::<String>()
+            )));
         }
         if !(1..=MAX_REPEATS).contains(&meta.repeats) {
             return Err(UploadError::Meta(format!(
@@ -159,6 +174,7 @@ impl Meta {
             commit: clean(self.commit),
             branch: clean(self.branch),
             environment: clean(self.environment),
+            version: self.version.trim().to_owned(),
             repeats: self.repeats,
             needs: self.needs,
         }
@@ -300,6 +316,9 @@ pub async fn upload(
             ));
         }
     };
+    if !stored.duplicate && !stored.replayed {
+        super::group_triage::after_upload(&mut tx, stored.report_id, stored.group_id).await?;
+    }
     let classification = if stored.duplicate || stored.replayed {
         // The stored report's own classification (the first upload's), not this request's.
         store::get_report(&mut *tx, stored.report_id)
@@ -344,11 +363,15 @@ mod tests {
         let ok = Meta::parse(br#"{"project":"p","branch":"main","job_url":"https://ci/1"}"#)
             .expect("valid");
         assert_eq!((ok.project.as_str(), ok.branch.as_str()), ("p", "main"));
+        let versioned = Meta::parse(br#"{"version":" v2.1.0rc1 "}"#).expect("valid version");
+        assert_eq!(versioned.scrubbed().version, "v2.1.0rc1");
         for bad in [
             &b"not json"[..],
             br#"{"project":1}"#,
             br#"{"owner":"x"}"#,
             br#"{"job_url":"javascript:alert(1)"}"#,
+            br#"{"version":"latest"}"#,
+            br#"{"version":"2.1 beta"}"#,
             br#"[1]"#,
         ] {
             assert!(

@@ -94,6 +94,7 @@ pub fn prepare(
         commit_sha: meta.commit,
         branch: meta.branch,
         environment: meta.environment,
+        version: meta.version,
         repeats: meta.repeats,
         needs: meta
             .needs

@@ -1,5 +1,6 @@
 //! `GET /api/v1/search`, `GET /api/v1/groups/{id}`, `POST /api/v1/groups/{id}/fixes`: extract,
-//! call one `app::triage` function, render.
+//! call one `app::triage` function, render. (The group list and triage changes are in
+//! `group_triage`.)
 
 use axum::Json;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
@@ -55,19 +56,28 @@ pub async fn show_group(
 ) -> Result<Json<Value>, AppError> {
     token.require(&[Scope::Read])?;
     let d = triage::group(&state.db, id).await?;
+    Ok(Json(group_json(&state, d)))
+}
+
+/// A group as `GET` and `PATCH /api/v1/groups/{id}` answer it.
+pub(super) fn group_json(state: &AppState, d: triage::GroupDetail) -> Value {
     let g = d.group;
-    Ok(Json(json!({
+    let t = d.triage;
+    json!({
         "id": g.id, "fingerprint": g.fingerprint, "category": g.category, "title": g.title,
         "root_cause_text": g.root_cause_text, "count": g.report_count,
         "first_seen": g.first_seen, "last_seen": g.last_seen, "verdict": g.verdict,
         "url": format!("{}/groups/{}", state.public_url, g.id),
+        "state": t.triage.state, "resolved_in": t.triage.resolved_in,
+        "state_changed_at": t.triage.state_changed_at, "assignee": t.triage.assignee,
+        "history": t.history, "tags": t.tags,
         "reports": d.reports.iter().map(|r| json!({
             "id": r.id, "created_at": r.created_at, "project": r.project, "category": r.category,
             "title": r.title, "root_cause_text": r.root_cause_text,
             "url": format!("{}/reports/{}", state.public_url, r.id),
         })).collect::<Vec<_>>(),
         "fixes": d.fixes,
-    })))
+    })
 }
 
 /// `POST /api/v1/groups/{id}/fixes`

@@ -2,6 +2,7 @@
 //! a contract. Every rejection, including malformed paths, queries and bodies, answers with the
 //! JSON error body, never axum's plain-text defaults.
 
+pub(crate) mod group_triage;
 pub(crate) mod groups;
 pub(crate) mod jobs;
 pub(crate) mod reports;
@@ -29,7 +30,11 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         )
         .route("/api/v1/reports/{id}", get(reports::show_report))
         .route("/api/v1/search", get(groups::search))
-        .route("/api/v1/groups/{id}", get(groups::show_group))
+        .route("/api/v1/groups", get(group_triage::list_groups))
+        .route(
+            "/api/v1/groups/{id}",
+            get(groups::show_group).patch(group_triage::update_group),
+        )
         .route("/api/v1/groups/{id}/fixes", post(groups::create_fix))
         .route("/api/v1/jobs/claim", post(jobs::claim_job))
         .route("/api/v1/jobs/{id}/heartbeat", post(jobs::heartbeat_job))

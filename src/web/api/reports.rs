@@ -172,6 +172,7 @@ pub async fn show_report(
         commit: r.commit_sha,
         branch: r.branch,
         environment: r.environment,
+        version: r.version,
         filename: r.filename,
         log_bytes: r.log_bytes,
         log_lines: r.log_lines,

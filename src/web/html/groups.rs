@@ -1,5 +1,5 @@
-//! Portal pages for groups of recurring failures (list with counts and a per-day trend, one
-//! group with its reports and fixes, the fix form) and search.
+//! Portal pages for one group of recurring failures (its reports, fixes, chart and triage; the
+//! fix form) and search. The group list and the state form are in `group_triage`.
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -8,7 +8,9 @@ use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::{Layout, trend};
+use super::Layout;
+use super::group_triage::{TREND_DAYS, TriageView, triage_view};
+use super::trend::{self, ChartSize};
 use crate::api_types::ErrorCode;
 use crate::app::{self, triage};
 use crate::auth::Scope;
@@ -19,63 +21,17 @@ use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId};
 use crate::web::{AppError, AppState, PageError};
 
-/// Days shown in trends.
-const TREND_DAYS: usize = 30;
-
-/// A group in the list, with its trend.
-pub struct GroupRow {
-    pub group: Group,
-    /// Inline SVG built from numbers only (see `trend`), safe to embed.
-    pub trend: String,
-}
-
-/// `GET /groups`
-#[derive(Template, WebTemplate)]
-#[template(path = "groups.html")]
-pub struct GroupsPage {
-    layout: Layout,
-    rows: Vec<GroupRow>,
-}
-
-/// `GET /groups`
-pub async fn list_groups(
-    State(state): State<AppState>,
-    user: PortalUser,
-) -> Result<GroupsPage, PageError> {
-    user.require(&[Scope::Read])?;
-    let list = triage::recent_groups(&state.db, 100).await?;
-    let ids: Vec<i64> = list.iter().map(|g| g.id).collect();
-    let (per_day, today) = triage::trends(&state.db, &ids, TREND_DAYS as i32).await?;
-    let rows = list
-        .into_iter()
-        .map(|g| {
-            let days: Vec<(String, i64)> = per_day
-                .iter()
-                .filter(|(id, _, _)| *id == g.id)
-                .map(|(_, d, n)| (d.clone(), *n))
-                .collect();
-            GroupRow {
-                trend: trend::trend_svg(&days, TREND_DAYS, &today),
-                group: g,
-            }
-        })
-        .collect();
-    Ok(GroupsPage {
-        layout: Layout::for_user(Some(&user)),
-        rows,
-    })
-}
-
 /// `GET /groups/{id}`
 #[derive(Template, WebTemplate)]
 #[template(path = "group.html")]
 pub struct GroupPage {
     layout: Layout,
     group: Group,
-    trend: String,
     reports: Vec<ReportSummary>,
     fixes: Vec<Fix>,
     can_record: bool,
+    /// State, its form, history, tag breakdowns and the chart.
+    triage: TriageView,
 }
 
 /// `GET /groups/{id}`
@@ -88,9 +44,11 @@ pub async fn show_group(
     let detail = triage::group(&state.db, id).await?;
     let (per_day, today) = triage::trends(&state.db, &[id], TREND_DAYS as i32).await?;
     let days: Vec<(String, i64)> = per_day.into_iter().map(|(_, d, n)| (d, n)).collect();
+    let chart = trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Full);
+    let count = detail.group.report_count;
     Ok(GroupPage {
         layout: Layout::for_user(Some(&user)),
-        trend: trend::trend_svg(&days, TREND_DAYS, &today),
+        triage: triage_view(&state, &user, detail.triage, count, chart).await?,
         reports: detail.reports,
         fixes: detail.fixes,
         can_record: user.require(&[Scope::Ingest, Scope::Admin]).is_ok(),

@@ -1,6 +1,7 @@
 //! The server-rendered portal (askama templates in `templates/`, view structs prepared here so
 //! templates hold no logic beyond loops and conditionals) and its stylesheet.
 
+pub mod group_triage;
 pub mod groups;
 pub mod login;
 pub mod logview;

@@ -1,0 +1,226 @@
+//! The wire types of group triage (issue 18 items 4 and 5): a group's state, the change a
+//! client asks for (`PATCH /api/v1/groups/{id}`), the activity history, the tag breakdowns and
+//! a page of the group list (`GET /api/v1/groups`). Declared once here, used by the handlers,
+//! the storage layer (the same shapes are read back) and any client.
+
+use serde::{Deserialize, Serialize};
+
+use crate::rules::Category;
+use crate::time::Timestamp;
+
+/// Where a group stands in triage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupState {
+    /// New or reopened by hand: someone should look at it.
+    Open,
+    /// Fixed, optionally in a named commit or version.
+    Resolved,
+    /// Known and not worth acting on; new reports leave it ignored.
+    Ignored,
+    /// Was resolved, and a report came from a build that should contain the fix.
+    Regressed,
+}
+
+impl GroupState {
+    /// Every state, in the order forms list them.
+    pub const ALL: [GroupState; 4] = [
+        GroupState::Open,
+        GroupState::Resolved,
+        GroupState::Ignored,
+        GroupState::Regressed,
+    ];
+
+    /// The spelling on the wire and in the `groups.state` column.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupState::Open => "open",
+            GroupState::Resolved => "resolved",
+            GroupState::Ignored => "ignored",
+            GroupState::Regressed => "regressed",
+        }
+    }
+
+    /// The state spelled `s`, if it is one.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<GroupState> {
+        GroupState::ALL
+            .into_iter()
+            .find(|state| state.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for GroupState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What an entry of a group's history records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GroupAction {
+    /// The state changed (`from` → `to`; `detail` names the fix's commit or version, or why an
+    /// upload reopened it).
+    State,
+    /// The assignee changed (`from` → `to`, empty for nobody).
+    Assignee,
+    /// A report arrived in a resolved group from a build older than the fix: recorded, and the
+    /// group stays resolved (`detail` says why).
+    OlderBuild,
+}
+
+impl GroupAction {
+    /// The spelling on the wire and in the `group_events.action` column.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupAction::State => "state",
+            GroupAction::Assignee => "assignee",
+            GroupAction::OlderBuild => "older_build",
+        }
+    }
+
+    /// The action spelled `s`, if it is one.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<GroupAction> {
+        [
+            GroupAction::State,
+            GroupAction::Assignee,
+            GroupAction::OlderBuild,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == s)
+    }
+}
+
+/// One entry of a group's activity history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupEvent {
+    pub id: i64,
+    pub at: Timestamp,
+    /// The token name that made the change, or `gpu-triage` for changes made on upload.
+    pub actor: String,
+    pub action: GroupAction,
+    pub from: String,
+    pub to: String,
+    pub detail: String,
+    /// The report whose upload caused the entry, if one did.
+    pub report_id: Option<i64>,
+}
+
+/// `PATCH /api/v1/groups/{id}` (and the portal's state form): every field optional, at least
+/// one given. `assignee: ""` unassigns; `resolved_in` goes only with the `resolved` state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupPatch {
+    /// `open`, `resolved` or `ignored` (`regressed` is set by uploads, not by hand).
+    #[serde(default)]
+    pub state: Option<String>,
+    /// The commit (7-40 hex digits) or version (`2.1`, `v2.1.0`) that fixed it.
+    #[serde(default)]
+    pub resolved_in: Option<String>,
+    /// The name of an active token, or empty for nobody.
+    #[serde(default)]
+    pub assignee: Option<String>,
+}
+
+/// How often one value of a tag occurs among a group's reports.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagCount {
+    pub value: String,
+    pub count: i64,
+}
+
+/// A group's reports counted by where they come from: the ten most frequent values of each
+/// tag, most frequent first. A tag with no data is an empty list.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupTags {
+    pub project: Vec<TagCount>,
+    pub branch: Vec<TagCount>,
+    pub environment: Vec<TagCount>,
+    pub gpu: Vec<TagCount>,
+    pub torch_version: Vec<TagCount>,
+}
+
+impl GroupTags {
+    /// The tags with their wire names, in the order pages show them.
+    #[must_use]
+    pub fn named(&self) -> [(&'static str, &[TagCount]); 5] {
+        [
+            ("project", &self.project),
+            ("branch", &self.branch),
+            ("environment", &self.environment),
+            ("gpu", &self.gpu),
+            ("torch_version", &self.torch_version),
+        ]
+    }
+
+    /// The list for tag `name`, to fill from storage rows; `None` for an unknown tag.
+    pub fn slot(&mut self, name: &str) -> Option<&mut Vec<TagCount>> {
+        match name {
+            "project" => Some(&mut self.project),
+            "branch" => Some(&mut self.branch),
+            "environment" => Some(&mut self.environment),
+            "gpu" => Some(&mut self.gpu),
+            "torch_version" => Some(&mut self.torch_version),
+            _ => None,
+        }
+    }
+}
+
+/// A group in `GET /api/v1/groups`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupListItem {
+    pub id: i64,
+    pub url: String,
+    pub category: Category,
+    pub title: String,
+    pub root_cause_text: String,
+    pub count: i64,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+    pub state: GroupState,
+    pub resolved_in: String,
+    pub assignee: String,
+    pub has_fix: bool,
+}
+
+/// `GET /api/v1/groups` response: one page of groups and where the next begins.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupList {
+    pub groups: Vec<GroupListItem>,
+    pub page: u32,
+    pub per_page: u32,
+    /// Groups matching the filters, on all pages.
+    pub total: i64,
+    /// The next page's number, `null` on the last page.
+    pub next_page: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_and_actions_round_trip_through_their_spelling() {
+        for s in ["open", "resolved", "ignored", "regressed"] {
+            assert_eq!(GroupState::parse(s).map(GroupState::as_str), Some(s));
+            let json = serde_json::to_value(GroupState::parse(s)).unwrap_or_default();
+            assert_eq!(json.as_str(), Some(s));
+        }
+        assert_eq!(GroupState::parse("Open"), None);
+        for a in ["state", "assignee", "older_build"] {
+            assert_eq!(GroupAction::parse(a).map(GroupAction::as_str), Some(a));
+        }
+    }
+
+    #[test]
+    fn a_patch_refuses_unknown_fields() {
+        let ok: Result<GroupPatch, _> = serde_json::from_str(r#"{"state":"resolved"}"#);
+        assert_eq!(ok.ok().and_then(|p| p.state).as_deref(), Some("resolved"));
+        let bad: Result<GroupPatch, _> = serde_json::from_str(r#"{"status":"resolved"}"#);
+        assert!(bad.is_err());
+    }
+}

@@ -1,0 +1,596 @@
+//! Triage of groups (issue 18 items 4 and 5), the workflow people expect from Sentry or
+//! GlitchTip: a state (open, resolved "in" a commit or version, ignored, regressed), an
+//! assignee, the history of who changed what, a filtered, sorted and paged group list, and the
+//! tag breakdowns of a group's reports. The API and the portal's forms call the same functions,
+//! so both refuse the same things with the same words. The regression rule itself is pure and
+//! lives in [`regression`]; [`after_upload`] applies it inside the upload's transaction.
+
+pub mod regression;
+
+use serde::Deserialize;
+use sqlx::PgConnection;
+
+use super::Error;
+use super::triage::{self, GroupDetail};
+use crate::api_types::{ErrorCode, GroupAction, GroupEvent, GroupPatch, GroupState, GroupTags};
+use crate::rules::Category;
+use crate::storage::group_triage::{
+    self as store, GroupFilter, GroupSort, ListedGroup, NewEvent, Triage,
+};
+use crate::storage::{Db, DbError, tokens};
+use regression::{FirstSeen, FixedIn, Incoming, Resolution, Step, Verdict, Version};
+
+/// The actor named in the history for changes the service makes itself (a regression found on
+/// upload).
+pub const SERVICE_ACTOR: &str = "gpu-triage";
+
+/// History entries shown with a group (newest first).
+const HISTORY_SHOWN: i64 = 100;
+
+/// A group list as asked (`GET /api/v1/groups`, the portal's filter form). Empty values leave
+/// a filter out, so a form's "any" choice is an empty field.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {
+    pub state: Option<String>,
+    pub project: Option<String>,
+    pub category: Option<String>,
+    /// `true` or `false`.
+    pub has_fix: Option<String>,
+    pub assignee: Option<String>,
+    /// `last_seen` (default), `count` or `first_seen`.
+    pub sort: Option<String>,
+    pub page: Option<u32>,
+    pub per_page: Option<u32>,
+}
+
+/// One page of the group list.
+#[derive(Clone, Debug)]
+pub struct GroupPage {
+    pub groups: Vec<ListedGroup>,
+    pub page: u32,
+    pub per_page: u32,
+    /// Groups that pass the filters, on all pages.
+    pub total: i64,
+    /// Another page follows.
+    pub more: bool,
+}
+
+/// The sort orders by name, as the API and the form spell them.
+pub const SORTS: [(&str, GroupSort); 3] = [
+    ("last_seen", GroupSort::LastSeen),
+    ("count", GroupSort::Count),
+    ("first_seen", GroupSort::FirstSeen),
+];
+
+/// A query parameter's value, trimmed; `None` when missing or empty ("any").
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// A validated list request: filters, order, page and page size.
+fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
+    let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
+    let state = match given(&r.state) {
+        Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
+            bad(format!(
+                "unknown state {s:?}: expected open, resolved, ignored or regressed"
+            ))
+        })?),
+        None => None,
+    };
+    let category = match given(&r.category) {
+        Some(c) => Some(c.parse::<Category>().map_err(bad)?),
+        None => None,
+    };
+    let has_fix = match given(&r.has_fix) {
+        Some("true") => Some(true),
+        Some("false") => Some(false),
+        Some(other) => return Err(bad(format!("has_fix must be true or false, got {other:?}"))),
+        None => None,
+    };
+    let sort = match given(&r.sort) {
+        Some(s) => SORTS
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| {
+                bad(format!(
+                    "unknown sort {s:?}: expected last_seen, count or first_seen"
+                ))
+            })?,
+        None => GroupSort::default(),
+    };
+    let project = given(&r.project).map(str::to_owned);
+    let assignee = given(&r.assignee).map(str::to_owned);
+    for (name, value) in [("project", &project), ("assignee", &assignee)] {
+        if value
+            .as_ref()
+            .is_some_and(|s| s.len() > 200 || s.contains('\0'))
+        {
+            return Err(bad(format!(
+                "{name} must be at most 200 characters without NUL"
+            )));
+        }
+    }
+    let page = r.page.unwrap_or(1);
+    let per_page = r.per_page.unwrap_or(50);
+    if !(1..=1000).contains(&page) || !(1..=100).contains(&per_page) {
+        return Err(bad("page must be 1-1000 and per_page 1-100".into()));
+    }
+    let filter = GroupFilter {
+        state,
+        project,
+        category,
+        has_fix,
+        assignee,
+    };
+    Ok((filter, sort, page, per_page))
+}
+
+/// The groups that pass the request's filters, one page in its order; 400 `bad_query` for an
+/// unknown filter value, sort or a page out of bounds. The page and the total are read in one
+/// snapshot, so they agree.
+pub async fn list(db: &Db, request: &ListRequest) -> Result<GroupPage, Error> {
+    let (filter, sort, page, per_page) = list_query(request)?;
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(&mut *tx)
+        .await?;
+    let total = store::count_groups(&mut *tx, &filter).await?;
+    let offset = i64::from(page - 1) * i64::from(per_page);
+    let mut groups =
+        store::list_groups(&mut *tx, &filter, sort, i64::from(per_page) + 1, offset).await?;
+    tx.rollback().await.map_err(DbError::from)?;
+    let more = groups.len() > per_page as usize;
+    groups.truncate(per_page as usize);
+    Ok(GroupPage {
+        groups,
+        page,
+        per_page,
+        total,
+        more,
+    })
+}
+
+/// A group's triage, history and tag breakdowns: what its page and its API answer add to the
+/// group itself.
+#[derive(Clone, Debug)]
+pub struct TriageDetail {
+    pub triage: Triage,
+    /// Newest first, the latest [`HISTORY_SHOWN`].
+    pub history: Vec<GroupEvent>,
+    pub tags: GroupTags,
+}
+
+/// Group `id`'s triage detail, read in the caller's transaction; `None` for an unknown group.
+pub(crate) async fn detail(tx: &mut PgConnection, id: i64) -> Result<Option<TriageDetail>, Error> {
+    let Some(triage) = store::get_triage(&mut *tx, id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(TriageDetail {
+        triage,
+        history: store::group_events(&mut *tx, id, HISTORY_SHOWN).await?,
+        tags: store::group_tags(&mut *tx, id).await?,
+    }))
+}
+
+/// The names a group can be assigned to (active tokens), for the portal's form.
+pub async fn assignable(db: &Db) -> Result<Vec<String>, Error> {
+    Ok(tokens::active_names(db.pool(), 500).await?)
+}
+
+/// The patch a portal form posts: every field, the current values when unchanged. The fix's
+/// commit or version counts only with the resolved state (the field keeps its old value when
+/// another state is picked).
+#[must_use]
+pub fn form_patch(state: String, resolved_in: String, assignee: String) -> GroupPatch {
+    let resolving = state.trim() == GroupState::Resolved.as_str();
+    GroupPatch {
+        state: Some(state),
+        resolved_in: resolving.then_some(resolved_in),
+        assignee: Some(assignee),
+    }
+}
+
+/// A change as validated, before it meets the group's current triage.
+struct Change {
+    state: Option<GroupState>,
+    resolved_in: Option<String>,
+    assignee: Option<String>,
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::Invalid(ErrorCode::BadTriage, message.into())
+}
+
+/// Checks a patch on its own: at least one field, a known state, a well-formed `resolved_in`
+/// and assignee.
+fn validate(patch: GroupPatch) -> Result<Change, Error> {
+    if patch == GroupPatch::default() {
+        return Err(invalid(
+            "nothing to change: give state, resolved_in or assignee",
+        ));
+    }
+    let state = match patch.state.as_deref().map(str::trim) {
+        Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
+            invalid(format!(
+                "unknown state {:?}: expected open, resolved or ignored",
+                s.chars().take(40).collect::<String>()
+            ))
+        })?),
+        None => None,
+    };
+    let resolved_in = patch.resolved_in.map(|r| r.trim().to_owned());
+    if let Some(r) = &resolved_in {
+        if r.len() > regression::MAX_VERSION_LEN || r.contains('\0') {
+            return Err(invalid("resolved_in must be at most 100 characters"));
+        }
+        FixedIn::parse(r).map_err(invalid)?;
+    }
+    let assignee = patch.assignee.map(|a| a.trim().to_owned());
+    if assignee
+        .as_ref()
+        .is_some_and(|a| a.len() > 200 || a.chars().any(char::is_control))
+    {
+        return Err(invalid(
+            "assignee must be a token name (at most 200 characters)",
+        ));
+    }
+    Ok(Change {
+        state,
+        resolved_in,
+        assignee,
+    })
+}
+
+/// The triage after `change`, or why it cannot apply to the current one: `regressed` is not
+/// set by hand (only kept), and `resolved_in` goes only with the resolved state.
+fn next_triage(current: &Triage, change: &Change) -> Result<Triage, Error> {
+    let state = change.state.unwrap_or(current.state);
+    if state == GroupState::Regressed && current.state != GroupState::Regressed {
+        return Err(invalid(
+            "regressed is set by gpu-triage when a resolved failure comes back; \
+             set open, resolved or ignored",
+        ));
+    }
+    let resolved_in = match (&change.resolved_in, state) {
+        (Some(r), GroupState::Resolved) => r.clone(),
+        (Some(r), _) if !r.is_empty() => {
+            return Err(invalid(format!(
+                "resolved_in goes only with the resolved state (this change leaves it {state})"
+            )));
+        }
+        // The same state keeps its fix (a regressed group keeps the one that did not hold).
+        _ if state == current.state => current.resolved_in.clone(),
+        _ => String::new(),
+    };
+    Ok(Triage {
+        state,
+        resolved_in,
+        assignee: change
+            .assignee
+            .clone()
+            .unwrap_or_else(|| current.assignee.clone()),
+        state_changed_at: current.state_changed_at,
+    })
+}
+
+/// Changes group `id`'s state, `resolved_in` or assignee as `actor` (a token name), writing one
+/// history entry per change in the same transaction, and returns the group as it is then.
+/// 404 for an unknown group; 422 `bad_triage` for an unknown state, `regressed` set by hand,
+/// `resolved_in` without the resolved state or not a commit or version, an assignee that is no
+/// active token's name, or an empty patch.
+pub async fn change(
+    db: &Db,
+    id: i64,
+    patch: GroupPatch,
+    actor: &str,
+) -> Result<GroupDetail, Error> {
+    let change = validate(patch)?;
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    let current = store::lock_triage(&mut tx, id)
+        .await?
+        .ok_or(Error::NotFound("group"))?;
+    let next = next_triage(&current, &change)?;
+    if next.assignee != current.assignee
+        && !next.assignee.is_empty()
+        && !tokens::is_active_name(&mut *tx, &next.assignee).await?
+    {
+        return Err(invalid(format!(
+            "no active token is named {:?}: assign a name that `gpu-triage token list` shows, \
+             or \"\" for nobody",
+            next.assignee
+        )));
+    }
+    let state_changed = next.state != current.state;
+    let fix_changed = next.state == GroupState::Resolved && next.resolved_in != current.resolved_in;
+    if state_changed || fix_changed {
+        let detail = match next.state {
+            GroupState::Resolved if !next.resolved_in.is_empty() => {
+                format!("in {}", next.resolved_in)
+            }
+            _ => String::new(),
+        };
+        store::insert_event(
+            &mut *tx,
+            &NewEvent {
+                group_id: id,
+                actor,
+                action: GroupAction::State,
+                from: current.state.as_str(),
+                to: next.state.as_str(),
+                detail: &detail,
+                report_id: None,
+            },
+        )
+        .await?;
+    }
+    if next.assignee != current.assignee {
+        store::insert_event(
+            &mut *tx,
+            &NewEvent {
+                group_id: id,
+                actor,
+                action: GroupAction::Assignee,
+                from: &current.assignee,
+                to: &next.assignee,
+                detail: "",
+                report_id: None,
+            },
+        )
+        .await?;
+    }
+    if next != current {
+        store::set_triage(&mut *tx, id, &next, state_changed).await?;
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    triage::group(db, id).await
+}
+
+/// The regression rule on upload (README "Triage"), in the upload's transaction: a new report
+/// in a resolved group from a build that should contain the fix makes the group regressed; one
+/// from an older build is recorded in its history and leaves it resolved. Open, ignored and
+/// regressed groups are left as they are.
+pub(crate) async fn after_upload(
+    tx: &mut PgConnection,
+    report_id: i64,
+    group_id: i64,
+) -> Result<(), Error> {
+    let Some(resolved) = store::lock_if_resolved(tx, group_id).await? else {
+        return Ok(());
+    };
+    let Some(build) = store::report_build(&mut *tx, report_id).await? else {
+        return Ok(());
+    };
+    // A stored `resolved_in` was checked when it was set; one this build cannot read names
+    // nothing it can compare.
+    let resolution = Resolution {
+        fixed_in: FixedIn::parse(&resolved.resolved_in).unwrap_or(FixedIn::Unnamed),
+        resolved_at: resolved.resolved_at_us,
+    };
+    let incoming = Incoming {
+        version: Version::parse(&build.version),
+        commit: regression::commit_of(&build.commit),
+        created_at: build.created_at_us,
+    };
+    let verdict = match regression::first_step(&resolution, &incoming) {
+        Step::Decided(verdict) => verdict,
+        Step::CommitOrder { fix, report } => {
+            let seen = FirstSeen {
+                fix: store::commit_first_seen(&mut *tx, &build.project, &fix, report_id).await?,
+                report: store::commit_first_seen(&mut *tx, &build.project, &report, report_id)
+                    .await?,
+            };
+            regression::by_commit_order(&fix, &report, seen, &resolution, &incoming)
+        }
+    };
+    let (action, to, detail) = match &verdict {
+        Verdict::Regressed(why) => {
+            store::set_state(&mut *tx, group_id, GroupState::Regressed).await?;
+            (GroupAction::State, GroupState::Regressed.as_str(), why)
+        }
+        Verdict::OlderBuild(why) => (GroupAction::OlderBuild, "", why),
+    };
+    let from = if action == GroupAction::State {
+        GroupState::Resolved.as_str()
+    } else {
+        ""
+    };
+    store::insert_event(
+        &mut *tx,
+        &NewEvent {
+            group_id,
+            actor: SERVICE_ACTOR,
+            action,
+            from,
+            to,
+            detail,
+            report_id: Some(report_id),
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Timestamp;
+
+    fn triage(state: GroupState, resolved_in: &str, assignee: &str) -> Triage {
+        Triage {
+            state,
+            resolved_in: resolved_in.into(),
+            assignee: assignee.into(),
+            state_changed_at: Timestamp::from_unix(0),
+        }
+    }
+
+    fn patch(state: Option<&str>, resolved_in: Option<&str>, assignee: Option<&str>) -> GroupPatch {
+        GroupPatch {
+            state: state.map(str::to_owned),
+            resolved_in: resolved_in.map(str::to_owned),
+            assignee: assignee.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn changes_apply_to_the_current_triage_or_say_why_not() {
+        use GroupState::{Ignored, Open, Regressed, Resolved};
+        // (current, patch) -> Ok((state, resolved_in, assignee)) or Err(message part)
+        type Case<'a> = (
+            Triage,
+            GroupPatch,
+            Result<(GroupState, &'a str, &'a str), &'a str>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                triage(Open, "", ""),
+                patch(Some("resolved"), Some(" 2.0 "), None),
+                Ok((Resolved, "2.0", "")),
+            ),
+            (
+                triage(Resolved, "2.0", "bob"),
+                patch(None, Some("abcdef1"), None),
+                Ok((Resolved, "abcdef1", "bob")),
+            ),
+            (
+                triage(Resolved, "2.0", ""),
+                patch(Some("open"), None, None),
+                Ok((Open, "", "")),
+            ),
+            (
+                triage(Regressed, "2.0", ""),
+                patch(None, None, Some("alice")),
+                Ok((Regressed, "2.0", "alice")),
+            ),
+            (
+                triage(Regressed, "2.0", ""),
+                patch(Some("regressed"), Some(""), None),
+                Ok((Regressed, "2.0", "")),
+            ),
+            (
+                triage(Regressed, "2.0", ""),
+                patch(Some("resolved"), None, None),
+                Ok((Resolved, "", "")),
+            ),
+            (
+                triage(Open, "", "alice"),
+                patch(Some("ignored"), Some(""), Some("")),
+                Ok((Ignored, "", "")),
+            ),
+            (
+                triage(Open, "", ""),
+                patch(Some("regressed"), None, None),
+                Err("regressed is set by gpu-triage"),
+            ),
+            (
+                triage(Open, "", ""),
+                patch(None, Some("2.0"), None),
+                Err("resolved_in goes only with the resolved state"),
+            ),
+            (
+                triage(Resolved, "2.0", ""),
+                patch(Some("ignored"), Some("2.0"), None),
+                Err("resolved_in goes only with the resolved state"),
+            ),
+        ];
+        for (current, p, want) in cases {
+            let got = validate(p.clone())
+                .and_then(|c| next_triage(&current, &c))
+                .map_err(|e| e.to_string());
+            match (got, want) {
+                (Ok(t), Ok((state, resolved_in, assignee))) => assert_eq!(
+                    (t.state, t.resolved_in.as_str(), t.assignee.as_str()),
+                    (state, resolved_in, assignee),
+                    "{p:?}"
+                ),
+                (Err(e), Err(part)) => assert!(e.contains(part), "{p:?}: {e}"),
+                (got, want) => panic!("{p:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_patches_are_refused_before_reading_the_group() {
+        let cases = [
+            (patch(None, None, None), "nothing to change"),
+            (
+                patch(Some("closed"), None, None),
+                "unknown state \"closed\"",
+            ),
+            (
+                patch(Some("resolved"), Some("soon"), None),
+                "resolved_in must be a commit",
+            ),
+            (
+                patch(None, None, Some("a\u{7}b")),
+                "assignee must be a token name",
+            ),
+            (
+                patch(Some("resolved"), Some(&"1.".repeat(51)), None),
+                "at most 100 characters",
+            ),
+        ];
+        for (p, want) in cases {
+            let err = validate(p.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(want), "{p:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn list_requests_are_checked_and_empty_filters_left_out() {
+        let ok = ListRequest {
+            state: Some("regressed".into()),
+            project: Some(" Vision ".into()),
+            category: Some("".into()),
+            has_fix: Some("false".into()),
+            sort: Some("count".into()),
+            ..ListRequest::default()
+        };
+        let (filter, sort, page, per_page) = list_query(&ok).expect("valid");
+        assert_eq!(filter.state, Some(GroupState::Regressed));
+        assert_eq!(filter.project.as_deref(), Some("Vision"));
+        assert_eq!((filter.category, filter.has_fix), (None, Some(false)));
+        assert_eq!((sort, page, per_page), (GroupSort::Count, 1, 50));
+        let bad = [
+            ListRequest {
+                state: Some("closed".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                category: Some("oom".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                has_fix: Some("yes".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                sort: Some("title".into()),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                page: Some(0),
+                ..ListRequest::default()
+            },
+            ListRequest {
+                per_page: Some(101),
+                ..ListRequest::default()
+            },
+        ];
+        for r in bad {
+            assert!(
+                matches!(
+                    list_query(&r),
+                    Err(Error::Malformed(ErrorCode::BadQuery, _))
+                ),
+                "{r:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Triage of groups in SQL (issue 18 items 4 and 5): the state, assignee and history columns
+//! of migration 0017, the filtered and sorted group list, the tag breakdowns of a group's
+//! reports, and the facts the regression rule needs (is the group resolved, which build the new
+//! report comes from, when a project first saw a commit). Policy lives in
+//! `app::group_triage`; these statements only read and write.
+
+use sqlx::{PgConnection, PgExecutor, Row};
+
+use super::DbError;
+use super::groups::{GROUP_COLUMNS, GROUP_STATS, Group};
+use super::reports::rfc3339;
+use crate::api_types::{GroupAction, GroupEvent, GroupState, GroupTags, TagCount};
+use crate::rules::Category;
+use crate::time::Timestamp;
+
+/// A group's triage columns.
+#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+pub struct Triage {
+    pub state: GroupState,
+    /// The commit or version a resolution names; empty when none.
+    pub resolved_in: String,
+    /// The assigned token name; empty for nobody.
+    pub assignee: String,
+    #[sqlx(rename = "state_changed")]
+    pub state_changed_at: Timestamp,
+}
+
+const TRIAGE_COLUMNS: &str = concat!(
+    "g.state, g.resolved_in, g.assignee, ",
+    rfc3339!("g.state_changed_at"),
+    " AS state_changed"
+);
+
+/// A line of the group list: the group, its triage and whether a fix is recorded.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct ListedGroup {
+    #[sqlx(flatten)]
+    pub group: Group,
+    #[sqlx(flatten)]
+    pub triage: Triage,
+    pub has_fix: bool,
+}
+
+/// The order of the group list, newest or largest first (ties: the newer group first).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GroupSort {
+    /// The latest report first.
+    #[default]
+    LastSeen,
+    /// The most reports first.
+    Count,
+    /// The group that appeared most recently first.
+    FirstSeen,
+}
+
+impl GroupSort {
+    /// The `ORDER BY` key: chosen from this enum, never from request text (SECURITY.md item 6).
+    fn key(self) -> &'static str {
+        match self {
+            GroupSort::LastSeen => "coalesce(s.last_seen, g.first_seen)",
+            GroupSort::Count => "s.report_count",
+            GroupSort::FirstSeen => "g.first_seen",
+        }
+    }
+}
+
+/// Which groups the list shows; `None` leaves a filter out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupFilter {
+    pub state: Option<GroupState>,
+    /// Groups with at least one report of this project (any letter case).
+    pub project: Option<String>,
+    pub category: Option<Category>,
+    pub has_fix: Option<bool>,
+    pub assignee: Option<String>,
+}
+
+const FILTER: &str = "($1::text IS NULL OR g.state = $1) \
+     AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r \
+          WHERE lower(r.project) = lower($2) AND r.group_id = g.id)) \
+     AND ($3::text IS NULL OR g.category = $3) \
+     AND ($4::bool IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) = $4) \
+     AND ($5::text IS NULL OR g.assignee = $5)";
+
+/// Binds [`FILTER`]'s `$1`-`$5`.
+macro_rules! bind_filter {
+    ($query:expr, $f:expr) => {
+        $query
+            .bind($f.state.map(GroupState::as_str))
+            .bind(&$f.project)
+            .bind($f.category.map(Category::as_str))
+            .bind($f.has_fix)
+            .bind(&$f.assignee)
+    };
+}
+
+/// One page of the groups that pass `filter`, in `sort` order.
+pub async fn list_groups(
+    ex: impl PgExecutor<'_>,
+    filter: &GroupFilter,
+    sort: GroupSort,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<ListedGroup>, DbError> {
+    let sql = format!(
+        "SELECT {GROUP_COLUMNS}, {TRIAGE_COLUMNS}, \
+             EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) AS has_fix \
+         FROM groups g {GROUP_STATS} WHERE {FILTER} \
+         ORDER BY {} DESC, g.id DESC LIMIT $6 OFFSET $7",
+        sort.key()
+    );
+    let rows = bind_filter!(sqlx::query(sqlx::AssertSqlSafe(sql)), filter)
+        .bind(limit)
+        .bind(offset)
+        .fetch_all(ex)
+        .await?;
+    rows.iter()
+        .map(|row| Ok(sqlx::FromRow::from_row(row)?))
+        .collect()
+}
+
+/// How many groups pass `filter`.
+pub async fn count_groups(ex: impl PgExecutor<'_>, filter: &GroupFilter) -> Result<i64, DbError> {
+    let sql = format!("SELECT count(*) FROM groups g WHERE {FILTER}");
+    Ok(
+        bind_filter!(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)), filter)
+            .fetch_one(ex)
+            .await?,
+    )
+}
+
+/// Group `id`'s triage columns.
+pub async fn get_triage(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Triage>, DbError> {
+    let sql = format!("SELECT {TRIAGE_COLUMNS} FROM groups g WHERE g.id = $1");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(ex)
+        .await?)
+}
+
+/// Group `id`'s triage columns, its row locked until the transaction ends (a change is read,
+/// decided and written without another change or a regression in between).
+pub async fn lock_triage(tx: &mut PgConnection, id: i64) -> Result<Option<Triage>, DbError> {
+    let sql = format!("SELECT {TRIAGE_COLUMNS} FROM groups g WHERE g.id = $1 FOR NO KEY UPDATE");
+    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(tx)
+        .await?)
+}
+
+/// Writes group `id`'s triage columns; `state_changed` stamps the state's change time.
+pub async fn set_triage(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    triage: &Triage,
+    state_changed: bool,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "UPDATE groups SET state = $2, resolved_in = $3, assignee = $4, \
+             state_changed_at = CASE WHEN $5 THEN now() ELSE state_changed_at END \
+         WHERE id = $1",
+    )
+    .bind(id)
+    .bind(triage.state)
+    .bind(&triage.resolved_in)
+    .bind(&triage.assignee)
+    .bind(state_changed)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Sets group `id`'s state alone, stamping its change time.
+pub async fn set_state(ex: impl PgExecutor<'_>, id: i64, state: GroupState) -> Result<(), DbError> {
+    sqlx::query("UPDATE groups SET state = $2, state_changed_at = now() WHERE id = $1")
+        .bind(id)
+        .bind(state)
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// An entry to add to a group's history.
+#[derive(Clone, Debug)]
+pub struct NewEvent<'a> {
+    pub group_id: i64,
+    pub actor: &'a str,
+    pub action: GroupAction,
+    pub from: &'a str,
+    pub to: &'a str,
+    pub detail: &'a str,
+    pub report_id: Option<i64>,
+}
+
+/// Adds an entry to a group's history.
+pub async fn insert_event(ex: impl PgExecutor<'_>, e: &NewEvent<'_>) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO group_events (group_id, actor, action, from_value, to_value, detail, \
+             report_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(e.group_id)
+    .bind(e.actor)
+    .bind(e.action)
+    .bind(e.from)
+    .bind(e.to)
+    .bind(e.detail)
+    .bind(e.report_id)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// Group `id`'s newest `limit` history entries, newest first.
+pub async fn group_events(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    limit: i64,
+) -> Result<Vec<GroupEvent>, DbError> {
+    let rows = sqlx::query(concat!(
+        "SELECT id, ",
+        rfc3339!("at"),
+        " AS at_s, actor, action, from_value, to_value, detail, report_id \
+         FROM group_events WHERE group_id = $1 ORDER BY at DESC, id DESC LIMIT $2"
+    ))
+    .bind(id)
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(GroupEvent {
+                id: r.try_get("id")?,
+                at: r.try_get("at_s")?,
+                actor: r.try_get("actor")?,
+                action: r.try_get("action")?,
+                from: r.try_get("from_value")?,
+                to: r.try_get("to_value")?,
+                detail: r.try_get("detail")?,
+                report_id: r.try_get("report_id")?,
+            })
+        })
+        .collect()
+}
+
+/// Group `id`'s reports counted by project, branch, environment, GPU and torch version: the ten
+/// most frequent values of each, most frequent first. The environment counts only as a short
+/// single-line label (`staging`, `ci-a100`); GPU and torch version come from the log's facts,
+/// else from `collect_env` output in the environment metadata, else from the report's latest
+/// reproduction run.
+pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, DbError> {
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "WITH r AS ( \
+             SELECT r.project, r.branch, \
+                 CASE WHEN length(btrim(r.environment)) <= 100 \
+                       AND strpos(btrim(r.environment), E'\\n') = 0 \
+                      THEN btrim(r.environment) END AS environment, \
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'gpu'), ''), \
+                     nullif(btrim(substring(r.environment \
+                         FROM 'GPU models and configuration: (?:GPU 0: )?([^\\n(]{1,100})')), ''), \
+                     nullif(btrim(substring(r.environment FROM 'GPU 0: ([^\\n(]{1,100})')), ''), \
+                     nullif(btrim(p.environment ->> 'device'), '')) AS gpu, \
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'torch_version'), ''), \
+                     substring(r.environment FROM 'PyTorch version: (\\S{1,60})'), \
+                     nullif(btrim(p.environment ->> 'torch'), '')) AS torch_version \
+             FROM reports r \
+             LEFT JOIN LATERAL (SELECT environment FROM reproductions \
+                 WHERE report_id = r.id AND environment IS NOT NULL \
+                 ORDER BY id DESC LIMIT 1) p ON true \
+             WHERE r.group_id = $1), \
+         counted AS ( \
+             SELECT v.tag, left(v.value, 200) AS value, count(*) AS n, \
+                 row_number() OVER (PARTITION BY v.tag \
+                     ORDER BY count(*) DESC, left(v.value, 200)) AS rank \
+             FROM r CROSS JOIN LATERAL (VALUES ('project', r.project), ('branch', r.branch), \
+                 ('environment', r.environment), ('gpu', r.gpu), \
+                 ('torch_version', r.torch_version)) v(tag, value) \
+             WHERE btrim(v.value) <> '' \
+             GROUP BY v.tag, left(v.value, 200)) \
+         SELECT tag, value, n FROM counted WHERE rank <= 10 ORDER BY tag, rank",
+    )
+    .bind(id)
+    .fetch_all(ex)
+    .await?;
+    let mut tags = GroupTags::default();
+    for (tag, value, count) in rows {
+        if let Some(slot) = tags.slot(&tag) {
+            slot.push(TagCount { value, count });
+        }
+    }
+    Ok(tags)
+}
+
+/// A resolved group, as the regression rule reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    pub resolved_in: String,
+    /// When it was resolved, in microseconds since the epoch.
+    pub resolved_at_us: i64,
+}
+
+/// Group `id` when it is resolved, its row then locked until the transaction ends (so that two
+/// uploads do not both reopen it, and a triage change waits); `None`, locking nothing, in any
+/// other state.
+pub async fn lock_if_resolved(tx: &mut PgConnection, id: i64) -> Result<Option<Resolved>, DbError> {
+    let row = sqlx::query(
+        "SELECT resolved_in, (extract(epoch FROM state_changed_at) * 1000000)::int8 AS at \
+         FROM groups WHERE id = $1 AND state = 'resolved' FOR NO KEY UPDATE",
+    )
+    .bind(id)
+    .fetch_optional(tx)
+    .await?;
+    row.map(|r| {
+        Ok(Resolved {
+            resolved_in: r.try_get("resolved_in")?,
+            resolved_at_us: r.try_get("at")?,
+        })
+    })
+    .transpose()
+}
+
+/// Which build a stored report comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReportBuild {
+    pub project: String,
+    pub commit: String,
+    pub version: String,
+    /// When it was stored, in microseconds since the epoch.
+    pub created_at_us: i64,
+}
+
+/// The build of report `id`.
+pub async fn report_build(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+) -> Result<Option<ReportBuild>, DbError> {
+    let row = sqlx::query(
+        "SELECT project, commit_sha, version, \
+             (extract(epoch FROM created_at) * 1000000)::int8 AS at \
+         FROM reports WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_optional(ex)
+    .await?;
+    row.map(|r| {
+        Ok(ReportBuild {
+            project: r.try_get("project")?,
+            commit: r.try_get("commit_sha")?,
+            version: r.try_get("version")?,
+            created_at_us: r.try_get("at")?,
+        })
+    })
+    .transpose()
+}
+
+/// When `project` first saw `commit` (lowercase hex; a stored commit matches when one is a
+/// prefix of the other, abbreviated hashes included), in microseconds since the epoch, not
+/// counting report `except`; `None` when it never did.
+pub async fn commit_first_seen(
+    ex: impl PgExecutor<'_>,
+    project: &str,
+    commit: &str,
+    except: i64,
+) -> Result<Option<i64>, DbError> {
+    Ok(sqlx::query_scalar(
+        "SELECT (extract(epoch FROM created_at) * 1000000)::int8 FROM reports \
+         WHERE project = $1 AND commit_sha <> '' AND id <> $3 \
+           AND (starts_with(lower(btrim(commit_sha)), $2) \
+                OR (length(btrim(commit_sha)) >= 7 \
+                    AND starts_with($2, lower(btrim(commit_sha))))) \
+         ORDER BY created_at LIMIT 1",
+    )
+    .bind(project)
+    .bind(commit)
+    .bind(except)
+    .fetch_optional(ex)
+    .await?)
+}

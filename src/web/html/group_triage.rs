@@ -1,0 +1,438 @@
+//! Portal pages for triaging groups (issue 18 items 4 and 5): the group list with its filter
+//! form, sort, pages and per-row charts (`GET /groups`), the state form of a group page
+//! (`POST /groups/{id}/state`, CSRF-checked like every portal form), and the views of a group's
+//! triage, history and tag breakdowns that its page shows. Values stay typed up to these view
+//! structs; the templates only loop and branch.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::{Deserialize, Serialize};
+
+use super::Layout;
+use super::trend::{self, ChartSize};
+use crate::api_types::{ErrorCode, GroupAction, GroupState, TagCount};
+use crate::app::group_triage::{self, ListRequest, SERVICE_ACTOR, TriageDetail};
+use crate::app::{self, triage};
+use crate::auth::Scope;
+use crate::storage::group_triage::Triage;
+use crate::storage::groups::Group;
+use crate::time::Timestamp;
+use crate::web::auth::PortalUser;
+use crate::web::extract::{CsrfField, CsrfForm, GroupId};
+use crate::web::{AppError, AppState, PageError};
+
+/// Days shown in charts.
+pub const TREND_DAYS: usize = 30;
+
+/// An option of a `<select>`.
+pub struct Choice {
+    pub value: String,
+    pub label: String,
+    pub selected: bool,
+}
+
+fn choices<'a>(
+    current: &str,
+    any: &str,
+    options: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<Choice> {
+    let mut out = vec![Choice {
+        value: String::new(),
+        label: any.to_owned(),
+        selected: current.is_empty(),
+    }];
+    out.extend(options.into_iter().map(|(value, label)| Choice {
+        value: value.to_owned(),
+        label: label.to_owned(),
+        selected: value == current,
+    }));
+    out
+}
+
+/// A group in the list.
+pub struct GroupRow {
+    pub group: Group,
+    pub triage: Triage,
+    pub has_fix: bool,
+    /// Inline SVG built from numbers only (see `trend`), safe to embed.
+    pub trend: String,
+}
+
+/// The filters as the form shows them and the page links repeat them (empty: any).
+#[derive(Clone, Debug, Default, Serialize)]
+struct Filters {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    state: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    project: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    category: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    has_fix: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    assignee: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    sort: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_page: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page: Option<u32>,
+}
+
+impl Filters {
+    fn of(r: &ListRequest) -> Filters {
+        let text = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_owned();
+        Filters {
+            state: text(&r.state),
+            project: text(&r.project),
+            category: text(&r.category),
+            has_fix: text(&r.has_fix),
+            assignee: text(&r.assignee),
+            sort: text(&r.sort),
+            per_page: r.per_page,
+            page: None,
+        }
+    }
+
+    /// `/groups?...&page=N` with these filters.
+    fn page_link(&self, page: u32) -> String {
+        let with_page = Filters {
+            page: Some(page),
+            ..self.clone()
+        };
+        // Plain strings and numbers always encode.
+        let query = serde_urlencoded::to_string(&with_page).unwrap_or_default();
+        format!("/groups?{query}")
+    }
+}
+
+/// `GET /groups`
+#[derive(Template, WebTemplate)]
+#[template(path = "groups.html")]
+pub struct GroupsPage {
+    layout: Layout,
+    rows: Vec<GroupRow>,
+    project: String,
+    states: Vec<Choice>,
+    categories: Vec<Choice>,
+    has_fix: Vec<Choice>,
+    assignees: Vec<Choice>,
+    sorts: Vec<Choice>,
+    /// Groups that pass the filters, on all pages.
+    total: i64,
+    page: u32,
+    pages: i64,
+    prev: Option<String>,
+    next: Option<String>,
+    error: Option<String>,
+}
+
+/// `GET /groups?state=&project=&category=&has_fix=&assignee=&sort=&page=&per_page=`
+pub async fn list_groups(
+    State(state): State<AppState>,
+    user: PortalUser,
+    params: Result<Query<ListRequest>, QueryRejection>,
+) -> Result<Response, PageError> {
+    user.require(&[Scope::Read])?;
+    let Query(request) =
+        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
+    let filters = Filters::of(&request);
+    let states = GroupState::ALL.map(|s| (s.as_str(), s.as_str()));
+    let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
+    let names = group_triage::assignable(&state.db).await?;
+    let mut page = GroupsPage {
+        layout: Layout::for_user(Some(&user)),
+        rows: Vec::new(),
+        states: choices(&filters.state, "any state", states),
+        categories: choices(&filters.category, "any category", categories),
+        has_fix: choices(
+            &filters.has_fix,
+            "with or without a fix",
+            [("true", "has a fix"), ("false", "no fix yet")],
+        ),
+        assignees: choices(
+            &filters.assignee,
+            "anyone or nobody",
+            names.iter().map(|n| (n.as_str(), n.as_str())),
+        ),
+        sorts: choices(
+            &filters.sort,
+            "last seen",
+            [("count", "report count"), ("first_seen", "first seen")],
+        ),
+        project: filters.project.clone(),
+        total: 0,
+        page: 1,
+        pages: 1,
+        prev: None,
+        next: None,
+        error: None,
+    };
+    let found = match group_triage::list(&state.db, &request).await {
+        Ok(found) => found,
+        Err(e @ app::Error::Malformed(..)) => {
+            // The form again with the reason, as a 400 like the API's `bad_query`.
+            page.error = Some(e.to_string());
+            return Ok((StatusCode::BAD_REQUEST, page).into_response());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let ids: Vec<i64> = found.groups.iter().map(|l| l.group.id).collect();
+    let (per_day, today) = triage::trends(&state.db, &ids, TREND_DAYS as i32).await?;
+    page.rows = (found.groups.into_iter())
+        .map(|l| {
+            let days: Vec<(String, i64)> = (per_day.iter())
+                .filter(|(id, _, _)| *id == l.group.id)
+                .map(|(_, d, n)| (d.clone(), *n))
+                .collect();
+            GroupRow {
+                trend: trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Compact),
+                group: l.group,
+                triage: l.triage,
+                has_fix: l.has_fix,
+            }
+        })
+        .collect();
+    page.total = found.total;
+    page.page = found.page;
+    page.pages = ((found.total + i64::from(found.per_page) - 1) / i64::from(found.per_page)).max(1);
+    page.prev = (found.page > 1).then(|| filters.page_link(found.page - 1));
+    page.next = found.more.then(|| filters.page_link(found.page + 1));
+    Ok(page.into_response())
+}
+
+/// The state form of a group page: every field is posted (the current values when unchanged).
+#[derive(Debug, Deserialize)]
+pub struct StateForm {
+    // Missing is refused by the CSRF check (403), not by the form parser (400).
+    #[serde(default)]
+    csrf: String,
+    state: String,
+    #[serde(default)]
+    resolved_in: String,
+    #[serde(default)]
+    assignee: String,
+}
+
+impl CsrfField for StateForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+/// `POST /groups/{id}/state`
+pub async fn update_state(
+    State(state): State<AppState>,
+    GroupId(id): GroupId,
+    CsrfForm { user, form }: CsrfForm<StateForm>,
+) -> Result<Response, PageError> {
+    user.require(&[Scope::Ingest, Scope::Admin])?;
+    let patch = group_triage::form_patch(form.state, form.resolved_in, form.assignee);
+    group_triage::change(&state.db, id, patch, &user.0.token.name).await?;
+    Ok(Redirect::to(&format!("/groups/{id}#triage")).into_response())
+}
+
+/// An entry of the history as the page says it.
+pub struct HistoryLine {
+    pub at: Timestamp,
+    pub actor: String,
+    pub text: String,
+    pub report_id: Option<i64>,
+}
+
+/// One tag's most frequent values, with the group's report count for the meters.
+pub struct TagView {
+    pub label: &'static str,
+    pub values: Vec<TagCount>,
+    pub of: i64,
+}
+
+/// The triage part of a group page.
+pub struct TriageView {
+    pub triage: Triage,
+    /// The state form is shown (the user may triage).
+    pub can_edit: bool,
+    pub states: Vec<Choice>,
+    pub assignees: Vec<Choice>,
+    pub history: Vec<HistoryLine>,
+    /// Tags with at least one value.
+    pub tags: Vec<TagView>,
+    /// The full-size chart: inline SVG built from numbers only, safe to embed.
+    pub chart: String,
+}
+
+/// What a history entry says, in a sentence after its actor's name.
+fn history_text(e: &crate::api_types::GroupEvent) -> String {
+    let with = |detail: &str| {
+        if detail.is_empty() {
+            String::new()
+        } else {
+            format!(": {detail}")
+        }
+    };
+    match e.action {
+        GroupAction::State if e.actor == SERVICE_ACTOR && e.to == "regressed" => {
+            format!("reopened it as regressed{}", with(&e.detail))
+        }
+        GroupAction::State if e.detail.is_empty() => {
+            format!("set the state to {} (was {})", e.to, e.from)
+        }
+        GroupAction::State => format!("set the state to {} {} (was {})", e.to, e.detail, e.from),
+        GroupAction::Assignee if e.from.is_empty() => format!("assigned {}", e.to),
+        GroupAction::Assignee if e.to.is_empty() => format!("unassigned {}", e.from),
+        GroupAction::Assignee => format!("reassigned from {} to {}", e.from, e.to),
+        GroupAction::OlderBuild => format!("kept it resolved{}", with(&e.detail)),
+    }
+}
+
+/// The triage view of a group of `report_count` reports for `user`: the state form's choices
+/// (active token names for the assignee) only when the user may triage.
+pub async fn triage_view(
+    state: &AppState,
+    user: &PortalUser,
+    detail: TriageDetail,
+    report_count: i64,
+    chart: String,
+) -> Result<TriageView, PageError> {
+    let can_edit = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
+    let t = detail.triage;
+    let (states, assignees) = if can_edit {
+        // `regressed` is offered only to keep it: it is not set by hand.
+        let states = (GroupState::ALL.into_iter())
+            .filter(|s| *s != GroupState::Regressed || t.state == GroupState::Regressed)
+            .map(|s| Choice {
+                value: s.as_str().to_owned(),
+                label: s.as_str().to_owned(),
+                selected: s == t.state,
+            })
+            .collect();
+        let mut names = group_triage::assignable(&state.db).await?;
+        if !t.assignee.is_empty() && !names.contains(&t.assignee) {
+            names.push(t.assignee.clone());
+        }
+        let assignees = choices(
+            &t.assignee,
+            "nobody",
+            names.iter().map(|n| (n.as_str(), n.as_str())),
+        );
+        (states, assignees)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let history = (detail.history.iter())
+        .map(|e| HistoryLine {
+            at: e.at,
+            actor: e.actor.clone(),
+            text: history_text(e),
+            report_id: e.report_id,
+        })
+        .collect();
+    let labels = [
+        ("project", "Project"),
+        ("branch", "Branch"),
+        ("environment", "Environment"),
+        ("gpu", "GPU"),
+        ("torch_version", "torch"),
+    ];
+    let tags = (detail.tags.named().into_iter())
+        .filter(|(_, values)| !values.is_empty())
+        .map(|(name, values)| TagView {
+            label: labels
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(name, |(_, l)| *l),
+            values: values.to_vec(),
+            of: report_count.max(1),
+        })
+        .collect();
+    Ok(TriageView {
+        triage: t,
+        can_edit,
+        states,
+        assignees,
+        history,
+        tags,
+        chart,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api_types::GroupEvent;
+
+    fn event(actor: &str, action: GroupAction, from: &str, to: &str, detail: &str) -> GroupEvent {
+        GroupEvent {
+            id: 1,
+            at: Timestamp::from_unix(0),
+            actor: actor.into(),
+            action,
+            from: from.into(),
+            to: to.into(),
+            detail: detail.into(),
+            report_id: None,
+        }
+    }
+
+    #[test]
+    fn history_entries_read_as_sentences() {
+        use GroupAction::{Assignee, OlderBuild, State};
+        let cases = [
+            (
+                event("alice", State, "open", "resolved", "in 2.0"),
+                "set the state to resolved in 2.0 (was open)",
+            ),
+            (
+                event("alice", State, "resolved", "open", ""),
+                "set the state to open (was resolved)",
+            ),
+            (
+                event(
+                    SERVICE_ACTOR,
+                    State,
+                    "resolved",
+                    "regressed",
+                    "version 2.1 is not older than the fix (2.0)",
+                ),
+                "reopened it as regressed: version 2.1 is not older than the fix (2.0)",
+            ),
+            (event("alice", Assignee, "", "bob", ""), "assigned bob"),
+            (event("alice", Assignee, "bob", "", ""), "unassigned bob"),
+            (
+                event("alice", Assignee, "bob", "carol", ""),
+                "reassigned from bob to carol",
+            ),
+            (
+                event(
+                    SERVICE_ACTOR,
+                    OlderBuild,
+                    "",
+                    "",
+                    "version 1.9 is older than the fix (2.0)",
+                ),
+                "kept it resolved: version 1.9 is older than the fix (2.0)",
+            ),
+        ];
+        for (e, want) in cases {
+            assert_eq!(history_text(&e), want);
+        }
+    }
+
+    #[test]
+    fn page_links_keep_the_filters_and_encode_them() {
+        let filters = Filters {
+            state: "resolved".into(),
+            project: "a&b c".into(),
+            ..Filters::default()
+        };
+        assert_eq!(
+            filters.page_link(2),
+            "/groups?state=resolved&project=a%26b+c&page=2"
+        );
+        assert_eq!(Filters::default().page_link(1), "/groups?page=1");
+    }
+}
