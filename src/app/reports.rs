@@ -213,6 +213,71 @@ async fn pick_lines(
     Ok(picked)
 }
 
+/// A list of reports as asked (`GET /reports`): filters and a page.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListRequest {
+    pub category: Option<String>,
+    pub project: Option<String>,
+    pub page: Option<u32>,
+    pub per_page: Option<u32>,
+}
+
+/// One page of reports, newest first.
+#[derive(Clone, Debug)]
+pub struct ReportList {
+    pub category: Option<crate::rules::Category>,
+    pub project: String,
+    pub page: u32,
+    pub per_page: u32,
+    pub reports: Vec<store::ReportSummary>,
+    /// Another page follows.
+    pub more: bool,
+}
+
+/// Most pages a list goes to (deep offsets cost a scan; search or filter instead).
+const MAX_PAGE: u32 = 1000;
+
+/// Reports newest first, filtered by category and project (any letter case), a page at a time.
+pub async fn list(db: &Db, req: &ListRequest) -> Result<ReportList, Error> {
+    use crate::api_types::ErrorCode;
+    let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
+    let category = match req.category.as_deref().map(str::trim) {
+        None | Some("") => None,
+        Some(c) => Some(
+            c.parse::<crate::rules::Category>()
+                .map_err(|_| bad(format!("category: unknown category {c:?}")))?,
+        ),
+    };
+    let project = req.project.as_deref().map(str::trim).unwrap_or_default();
+    let page = req.page.unwrap_or(1);
+    if !(1..=MAX_PAGE).contains(&page) {
+        return Err(bad(format!("page: expected 1 to {MAX_PAGE}")));
+    }
+    let per_page = req.per_page.unwrap_or(50);
+    if !(1..=200).contains(&per_page) {
+        return Err(bad("per_page: expected 1 to 200".into()));
+    }
+    let mut reports = store::list_reports(
+        db.pool(),
+        category,
+        (!project.is_empty()).then_some(project),
+        i64::from(per_page) + 1,
+        i64::from(page - 1) * i64::from(per_page),
+    )
+    .await?;
+    let more = reports.len() > per_page as usize;
+    reports.truncate(per_page as usize);
+    Ok(ReportList {
+        category,
+        project: project.to_owned(),
+        page,
+        per_page,
+        reports,
+        more,
+    })
+}
+
 /// The newest reports.
 pub async fn recent(db: &Db, limit: i64) -> Result<Vec<store::ReportSummary>, Error> {
     Ok(store::recent_reports(db.pool(), limit).await?)

@@ -532,6 +532,30 @@ pub async fn recent_reports(
     rows.iter().map(summary_from_row).collect()
 }
 
+/// Reports newest first, optionally of one category and of one project (in any letter case),
+/// `limit` of them after skipping `offset`.
+pub async fn list_reports(
+    ex: impl PgExecutor<'_>,
+    category: Option<Category>,
+    project: Option<&str>,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<ReportSummary>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {SUMMARY_COLUMNS} FROM reports r \
+         WHERE ($1::text IS NULL OR r.category = $1) \
+           AND ($2::text IS NULL OR lower(r.project) = lower($2)) \
+         ORDER BY r.created_at DESC, r.id DESC LIMIT $3 OFFSET $4"
+    )))
+    .bind(category)
+    .bind(project)
+    .bind(limit)
+    .bind(offset)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(summary_from_row).collect()
+}
+
 /// The newest reports of a group.
 pub async fn group_reports(
     ex: impl PgExecutor<'_>,

@@ -125,7 +125,9 @@ pub fn router(state: AppState) -> Router {
         .route("/", get(html::reports::home))
         .route(
             "/reports",
-            post(html::reports::create_report).layer(DefaultBodyLimit::disable()),
+            get(html::reports::list_reports)
+                .post(html::reports::create_report)
+                .layer(DefaultBodyLimit::disable()),
         )
         .route("/reports/{id}", get(html::reports::show_report))
         .route("/reports/{id}/raw", get(html::reports::raw_log))

@@ -141,3 +141,89 @@ async fn find_in_log_and_the_findings_only_view_show_just_those_lines() {
     let bad = page(&app, &b.cookie, &format!("/reports/{id}?grep={long}")).await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn the_reports_list_filters_by_category_and_project_and_pages() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let logs = [
+        (
+            "NLP",
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+        ),
+        (
+            "nlp",
+            "step 1\nRuntimeError: CUDA out of memory. Tried to allocate 4.00 GiB\n",
+        ),
+        ("vision", "IndexError: Target 10 is out of bounds.\n"),
+    ];
+    let mut ids = Vec::new();
+    for (project, log) in logs {
+        let meta = serde_json::json!({ "project": project }).to_string();
+        let res = app
+            .upload(
+                &token,
+                &[
+                    ("log", Some("a.log"), log.as_bytes()),
+                    ("meta", None, meta.as_bytes()),
+                ],
+                None,
+            )
+            .await;
+        assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+        ids.push(res.json()["id"].as_i64().unwrap());
+    }
+    let b = sign_in(&app, &token).await;
+    let links = |html: &str| texts(html, "table.list td:first-child a");
+    let hrefs = |html: &str| -> Vec<String> {
+        let doc = scraper::Html::parse_document(html);
+        let sel = scraper::Selector::parse("table.list td:first-child a").unwrap();
+        doc.select(&sel)
+            .filter_map(|e| e.value().attr("href").map(str::to_owned))
+            .collect()
+    };
+    let all = page(&app, &b.cookie, "/reports").await;
+    assert_eq!(all.status, StatusCode::OK);
+    assert_eq!(links(&all.body).len(), 3);
+    assert_eq!(
+        hrefs(&all.body),
+        ids.iter()
+            .rev()
+            .map(|i| format!("/reports/{i}"))
+            .collect::<Vec<_>>(),
+        "newest first"
+    );
+    let oom = page(
+        &app,
+        &b.cookie,
+        "/reports?category=out_of_memory&project=Nlp",
+    )
+    .await;
+    assert_eq!(
+        hrefs(&oom.body),
+        [
+            format!("/reports/{}", ids[1]),
+            format!("/reports/{}", ids[0])
+        ]
+    );
+    // Pages of one, with links that keep the filters.
+    let first = page(
+        &app,
+        &b.cookie,
+        "/reports?category=out_of_memory&per_page=1",
+    )
+    .await;
+    assert_eq!(hrefs(&first.body), [format!("/reports/{}", ids[1])]);
+    let next = attr(&first.body, "a[rel=next]", "href").unwrap();
+    assert_eq!(next, "/reports?category=out_of_memory&per_page=1&page=2");
+    let second = page(&app, &b.cookie, &next).await;
+    assert_eq!(hrefs(&second.body), [format!("/reports/{}", ids[0])]);
+    assert!(attr(&second.body, "a[rel=next]", "href").is_none());
+    assert!(attr(&second.body, "a[rel=prev]", "href").is_some());
+    // Bad filters are a clear 400.
+    let bad = page(&app, &b.cookie, "/reports?category=oom").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+    assert!(bad.body.contains("unknown category"), "{}", bad.body);
+    let bad = page(&app, &b.cookie, "/reports?page=0").await;
+    assert_eq!(bad.status, StatusCode::BAD_REQUEST);
+}

@@ -49,6 +49,45 @@ pub async fn home(
     })
 }
 
+/// `GET /reports`
+#[derive(Template, WebTemplate)]
+#[template(path = "reports.html")]
+pub struct ReportListPage {
+    layout: Layout,
+    list: reports::ReportList,
+    categories: &'static [Category],
+    /// The filters as a query string, for the page links.
+    query: String,
+}
+
+/// `GET /reports?category=&project=&page=&per_page=`: every report, newest first.
+pub async fn list_reports(
+    State(state): State<AppState>,
+    user: PortalUser,
+    params: Result<Query<reports::ListRequest>, axum::extract::rejection::QueryRejection>,
+) -> Result<ReportListPage, PageError> {
+    user.require(&[Scope::Read])?;
+    let Query(params) =
+        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
+    let list = reports::list(&state.db, &params).await?;
+    let mut pairs: Vec<(&str, String)> = Vec::new();
+    if let Some(c) = list.category {
+        pairs.push(("category", c.as_str().to_owned()));
+    }
+    if !list.project.is_empty() {
+        pairs.push(("project", list.project.clone()));
+    }
+    if params.per_page.is_some() {
+        pairs.push(("per_page", list.per_page.to_string()));
+    }
+    Ok(ReportListPage {
+        layout: Layout::for_user(Some(&user)),
+        query: serde_urlencoded::to_string(&pairs).unwrap_or_default(),
+        categories: &Category::ALL,
+        list,
+    })
+}
+
 /// `POST /reports`: the start page's form (multipart: csrf, project, log file or pasted text,
 /// optional script file or text).
 pub async fn create_report(
