@@ -159,26 +159,46 @@ impl Driver {
     }
 }
 
-#[test]
-fn a_pasted_crash_log_is_classified_in_a_real_browser() {
+/// A signed-in browser session against a fresh `serve`: what a test drives, and the processes
+/// it keeps alive.
+struct Session {
+    d: Driver,
+    base: String,
+    _server: KillOnDrop,
+    _driver: KillOnDrop,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        call(
+            self.d.port,
+            "DELETE",
+            &format!("/session/{}", self.d.session),
+            None,
+        );
+    }
+}
+
+/// Starts `serve` on a fresh database and Chromium, and signs in with a new `ingest,read`
+/// token; `None` (the test is skipped with a note) only where the browser is not installed and
+/// not required.
+fn signed_in_browser(test: &str) -> Option<Session> {
     let tools = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
     if tools.iter().any(|t| !std::path::Path::new(t).exists()) {
         assert!(
             std::env::var_os("GPU_TRIAGE_REQUIRE_BROWSER").is_none(),
             "chromium and chromedriver are required here (apt-get install chromium chromium-driver)"
         );
-        eprintln!(
-            "SKIPPED a_pasted_crash_log_is_classified_in_a_real_browser: chromium/chromedriver not installed (.ci/run installs them)"
-        );
-        return;
+        eprintln!("SKIPPED {test}: chromium/chromedriver not installed (.ci/run installs them)");
+        return None;
     }
     let url = database_url(&crate::support::fresh_database_name());
 
     let token = create_token(&url, "ingest,read", "browser");
-    let (_server, port) = spawn_server(&url);
+    let (server, port) = spawn_server(&url);
 
     let driver_port = free_port();
-    let _driver = KillOnDrop(
+    let driver = KillOnDrop(
         Command::new("/usr/bin/chromedriver")
             .arg(format!("--port={driver_port}"))
             .stdout(Stdio::null())
@@ -214,6 +234,21 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
         |url| url == home,
         "#new-report #log_text",
     );
+    Some(Session {
+        d,
+        base,
+        _server: server,
+        _driver: driver,
+    })
+}
+
+#[test]
+fn a_pasted_crash_log_is_classified_in_a_real_browser() {
+    let Some(session) = signed_in_browser("a_pasted_crash_log_is_classified_in_a_real_browser")
+    else {
+        return;
+    };
+    let (d, base) = (&session.d, &session.base);
     d.type_into("#log_text", LOG);
     d.click("#new-report button[type=submit]");
     let reports = format!("{base}/reports/");
@@ -239,12 +274,6 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../browser-report.png");
     std::fs::write(&out, png).unwrap();
-    call(
-        driver_port,
-        "DELETE",
-        &format!("/session/{}", d.session),
-        None,
-    );
 }
 
 fn base64_decode(s: &str) -> Vec<u8> {
@@ -268,4 +297,102 @@ fn base64_decode(s: &str) -> Vec<u8> {
         }
     }
     out
+}
+
+/// PyTorch 1.x's out-of-memory wording, raised in the user's `resnet.py`.
+const OOM_OLD: &str = "Traceback (most recent call last):\n  File \"/home/ana/vision/train.py\", line 88, in <module>\n    main()\n  File \"/home/ana/vision/train.py\", line 61, in train_step\n    logits = model(images)\n  File \"/home/ana/vision/resnet.py\", line 140, in forward\n    x = self.layer4(x)\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; 12.10 GiB already allocated; 1.20 GiB free; 13.50 GiB reserved in total by PyTorch)\n";
+
+/// The same failure in PyTorch 2.x's wording.
+const OOM_NEW: &str = "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"/srv/vision/train.py\", line 90, in <module>\n[rank0]:     main()\n[rank0]:   File \"/srv/vision/train.py\", line 63, in train_step\n[rank0]:     logits = model(images)\n[rank0]:   File \"/srv/vision/resnet.py\", line 142, in forward\n[rank0]:     x = self.layer4(x)\n[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 2.06 GiB is free.\n";
+
+impl Session {
+    /// Pastes `log` on the home page and waits for its report page; returns that page's URL.
+    fn paste(&self, log: &str) -> String {
+        let d = &self.d;
+        d.go(&format!("{}/", self.base));
+        d.wait_for_page("the home page", |_| true, "#new-report #log_text");
+        d.type_into("#log_text", log);
+        d.click("#new-report button[type=submit]");
+        let reports = format!("{}/reports/", self.base);
+        d.wait_for_page(
+            "the report page after pasting",
+            |url| url.starts_with(&reports),
+            "h1 .cat",
+        );
+        d.current_url()
+    }
+
+    /// Opens the group page linked from the report page now shown; returns its URL.
+    fn open_group(&self) -> String {
+        let d = &self.d;
+        d.click(".columns a[href^='/groups/']");
+        let groups = format!("{}/groups/", self.base);
+        d.wait_for_page(
+            "the group page",
+            |url| url.starts_with(&groups),
+            "#group-state",
+        );
+        d.current_url()
+    }
+}
+
+#[test]
+fn the_knowledge_base_in_a_real_browser() {
+    let Some(s) = signed_in_browser("the_knowledge_base_in_a_real_browser") else {
+        return;
+    };
+    let d = &s.d;
+    // A first out-of-memory failure; its fix is recorded on its group's page.
+    s.paste(OOM_OLD);
+    assert_eq!(d.text("h1 .cat"), "out_of_memory");
+    let group = s.open_group();
+    d.type_into(
+        ".fix-form input[name=summary]",
+        "halve the batch size for layer4",
+    );
+    d.type_into(
+        ".fix-form input[name=link]",
+        "https://github.com/org/vision/pull/7",
+    );
+    d.click(".fix-form button[type=submit]");
+    d.wait_for_page(
+        "the group page with its fix",
+        |url| url.starts_with(&group),
+        "ul.fixes li",
+    );
+    // The same failure in other words: its page shows the first one's fix under the root
+    // cause, naming the similar group it was recorded for.
+    s.paste(OOM_NEW);
+    let banner = d.text("#fixed-before");
+    assert!(
+        banner.contains("Fixed before: halve the batch size for layer4")
+            && banner.contains("recorded for a similar failure"),
+        "{banner}"
+    );
+    assert_eq!(d.text("#fixed-before a"), "github.com/org/vision/pull/7");
+    assert!(d.count("ul.similar > li") >= 1);
+    // Resolve the first group, then the failure comes back: the group is regressed.
+    d.go(&group);
+    d.wait_for_page("the group page", |_| true, ".triage-form");
+    assert_eq!(d.count("#group-state.state-open"), 1);
+    d.click(".triage-form select[name=state] option[value=resolved]");
+    d.click(".triage-form button[type=submit]");
+    d.wait_for_page(
+        "the resolved group",
+        |url| url.starts_with(&group),
+        "#group-state.state-resolved",
+    );
+    s.paste(&format!("epoch 7\n{OOM_OLD}"));
+    assert_eq!(d.text("h1 .cat"), "out_of_memory");
+    d.go(&group);
+    d.wait_for_page(
+        "the regressed group",
+        |url| url.starts_with(&group),
+        "#group-state.state-regressed",
+    );
+    assert!(
+        d.text("ol.history").contains("regressed"),
+        "{}",
+        d.text("ol.history")
+    );
 }
