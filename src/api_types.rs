@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use crate::rules::{Category, Classification};
 
+pub mod webhooks;
+
 /// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
 /// clients match on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -33,6 +35,7 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     Internal,
     InvalidRule,
+    InvalidWebhook,
     JobPending,
     LeaseLost,
     LowersAccuracy,
@@ -76,6 +79,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidRule => "invalid_rule",
+            ErrorCode::InvalidWebhook => "invalid_webhook",
             ErrorCode::JobPending => "job_pending",
             ErrorCode::LeaseLost => "lease_lost",
             ErrorCode::LowersAccuracy => "lowers_accuracy",

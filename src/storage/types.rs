@@ -1,7 +1,8 @@
-//! How the domain's enums sit in `text` columns: the job state, the category, the confidence
-//! and the reclassification run's state are decoded into their Rust enums here, at the storage boundary, and encoded back
-//! from them, so no caller compares them as strings. A stored value this build does not know is
-//! a decode error, never a silent default.
+//! How the domain's enums sit in `text` columns: the job state, the category, the confidence,
+//! the reclassification run's state and the webhook enums (event, format, delivery state) are
+//! decoded into their Rust enums here, at the storage boundary, and encoded back from them, so
+//! no caller compares them as strings. A stored value this build does not know is a decode
+//! error, never a silent default.
 
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
@@ -10,6 +11,7 @@ use sqlx::{Decode, Encode, Postgres, Type};
 
 use super::reclassify::RunState;
 use crate::api_types::JobState;
+use crate::api_types::webhooks::{DeliveryState, EventKind, Format};
 use crate::rules::{Category, Confidence};
 use crate::time::Timestamp;
 
@@ -45,6 +47,13 @@ text_enum!(JobState, JobState::parse, "job state");
 text_enum!(Category, |s| s.parse().ok(), "category");
 text_enum!(Confidence, |s| s.parse().ok(), "confidence");
 text_enum!(RunState, RunState::parse, "reclassification run state");
+text_enum!(EventKind, EventKind::parse, "webhook event");
+text_enum!(Format, Format::parse, "webhook format");
+text_enum!(
+    DeliveryState,
+    DeliveryState::parse,
+    "webhook delivery state"
+);
 
 /// A moment stored as `timestamptz` and selected as whole epoch seconds (`rfc3339!`).
 impl Type<Postgres> for Timestamp {

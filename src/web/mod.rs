@@ -56,6 +56,9 @@ pub struct AppState {
     /// The reproduction queue: its settings (lease, caps, long-poll) and the signal that wakes
     /// long-polling claims when this server queues a job.
     pub queue: crate::app::reproduce::Queue,
+    /// Webhook settings (whether endpoints may reach private addresses; delivery itself runs
+    /// in the background task `serve` starts).
+    pub webhooks: crate::app::webhooks::WebhookSettings,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -104,6 +107,7 @@ impl AppState {
                 settings: crate::app::reproduce::JobSettings::default(),
                 wake: Arc::default(),
             },
+            webhooks: crate::app::webhooks::WebhookSettings::default(),
             db,
         }
     }
