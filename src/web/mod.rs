@@ -147,6 +147,20 @@ pub fn router(state: AppState) -> Router {
         .route("/rules/{id}", get(html::rules::show_rule))
         .route("/rules/{id}/enabled", post(html::rules::set_enabled))
         .route("/rules/{id}/delete", post(html::rules::delete_rule))
+        .route(
+            "/webhooks",
+            get(html::webhooks::list_webhooks).post(html::webhooks::create_webhook),
+        )
+        .route(
+            "/webhooks/{id}",
+            get(html::webhooks::show_webhook).post(html::webhooks::update_webhook),
+        )
+        .route("/webhooks/{id}/enabled", post(html::webhooks::set_enabled))
+        .route("/webhooks/{id}/test", post(html::webhooks::test_webhook))
+        .route(
+            "/webhooks/{id}/delete",
+            post(html::webhooks::delete_webhook),
+        )
         .route("/static/app.css", get(html::stylesheet))
         .route(
             "/login",

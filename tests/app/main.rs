@@ -18,4 +18,5 @@ mod similar;
 mod support;
 mod team_rules;
 mod upload_cli;
+mod webhooks;
 mod worker;

@@ -421,7 +421,8 @@ mod tests {
                 .map_err(|e| e.to_string())
         };
         assert_eq!(req(|_| {}), Ok(()));
-        let cases: [(fn(&mut EndpointRequest), &str); 7] = [
+        type Change = fn(&mut EndpointRequest);
+        let cases: [(Change, &str); 7] = [
             (|r| r.url = None, "url is required"),
             (|r| r.events = Some(vec![]), "at least one"),
             (
