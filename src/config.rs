@@ -120,25 +120,25 @@ pub struct WebhookArgs {
         long = "webhook-allow-private",
         env = "GPU_TRIAGE_WEBHOOK_ALLOW_PRIVATE"
     )]
-    pub allow_private: bool,
+    pub webhook_allow_private: bool,
 
     /// Seconds to wait after each failed delivery attempt, in order; after the last wait one
     /// more attempt is made, then the delivery is dead.
     #[arg(long = "webhook-backoff", env = "GPU_TRIAGE_WEBHOOK_BACKOFF", value_name = "SECS,...",
           value_delimiter = ',', default_value = "10,30,120,600,3600",
           value_parser = clap::value_parser!(u64).range(1..=86400))]
-    pub backoff_secs: Vec<u64>,
+    pub webhook_backoff_secs: Vec<u64>,
 
     /// Seconds one delivery attempt may take, connecting included.
     #[arg(long = "webhook-timeout-secs", env = "GPU_TRIAGE_WEBHOOK_TIMEOUT_SECS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=300))]
-    pub timeout_secs: u64,
+    pub webhook_timeout_secs: u64,
 
     /// Seconds between looks at the outbox when no notification arrives (a replica's enqueue
     /// notifies at once; retries wake when due).
     #[arg(long = "webhook-poll-secs", env = "GPU_TRIAGE_WEBHOOK_POLL_SECS", default_value_t = 5,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub poll_secs: u64,
+    pub webhook_poll_secs: u64,
 }
 
 impl WebhookArgs {
@@ -146,14 +146,14 @@ impl WebhookArgs {
     pub fn settings(&self) -> crate::app::webhooks::WebhookSettings {
         use std::time::Duration;
         crate::app::webhooks::WebhookSettings {
-            allow_private: self.allow_private,
+            allow_private: self.webhook_allow_private,
             backoff: self
-                .backoff_secs
+                .webhook_backoff_secs
                 .iter()
                 .map(|s| Duration::from_secs(*s))
                 .collect(),
-            timeout: Duration::from_secs(self.timeout_secs),
-            poll: Duration::from_secs(self.poll_secs),
+            timeout: Duration::from_secs(self.webhook_timeout_secs),
+            poll: Duration::from_secs(self.webhook_poll_secs),
             ..crate::app::webhooks::WebhookSettings::default()
         }
     }
