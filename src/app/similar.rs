@@ -121,7 +121,7 @@ mod tests {
     fn the_own_groups_fix_comes_first_then_a_close_groups() {
         let own = [fix(1, 10)];
         let near = [
-            similar(20, 0.45, vec![fix(2, 20)]),
+            similar(20, 0.40, vec![fix(2, 20)]),
             similar(30, 0.8, vec![]),
             similar(40, 0.6, vec![fix(4, 40), fix(3, 40)]),
         ];
