@@ -11,6 +11,7 @@ mod groups;
 pub use groups::{
     GroupAction, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupState, GroupTags, TagCount,
 };
+pub mod webhooks;
 
 /// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
 /// clients match on.
@@ -39,6 +40,7 @@ pub enum ErrorCode {
     IdempotencyKeyReused,
     Internal,
     InvalidRule,
+    InvalidWebhook,
     JobPending,
     LeaseLost,
     LowersAccuracy,
@@ -83,6 +85,7 @@ impl ErrorCode {
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidRule => "invalid_rule",
+            ErrorCode::InvalidWebhook => "invalid_webhook",
             ErrorCode::JobPending => "job_pending",
             ErrorCode::LeaseLost => "lease_lost",
             ErrorCode::LowersAccuracy => "lowers_accuracy",

@@ -128,3 +128,46 @@ pub enum TokenCommand {
         database: DatabaseArgs,
     },
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::{Cli, Command};
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        // Duplicate argument ids across flattened settings panic only when parsed.
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn webhook_flags_give_delivery_settings() {
+        use std::time::Duration;
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Serve(s)) => Some(s.webhooks.settings()),
+            _ => None,
+        };
+        let default = parse(&["gpu-triage", "serve"]).expect("serve parses");
+        assert!(!default.allow_private);
+        assert_eq!(default.max_attempts(), 6);
+        assert_eq!(default.backoff[2], Duration::from_secs(120));
+        let set = parse(&[
+            "gpu-triage",
+            "serve",
+            "--webhook-allow-private",
+            "--webhook-backoff",
+            "1,2",
+            "--webhook-timeout-secs",
+            "3",
+        ])
+        .expect("flags parse");
+        assert!(set.allow_private);
+        assert_eq!(
+            set.backoff,
+            [Duration::from_secs(1), Duration::from_secs(2)]
+        );
+        assert_eq!(set.timeout, Duration::from_secs(3));
+        assert!(parse(&["gpu-triage", "serve", "--webhook-backoff", "0"]).is_none());
+    }
+}

@@ -106,6 +106,57 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub jobs: JobArgs,
+
+    #[command(flatten)]
+    pub webhooks: WebhookArgs,
+}
+
+/// Settings of webhook delivery (`serve`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// Let webhook endpoints reach loopback, private and link-local addresses (receivers on the
+    /// internal network); off, such URLs are refused when saved and when delivered.
+    #[arg(
+        long = "webhook-allow-private",
+        env = "GPU_TRIAGE_WEBHOOK_ALLOW_PRIVATE"
+    )]
+    pub webhook_allow_private: bool,
+
+    /// Seconds to wait after each failed delivery attempt, in order; after the last wait one
+    /// more attempt is made, then the delivery is dead.
+    #[arg(long = "webhook-backoff", env = "GPU_TRIAGE_WEBHOOK_BACKOFF", value_name = "SECS,...",
+          value_delimiter = ',', default_value = "10,30,120,600,3600",
+          value_parser = clap::value_parser!(u64).range(1..=86400))]
+    pub webhook_backoff_secs: Vec<u64>,
+
+    /// Seconds one delivery attempt may take, connecting included.
+    #[arg(long = "webhook-timeout-secs", env = "GPU_TRIAGE_WEBHOOK_TIMEOUT_SECS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub webhook_timeout_secs: u64,
+
+    /// Seconds between looks at the outbox when no notification arrives (a replica's enqueue
+    /// notifies at once; retries wake when due).
+    #[arg(long = "webhook-poll-secs", env = "GPU_TRIAGE_WEBHOOK_POLL_SECS", default_value_t = 5,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub webhook_poll_secs: u64,
+}
+
+impl WebhookArgs {
+    /// The delivery settings these flags give.
+    pub fn settings(&self) -> crate::app::webhooks::WebhookSettings {
+        use std::time::Duration;
+        crate::app::webhooks::WebhookSettings {
+            allow_private: self.webhook_allow_private,
+            backoff: self
+                .webhook_backoff_secs
+                .iter()
+                .map(|s| Duration::from_secs(*s))
+                .collect(),
+            timeout: Duration::from_secs(self.webhook_timeout_secs),
+            poll: Duration::from_secs(self.webhook_poll_secs),
+            ..crate::app::webhooks::WebhookSettings::default()
+        }
+    }
 }
 
 /// Settings of the reproduction queue (`serve`).

@@ -1,6 +1,7 @@
 //! `gpu-triage serve`: open the database (starting the embedded cluster when `DATABASE_URL` is
-//! unset, and restarting it should it die while serving), apply migrations, serve HTTP until
-//! Ctrl-C or SIGTERM, then drain requests and stop the cluster.
+//! unset, and restarting it should it die while serving), apply migrations, run the background
+//! tasks (lease reaper, team-rule watcher, webhook delivery), serve HTTP until Ctrl-C or
+//! SIGTERM, then drain requests and stop the cluster.
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -80,6 +81,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
         ))
     };
+    state.webhooks = args.webhooks.settings();
+    let webhooks = crate::app::webhooks::deliver::spawn(
+        db.clone(),
+        state.webhooks.clone(),
+        public_url.clone(),
+    );
     state.ruleset.set_corpus(args.eval_corpus.clone());
     let rules_watch = start_team_rules(db.clone(), state.ruleset.clone());
     let app = web::router(state);
@@ -92,6 +99,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     migrations.abort();
     reaper.abort();
     rules_watch.abort();
+    webhooks.abort();
     db.close().await;
     if let Some(cluster) = cluster {
         // Supervision ends first, so this stop is not restarted as if it were a crash.

@@ -2,7 +2,8 @@
 //! script and metadata) to `POST /api/v1/reports` (DESIGN.md section 5) and prints what the server
 //! made of it. Transient failures are retried with backoff under the same `Idempotency-Key`, so a
 //! retry after a lost response never files a second report. Bodies stream from disk: a 100 MB log
-//! is never held in memory.
+//! is never held in memory. `--summary markdown` also writes a Markdown summary for CI pages
+//! ([`summary`]).
 
 use std::fs::{self, File};
 use std::io::{self, Cursor, Read};
@@ -14,6 +15,8 @@ use ureq::{Agent, SendBody};
 
 use super::BadInput;
 use crate::api_types::ReportCreated;
+
+pub mod summary;
 
 /// The metadata keys the server accepts (`--project` and `--version` set theirs, `--meta` any
 /// of them).
@@ -59,9 +62,21 @@ pub struct UploadArgs {
     /// for the reproduction); repeatable. Empty values are skipped.
     #[arg(long = "meta", value_name = "KEY=VALUE")]
     pub meta: Vec<String>,
+    /// Print a summary in this format on stdout (for `$GITHUB_STEP_SUMMARY` or a PR comment);
+    /// the usual lines then go to stderr, so the CI log still shows them.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub summary: Option<SummaryFormat>,
     /// Log files to upload.
     #[arg(required = true, value_name = "LOG")]
     pub logs: Vec<PathBuf>,
+}
+
+/// Formats of `upload --summary`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SummaryFormat {
+    /// One Markdown block per log: category, title, root-cause line, next steps, known fix,
+    /// report link.
+    Markdown,
 }
 
 /// Runs the command. Everything that can be checked locally (token, server URL, metadata,
@@ -111,7 +126,14 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         parts.push(Part::File("log", log.clone()));
         let (body, key) = (Multipart::new(parts)?, random_hex()?);
         match client.upload(&body, &key, log) {
-            Ok(created) => print!("{}", render_created(log, &created, &server)),
+            Ok(created) => match args.summary {
+                None => print!("{}", render_created(log, &created, &server)),
+                Some(SummaryFormat::Markdown) => {
+                    eprint!("{}", render_created(log, &created, &server));
+                    let url = report_url(&server, &created.url);
+                    print!("{}", summary::render(log, &created, &url));
+                }
+            },
             Err(message) => {
                 eprintln!("{}: {message}", log.display());
                 failed += 1;

@@ -126,6 +126,22 @@ impl Category {
             Category::Unknown => "unknown",
         }
     }
+
+    /// The category in plain words, for people (CI summaries, chat messages).
+    pub fn words(self) -> &'static str {
+        match self {
+            Category::OutOfBounds => "Out of bounds",
+            Category::DeviceMismatch => "Device mismatch",
+            Category::DtypeMismatch => "Dtype mismatch",
+            Category::ShapeMismatch => "Shape mismatch",
+            Category::OutOfMemory => "Out of memory",
+            Category::IllegalMemoryAccess => "Illegal memory access",
+            Category::DriverIssue => "Driver issue",
+            Category::NcclError => "NCCL error",
+            Category::LibraryError => "Library error",
+            Category::Unknown => "Unknown failure",
+        }
+    }
 }
 
 impl std::fmt::Display for Category {

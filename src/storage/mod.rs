@@ -13,6 +13,7 @@ pub mod rules;
 pub mod search;
 pub mod tokens;
 mod types;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

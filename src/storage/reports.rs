@@ -106,6 +106,8 @@ pub struct Stored {
     pub duplicate: bool,
     /// The answer replayed for a repeated idempotency key (nothing new was stored).
     pub replayed: bool,
+    /// This insert created the report's group (its failure was never seen before).
+    pub new_group: bool,
     /// The reproduction job queued for its script, with its state.
     pub job: Option<QueuedJob>,
 }
@@ -143,6 +145,7 @@ pub async fn insert_report(
                 return Ok(InsertOutcome::Stored(Stored {
                     job,
                     replayed: true,
+                    new_group: false,
                     ..stored
                 }));
             }
@@ -169,6 +172,7 @@ pub async fn insert_report(
                 group_id: row.try_get("group_id")?,
                 duplicate: true,
                 replayed: false,
+                new_group: false,
                 job: job_for_report(&mut *tx, report_id).await?,
             }
         }
@@ -200,6 +204,7 @@ fn stored_from_json(v: &serde_json::Value) -> Option<Stored> {
         group_id: v.get("group_id")?.as_i64()?,
         duplicate: v.get("duplicate")?.as_bool()?,
         replayed: false,
+        new_group: false,
         job: None,
     })
 }
@@ -222,12 +227,12 @@ async fn job_for_report(
     .transpose()
 }
 
-/// The id of the group for `r`'s fingerprint, created when new. An existing group is held with
+/// The id of the group for `r`'s fingerprint, created when new (then `true` with it). An existing group is held with
 /// `FOR KEY SHARE` until the transaction ends: that does not queue uploads of one failure behind
 /// each other (they all take the shared lock), but it keeps a reclassification from deleting the
 /// group it just emptied before this report lands in it. When such a delete won the race, the
 /// group is created again.
-async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, DbError> {
+async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, bool), DbError> {
     loop {
         // When another transaction inserted the group first, this statement waits for it, and
         // the next statement's snapshot sees its row.
@@ -245,7 +250,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(id) = inserted {
-            return Ok(id);
+            return Ok((id, true));
         }
         let existing: Option<i64> =
             sqlx::query_scalar("SELECT id FROM groups WHERE fingerprint = $1 FOR KEY SHARE")
@@ -253,13 +258,13 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<i64, Db
                 .fetch_optional(&mut *tx)
                 .await?;
         if let Some(id) = existing {
-            return Ok(id);
+            return Ok((id, false));
         }
     }
 }
 
 async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored, DbError> {
-    let group_id = group_for(tx, r).await?;
+    let (group_id, new_group) = group_for(tx, r).await?;
     // Once in a while, not per upload: see migration 0007.
     sqlx::query(
         "UPDATE groups SET last_seen = now() \
@@ -325,6 +330,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         group_id,
         duplicate: false,
         replayed: false,
+        new_group,
         job,
     })
 }

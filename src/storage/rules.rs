@@ -39,6 +39,16 @@ pub struct HistoryEntry {
     pub new: Option<serde_json::Value>,
 }
 
+/// An entry an edit changed: its id, the history's action, and its stored state
+/// (`{"spec", "enabled"}`) before and after (`None`: it did not exist / was deleted).
+#[derive(Clone, Debug)]
+pub struct Written {
+    pub rule_id: String,
+    pub action: String,
+    pub old: Option<serde_json::Value>,
+    pub new: Option<serde_json::Value>,
+}
+
 /// A change to write.
 #[derive(Clone, Debug)]
 pub enum RuleWrite {
@@ -138,6 +148,21 @@ impl Edit {
         action: Option<&str>,
         actor: &str,
     ) -> Result<i64, DbError> {
+        let (version, _) = self.write(changes, action, actor).await?;
+        self.finish().await?;
+        Ok(version)
+    }
+
+    /// [`Edit::commit`] without the commit: the caller adds its own statements in the same
+    /// transaction (through [`Edit::conn`]) and then calls [`Edit::finish`]. Returns the new
+    /// version and the entries that changed.
+    pub async fn write(
+        &mut self,
+        changes: &[RuleWrite],
+        action: Option<&str>,
+        actor: &str,
+    ) -> Result<(i64, Vec<Written>), DbError> {
+        let mut written = Vec::new();
         for change in changes {
             let id = match change {
                 RuleWrite::Put { rule_id, .. } | RuleWrite::Delete { rule_id } => rule_id,
@@ -176,17 +201,24 @@ impl Edit {
                         .await?;
                 }
             }
+            let action = action.unwrap_or(kind);
             sqlx::query(
                 "INSERT INTO rule_history (rule_id, action, actor, old, new) \
                  VALUES ($1, $2, $3, $4, $5)",
             )
             .bind(id)
-            .bind(action.unwrap_or(kind))
+            .bind(action)
             .bind(actor)
-            .bind(old_json)
-            .bind(new_json)
+            .bind(&old_json)
+            .bind(&new_json)
             .execute(&mut *self.tx)
             .await?;
+            written.push(Written {
+                rule_id: id.clone(),
+                action: action.to_owned(),
+                old: old_json,
+                new: new_json,
+            });
         }
         let version: i64 = sqlx::query_scalar(
             "UPDATE ruleset_version SET version = version + 1 RETURNING version",
@@ -199,8 +231,18 @@ impl Edit {
             .bind(version.to_string())
             .execute(&mut *self.tx)
             .await?;
+        Ok((version, written))
+    }
+
+    /// The edit's connection, for statements that must commit with it.
+    pub fn conn(&mut self) -> &mut sqlx::PgConnection {
+        &mut self.tx
+    }
+
+    /// Commits what [`Edit::write`] wrote.
+    pub async fn finish(self) -> Result<(), DbError> {
         self.tx.commit().await?;
-        Ok(version)
+        Ok(())
     }
 }
 

@@ -1,5 +1,6 @@
 //! How the domain's enums sit in `text` columns: the job state, the category, the confidence,
-//! the reclassification run's state, a group's triage state and its history's actions are
+//! the reclassification run's state, a group's triage state and its history's actions and the
+//! webhook enums (event, format, delivery state) are
 //! decoded into their Rust enums here, at the storage boundary, and encoded back from them, so
 //! no caller compares them as strings. A stored value this build does not know is a decode
 //! error, never a silent default.
@@ -10,6 +11,7 @@ use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
 use super::reclassify::RunState;
+use crate::api_types::webhooks::{DeliveryState, EventKind, Format};
 use crate::api_types::{GroupAction, GroupState, JobState};
 use crate::rules::{Category, Confidence};
 use crate::time::Timestamp;
@@ -48,6 +50,13 @@ text_enum!(Confidence, |s| s.parse().ok(), "confidence");
 text_enum!(RunState, RunState::parse, "reclassification run state");
 text_enum!(GroupState, GroupState::parse, "group state");
 text_enum!(GroupAction, GroupAction::parse, "group history action");
+text_enum!(EventKind, EventKind::parse, "webhook event");
+text_enum!(Format, Format::parse, "webhook format");
+text_enum!(
+    DeliveryState,
+    DeliveryState::parse,
+    "webhook delivery state"
+);
 
 /// A moment stored as `timestamptz` and selected as whole epoch seconds (`rfc3339!`).
 impl Type<Postgres> for Timestamp {

@@ -1,6 +1,6 @@
 //! Extractors that carry their own rejections, so handlers never repeat error mapping: a JSON
 //! body ([`JsonBody`]: 413 over the route's cap, 400 `bad_body`/`bad_json` otherwise), numeric
-//! ids from the path ([`ReportId`], [`JobId`], [`GroupId`]: anything but a positive integer is an
+//! ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`WebhookId`]: anything but a positive integer is an
 //! unknown id, 404), and a portal form checked against the session's CSRF token and the
 //! request's origin ([`CsrfForm`]: 403). A rejection renders as the JSON error under `/api/`
 //! and as the HTML error page elsewhere.
@@ -113,6 +113,12 @@ id_extractor!(
     /// `{id}` of `/groups/{id}` and `/api/v1/groups/{id}`.
     GroupId,
     "group"
+);
+
+id_extractor!(
+    /// `{id}` of `/webhooks/{id}` and `/api/v1/webhooks/{id}`.
+    WebhookId,
+    "webhook"
 );
 
 /// A portal form that carries the session's CSRF token.

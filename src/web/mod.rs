@@ -56,6 +56,9 @@ pub struct AppState {
     /// The reproduction queue: its settings (lease, caps, long-poll) and the signal that wakes
     /// long-polling claims when this server queues a job.
     pub queue: crate::app::reproduce::Queue,
+    /// Webhook settings (whether endpoints may reach private addresses; delivery itself runs
+    /// in the background task `serve` starts).
+    pub webhooks: crate::app::webhooks::WebhookSettings,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -104,6 +107,7 @@ impl AppState {
                 settings: crate::app::reproduce::JobSettings::default(),
                 wake: Arc::default(),
             },
+            webhooks: crate::app::webhooks::WebhookSettings::default(),
             db,
         }
     }
@@ -146,6 +150,20 @@ pub fn router(state: AppState) -> Router {
         .route("/rules/{id}", get(html::rules::show_rule))
         .route("/rules/{id}/enabled", post(html::rules::set_enabled))
         .route("/rules/{id}/delete", post(html::rules::delete_rule))
+        .route(
+            "/webhooks",
+            get(html::webhooks::list_webhooks).post(html::webhooks::create_webhook),
+        )
+        .route(
+            "/webhooks/{id}",
+            get(html::webhooks::show_webhook).post(html::webhooks::update_webhook),
+        )
+        .route("/webhooks/{id}/enabled", post(html::webhooks::set_enabled))
+        .route("/webhooks/{id}/test", post(html::webhooks::test_webhook))
+        .route(
+            "/webhooks/{id}/delete",
+            post(html::webhooks::delete_webhook),
+        )
         .route("/static/app.css", get(html::stylesheet))
         .route(
             "/login",

@@ -6,6 +6,7 @@
 mod api;
 mod browse;
 mod browser;
+mod ci_action;
 mod classify_cli;
 mod health;
 mod jobs;
@@ -20,4 +21,5 @@ mod support;
 mod team_rules;
 mod triage;
 mod upload_cli;
+mod webhooks;
 mod worker;

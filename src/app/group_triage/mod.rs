@@ -351,17 +351,17 @@ pub async fn change(
 /// The regression rule on upload (README "Triage"), in the upload's transaction: a new report
 /// in a resolved group from a build that should contain the fix makes the group regressed; one
 /// from an older build is recorded in its history and leaves it resolved. Open, ignored and
-/// regressed groups are left as they are.
+/// regressed groups are left as they are. Returns whether the group became regressed.
 pub(crate) async fn after_upload(
     tx: &mut PgConnection,
     report_id: i64,
     group_id: i64,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     let Some(resolved) = store::lock_if_resolved(tx, group_id).await? else {
-        return Ok(());
+        return Ok(false);
     };
     let Some(build) = store::report_build(&mut *tx, report_id).await? else {
-        return Ok(());
+        return Ok(false);
     };
     // A stored `resolved_in` was checked when it was set; one this build cannot read names
     // nothing it can compare.
@@ -410,7 +410,7 @@ pub(crate) async fn after_upload(
         },
     )
     .await?;
-    Ok(())
+    Ok(matches!(verdict, Verdict::Regressed(_)))
 }
 
 #[cfg(test)]

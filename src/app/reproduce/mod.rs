@@ -1,8 +1,8 @@
 //! Reproduce a report on a GPU worker: claim a job (long-poll), keep its lease, record what the
 //! run gave (secrets scrubbed, output classified by the same rule engine as uploads, the
-//! report's headline following a more specific root cause), re-queue a finished job, and reap
-//! expired leases. Each use case owns its transaction; the queue's statements are in
-//! `storage::jobs`.
+//! report's headline following a more specific root cause, the `reproduction_finished` webhook
+//! event queued with it), re-queue a finished job, and reap expired leases. Each use case owns
+//! its transaction; the queue's statements are in `storage::jobs`.
 
 pub mod follow;
 pub mod traces;
@@ -370,6 +370,20 @@ pub async fn record_result(
             )
             .await?
             .then_some(new.run.classification.category);
+            let run = (
+                &new.run.classification,
+                new.run.exit_code,
+                new.run.verdict.as_str(),
+            );
+            announce(
+                &mut tx,
+                job.report_id,
+                job_id,
+                JobState::Done,
+                Some(run),
+                "",
+            )
+            .await?;
             Recorded {
                 reply: ResultReply {
                     reproduction_id: Some(id),
@@ -390,6 +404,9 @@ pub async fn record_result(
             };
             store::insert_attempt(&mut *tx, &attempt).await?;
             let state = fail_attempt(&mut tx, job_id, &job, &worker, &error).await?;
+            if state == JobState::Dead {
+                announce(&mut tx, job.report_id, job_id, state, None, &error).await?;
+            }
             Recorded {
                 reply: ResultReply {
                     reproduction_id: None,
@@ -407,6 +424,24 @@ pub async fn record_result(
         tracing::info!(report = job.report_id, %category, "report category follows its reproduction");
     }
     Ok(recorded)
+}
+
+/// Queues the `reproduction_finished` webhook event in the result's transaction, with the
+/// report's headline as it stands after the result.
+async fn announce(
+    tx: &mut sqlx::PgConnection,
+    report_id: i64,
+    job_id: i64,
+    state: JobState,
+    run: Option<(&Classification, Option<i32>, &str)>,
+    error: &str,
+) -> Result<(), Error> {
+    let Some(report) = crate::storage::reports::get_report(&mut *tx, report_id).await? else {
+        return Ok(());
+    };
+    let event = crate::app::webhooks::event::reproduction_event(&report, job_id, state, run, error);
+    crate::app::webhooks::enqueue(tx, &[event]).await?;
+    Ok(())
 }
 
 /// Re-queues the failed attempt's job, or buries it with its reason when it has used all its

@@ -1,6 +1,7 @@
 //! Changing team rules: save (validate the whole merged ruleset against exactly what is about to
-//! be written, gate on corpus accuracy, commit, swap), the dry run shown before saving, and the
-//! TOML export/import that lets rules live in a repository.
+//! be written, gate on corpus accuracy, commit with a `rule_saved` webhook event per changed
+//! entry, swap), the dry run shown before saving, and the TOML export/import that lets rules
+//! live in a repository.
 
 use std::io::Read;
 use std::path::Path;
@@ -143,7 +144,7 @@ pub async fn save(
     actor: &str,
     confirm: bool,
 ) -> Result<Saved, TeamRulesError> {
-    let edit = store::begin_edit(db).await?;
+    let mut edit = store::begin_edit(db).await?;
     let (ruleset, corpus, write) = match checked_write(&edit, handle, &change, confirm).await {
         Ok(checked) => checked,
         Err(e) => {
@@ -152,7 +153,8 @@ pub async fn save(
             return Err(e);
         }
     };
-    let version = edit.commit(&[write], None, actor).await?;
+    let version = write_announced(&mut edit, &[write], None, actor).await?;
+    edit.finish().await?;
     handle.install(version, ruleset);
     Ok(Saved { version, corpus })
 }
@@ -208,6 +210,57 @@ async fn checked_write(
         }
     };
     Ok((ruleset, corpus_run, write))
+}
+
+/// Writes `writes` in the edit's transaction with a `rule_saved` webhook event for each entry
+/// that changed (they commit together); returns the new version.
+async fn write_announced(
+    edit: &mut store::Edit,
+    writes: &[RuleWrite],
+    action: Option<&str>,
+    actor: &str,
+) -> Result<i64, TeamRulesError> {
+    let (version, written) = edit.write(writes, action, actor).await?;
+    let builtin = team::builtin_file()?;
+    let events: Vec<_> = written
+        .iter()
+        .map(|w| crate::app::webhooks::event::rule_event(rule_facts(w, actor, &builtin)))
+        .collect();
+    crate::app::webhooks::enqueue(edit.conn(), &events).await?;
+    Ok(version)
+}
+
+/// A changed entry as a webhook tells it: its category and title from the rule written, else
+/// the one it replaced, else the built-in rule of that id.
+fn rule_facts(
+    w: &store::Written,
+    actor: &str,
+    builtin: &crate::rules::spec::RuleFile,
+) -> crate::api_types::webhooks::RuleFacts {
+    let spec_of = |state: &Option<serde_json::Value>| {
+        state
+            .as_ref()
+            .and_then(|s| s.get("spec"))
+            .filter(|s| !s.is_null())
+            .and_then(|s| serde_json::from_value::<RuleSpec>(s.clone()).ok())
+    };
+    let spec = spec_of(&w.new)
+        .or_else(|| spec_of(&w.old))
+        .or_else(|| builtin.rule.iter().find(|r| r.id == w.rule_id).cloned());
+    let enabled = w
+        .new
+        .as_ref()
+        .and_then(|n| n.get("enabled"))
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    crate::api_types::webhooks::RuleFacts {
+        id: w.rule_id.clone(),
+        action: w.action.clone(),
+        actor: actor.to_owned(),
+        category: spec.as_ref().map(|s| s.category),
+        title: spec.map(|s| s.title),
+        enabled,
+    }
 }
 
 /// The dry run of a candidate rule, shown before saving.
@@ -467,7 +520,7 @@ pub async fn import(
 ) -> Result<(i64, usize), TeamRulesError> {
     let wanted = file_entries(file)?;
     let ruleset = Arc::new(compile(wanted.clone()).await?);
-    let edit = store::begin_edit(db).await?;
+    let mut edit = store::begin_edit(db).await?;
     let mut writes: Vec<RuleWrite> = edit
         .rules
         .iter()
@@ -479,7 +532,8 @@ pub async fn import(
     for e in &wanted {
         writes.push(write_of(e)?);
     }
-    let version = edit.commit(&writes, Some("import"), actor).await?;
+    let version = write_announced(&mut edit, &writes, Some("import"), actor).await?;
+    edit.finish().await?;
     handle.install(version, ruleset);
     Ok((version, wanted.len()))
 }

@@ -1,8 +1,9 @@
 //! Upload a report: an uploaded log (already spooled to a temporary file under its cap) is
 //! checked, scrubbed of secrets, classified by the rule engine and compressed into a
-//! `NewReport`, then stored in one transaction with its group, its idempotency key and the
-//! reproduction job for an attached script. The API and the portal's form both call
-//! [`upload`]; this is the one place that knows the order of those steps.
+//! `NewReport`, then stored in one transaction with its group, its idempotency key, the
+//! reproduction job for an attached script and the webhook events it causes (a new group, a
+//! regression). The API and the portal's form both call [`upload`]; this is the one place that
+//! knows the order of those steps.
 
 mod pipeline;
 
@@ -15,6 +16,7 @@ pub use pipeline::{prepare, search_text};
 
 use super::{Error, blocking};
 use crate::api_types::{ErrorCode, JobState, QueuedJob};
+use crate::app::webhooks::event::{UploadOutcome, report_facts, upload_events};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::reports::{self as store, IdempotencyKey, InsertOutcome};
@@ -316,9 +318,11 @@ pub async fn upload(
             ));
         }
     };
-    if !stored.duplicate && !stored.replayed {
-        super::group_triage::after_upload(&mut tx, stored.report_id, stored.group_id).await?;
-    }
+    let regressed = if !stored.duplicate && !stored.replayed {
+        super::group_triage::after_upload(&mut tx, stored.report_id, stored.group_id).await?
+    } else {
+        false
+    };
     let classification = if stored.duplicate || stored.replayed {
         // The stored report's own classification (the first upload's), not this request's.
         store::get_report(&mut *tx, stored.report_id)
@@ -332,6 +336,19 @@ pub async fn upload(
         crate::app::similar::of_signature(&mut tx, &new.headline.signature, stored.group_id)
             .await?;
     let known_fix = crate::app::similar::known_fix(&own_fixes, &similar).cloned();
+    // Announced in the same transaction: the outbox row commits with the report, or neither.
+    let outcome = UploadOutcome {
+        new_report: !stored.duplicate && !stored.replayed,
+        new_group: stored.new_group,
+        regressed,
+    };
+    let report = report_facts(
+        stored.report_id,
+        (&new.project, &new.branch, &new.commit_sha, &new.job_url),
+        &classification,
+    );
+    let events = upload_events(outcome, report, stored.group_id, known_fix.as_ref());
+    crate::app::webhooks::enqueue(&mut tx, &events).await?;
     tx.commit().await.map_err(DbError::from)?;
     Ok(Uploaded {
         known_fix,

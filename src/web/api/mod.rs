@@ -7,6 +7,7 @@ pub(crate) mod groups;
 pub(crate) mod jobs;
 pub(crate) mod reports;
 pub(crate) mod rules;
+pub(crate) mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -50,5 +51,20 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .route(
             "/api/v1/rules/{id}",
             axum::routing::put(rules::update_rule).delete(rules::delete_rule),
+        )
+        .route(
+            "/api/v1/webhooks",
+            get(webhooks::list_webhooks).post(webhooks::create_webhook),
+        )
+        .route(
+            "/api/v1/webhooks/{id}",
+            get(webhooks::show_webhook)
+                .patch(webhooks::update_webhook)
+                .delete(webhooks::delete_webhook),
+        )
+        .route("/api/v1/webhooks/{id}/test", post(webhooks::test_webhook))
+        .route(
+            "/api/v1/webhooks/{id}/deliveries",
+            get(webhooks::list_deliveries),
         )
 }

@@ -9,6 +9,7 @@ pub mod reports;
 pub mod repro;
 pub mod rules;
 pub mod trend;
+pub mod webhooks;
 
 use askama::Template;
 use askama_web::WebTemplate;
@@ -29,6 +30,8 @@ pub struct Layout {
     pub user: Option<String>,
     /// The session's CSRF token ("" when signed out).
     pub csrf: String,
+    /// The signed-in token has the admin scope (admin-only links).
+    pub admin: bool,
 }
 
 impl Layout {
@@ -38,6 +41,7 @@ impl Layout {
             version: env!("CARGO_PKG_VERSION"),
             user: user.map(|u| u.0.token.name.clone()),
             csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
+            admin: user.is_some_and(|u| u.require(&[crate::auth::Scope::Admin]).is_ok()),
         }
     }
 }

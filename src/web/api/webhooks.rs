@@ -1,0 +1,97 @@
+//! `/api/v1/webhooks`: admins register, list, change, delete and test webhook endpoints and read
+//! their delivery log. Every route needs the admin scope; a created endpoint's secret is in the
+//! creation answer only. Each handler extracts, calls one `app::webhooks` function and renders.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::api_types::webhooks::{Endpoint, EndpointCreated, EndpointRequest};
+use crate::app::webhooks;
+use crate::auth::Scope;
+use crate::web::auth::ApiToken;
+use crate::web::extract::{JsonBody, WebhookId};
+use crate::web::{AppError, AppState};
+
+/// `GET /api/v1/webhooks`
+pub async fn list_webhooks(
+    State(state): State<AppState>,
+    token: ApiToken,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Admin])?;
+    let list = webhooks::list(&state.db).await?;
+    Ok(Json(json!({ "webhooks": list })))
+}
+
+/// `POST /api/v1/webhooks`: 201 with the endpoint and its secret (shown this once).
+pub async fn create_webhook(
+    State(state): State<AppState>,
+    token: ApiToken,
+    JsonBody(req): JsonBody<EndpointRequest>,
+) -> Result<(StatusCode, Json<EndpointCreated>), AppError> {
+    token.require(&[Scope::Admin])?;
+    let created = webhooks::create(&state.db, &state.webhooks, &req, &token.0.name).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// `GET /api/v1/webhooks/{id}`
+pub async fn show_webhook(
+    State(state): State<AppState>,
+    token: ApiToken,
+    WebhookId(id): WebhookId,
+) -> Result<Json<Endpoint>, AppError> {
+    token.require(&[Scope::Admin])?;
+    Ok(Json(webhooks::get(&state.db, id).await?))
+}
+
+/// `PATCH /api/v1/webhooks/{id}`: only the fields given change.
+pub async fn update_webhook(
+    State(state): State<AppState>,
+    token: ApiToken,
+    WebhookId(id): WebhookId,
+    JsonBody(req): JsonBody<EndpointRequest>,
+) -> Result<Json<Endpoint>, AppError> {
+    token.require(&[Scope::Admin])?;
+    Ok(Json(
+        webhooks::update(&state.db, &state.webhooks, id, &req).await?,
+    ))
+}
+
+/// `DELETE /api/v1/webhooks/{id}`: the endpoint and its deliveries.
+pub async fn delete_webhook(
+    State(state): State<AppState>,
+    token: ApiToken,
+    WebhookId(id): WebhookId,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Admin])?;
+    webhooks::delete(&state.db, id).await?;
+    Ok(Json(json!({ "deleted": id })))
+}
+
+/// `POST /api/v1/webhooks/{id}/test`: 202 with the queued test delivery's id.
+pub async fn test_webhook(
+    State(state): State<AppState>,
+    token: ApiToken,
+    WebhookId(id): WebhookId,
+) -> Result<(StatusCode, Json<Value>), AppError> {
+    token.require(&[Scope::Admin])?;
+    let delivery = webhooks::send_test(&state.db, id).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "delivery_id": delivery })),
+    ))
+}
+
+/// `GET /api/v1/webhooks/{id}/deliveries`: the newest deliveries with every attempt.
+pub async fn list_deliveries(
+    State(state): State<AppState>,
+    token: ApiToken,
+    WebhookId(id): WebhookId,
+) -> Result<Json<Value>, AppError> {
+    token.require(&[Scope::Admin])?;
+    let (endpoint, deliveries) = webhooks::deliveries(&state.db, id).await?;
+    Ok(Json(
+        json!({ "webhook": endpoint, "deliveries": deliveries }),
+    ))
+}
