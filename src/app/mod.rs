@@ -1,5 +1,5 @@
 //! The use cases, between the edges (`web`, the CLI commands) and the engine and storage:
-//! upload a report, reproduce it on a GPU worker, triage groups and fixes, team rules and
+//! upload a report, reproduce it on a GPU worker, search, triage groups and fixes, team rules and
 //! reclassification, tokens. Each function takes typed input, opens and owns its transaction,
 //! calls the pure `ingest`/`rules` and the `storage` statements, and returns typed output; the
 //! HTTP handlers (JSON and HTML alike) only extract, call one of them and render.
@@ -7,6 +7,7 @@
 pub mod logstore;
 pub mod reports;
 pub mod reproduce;
+pub mod search;
 pub mod team_rules;
 pub mod tokens;
 pub mod triage;

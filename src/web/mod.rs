@@ -133,7 +133,7 @@ pub fn router(state: AppState) -> Router {
         .route("/groups", get(html::groups::list_groups))
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
-        .route("/search", get(html::groups::search))
+        .route("/search", get(html::search::search))
         .route(
             "/rules",
             get(html::rules::list_rules).post(html::rules::save_rule),

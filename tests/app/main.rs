@@ -12,6 +12,7 @@ mod jobs;
 mod limits;
 mod migrations;
 mod portal;
+mod search;
 mod security;
 mod serve_binary;
 mod support;

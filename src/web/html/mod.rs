@@ -7,6 +7,7 @@ pub mod logview;
 pub mod reports;
 pub mod repro;
 pub mod rules;
+pub mod search;
 pub mod trend;
 
 use askama::Template;

@@ -1,0 +1,74 @@
+-- Search over what people remember (issue 18 item 1): each report gets a bounded search document
+-- in its own table, in sections that rank differently:
+--   root      the title and root-cause line (weight A: a root-cause match ranks first),
+--   symptoms  the other findings (weight C),
+--   names     traceback frames (path, basename, `file.py:NN`, function, code line), file name,
+--             project, branch, commit, job URL (weight D),
+--   excerpt   log lines: the head, lines around every finding, the tail (weight D).
+-- Fix text (weight B) is searched in `fixes`. `head` holds the A and C sections alone, so that
+-- "the newest root-cause matches" is answered from a small inline vector; `doc` holds all of it.
+-- Both vectors stay in the row (STORAGE MAIN): a newest-first walk tests each row without a
+-- TOAST lookup. The texts, read only for snippets and literal matches, go out of line.
+CREATE TABLE report_search (
+    report_id  bigint PRIMARY KEY REFERENCES reports (id) ON DELETE CASCADE,
+    created_at timestamptz NOT NULL,
+    category   text NOT NULL,
+    -- lower(project): the project filter ignores letter case.
+    project    text NOT NULL,
+    root       text NOT NULL DEFAULT '',
+    symptoms   text NOT NULL DEFAULT '',
+    names      text NOT NULL DEFAULT '',
+    excerpt    text NOT NULL DEFAULT '',
+    head tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('simple', root), 'A')
+        || setweight(to_tsvector('simple', symptoms), 'C')) STORED,
+    doc tsvector GENERATED ALWAYS AS (
+        setweight(to_tsvector('simple', root), 'A')
+        || setweight(to_tsvector('simple', symptoms), 'C')
+        || setweight(to_tsvector('simple', names || E'\n' || excerpt), 'D')) STORED
+);
+ALTER TABLE report_search ALTER COLUMN head SET STORAGE MAIN, ALTER COLUMN doc SET STORAGE MAIN;
+-- lz4 decompresses several times faster than pglz; a server built without it keeps pglz.
+DO $$
+BEGIN
+    ALTER TABLE report_search
+        ALTER COLUMN head SET COMPRESSION lz4, ALTER COLUMN doc SET COMPRESSION lz4,
+        ALTER COLUMN names SET COMPRESSION lz4, ALTER COLUMN excerpt SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported THEN
+    RAISE NOTICE 'lz4 not available: search columns keep the default compression';
+END
+$$;
+
+CREATE INDEX report_search_head ON report_search USING gin (head);
+CREATE INDEX report_search_doc ON report_search USING gin (doc);
+-- Literal substrings (`proj/train.py`, `OutOfMemoryError` inside `torch.OutOfMemoryError`,
+-- a commit prefix) in the short sections; the excerpt is left out to keep the index small.
+CREATE INDEX report_search_literal ON report_search
+    USING gin ((root || E'\n' || symptoms || E'\n' || names) gin_trgm_ops);
+CREATE INDEX report_search_created ON report_search (created_at DESC, report_id DESC);
+CREATE INDEX report_search_category ON report_search (category, created_at DESC, report_id DESC);
+CREATE INDEX report_search_project ON report_search (project, created_at DESC, report_id DESC);
+
+-- The words search knows, for "did you mean": filled by uploads (set-based, ON CONFLICT DO
+-- NOTHING), looked up by trigram distance.
+CREATE TABLE search_words (word text PRIMARY KEY);
+CREATE INDEX search_words_trgm ON search_words USING gist (word gist_trgm_ops);
+
+-- Reports stored before this migration keep what they had: their old search text becomes the
+-- symptom section, their metadata the names section (no log excerpt: that would need the logs
+-- decompressed here).
+INSERT INTO report_search (report_id, created_at, category, project, root, symptoms, names)
+SELECT id, created_at, category, lower(project), title || E'\n' || root_cause_text, search_text,
+       concat_ws(E'\n', filename, project, branch, commit_sha, job_url)
+FROM reports;
+-- The same word rule as the upload pipeline (`app::upload::search_doc::words`).
+INSERT INTO search_words (word)
+SELECT DISTINCT w
+FROM report_search,
+     regexp_split_to_table(lower(root || ' ' || symptoms || ' ' || names), '[^a-z0-9]+') AS w
+WHERE w ~ '^[a-z][a-z0-9]{2,31}$' AND length(regexp_replace(w, '[^0-9]+', '', 'g')) <= 2
+ON CONFLICT DO NOTHING;
+
+DROP INDEX reports_search;
+DROP INDEX reports_search_trgm;
+ALTER TABLE reports DROP COLUMN search, DROP COLUMN search_text;

@@ -1,0 +1,723 @@
+//! The search itself: hits ranked by tier (root cause, fix, symptom, log), newest first within a
+//! tier, counted up to [`COUNT_CAP`], with snippets.
+//!
+//! Finding "the newest matches" fast over a million reports needs two different walks, and the
+//! planner cannot tell which one a query needs: it estimates words as independent, and the
+//! words people search for ("illegal memory access") are anything but. A common match is found
+//! fastest by walking the reports newest first and testing each row's inline vector (it stops
+//! after a few rows); a rare one through the GIN index (a walk would read the whole table). So
+//! each search first probes the newest reports of the filtered set ([`PROBE`] rows, about a
+//! millisecond) to measure how common each tier's match is, then sets the access path of every
+//! statement from that measure (`enable_bitmapscan` / `enable_indexscan`, local to the search's
+//! transaction). The count needs any [`COUNT_CAP`] matches, not the newest: through the index
+//! it stops after that many rows of the bitmap, in physical order.
+
+use std::collections::HashMap;
+
+use sqlx::{PgConnection, Row};
+
+use super::{COUNT_CAP, Found, Hit, HitKind, Query, Segment, Tier, Total, like_escape};
+use crate::rules::Category;
+use crate::storage::DbError;
+use crate::time::Timestamp;
+
+/// Newest reports of the filtered set tested to measure how common a match is.
+const PROBE: i64 = 1000;
+/// Estimated cost, in microseconds, of testing one row in a newest-first walk (its inline
+/// vectors) ...
+const WALK_US: f64 = 1.5;
+/// ... of one index entry of a bitmap ...
+const ENTRY_US: f64 = 0.4;
+/// ... and of fetching one row the bitmap points at (a random heap page).
+const FETCH_US: f64 = 4.0;
+
+/// A literal match reads the short sections; the trigram index covers this expression.
+macro_rules! lit {
+    () => {
+        "(s.root || E'\\n' || s.symptoms || E'\\n' || s.names)"
+    };
+}
+
+/// Parameters of every report statement: $1 the query, $2 the query on root-cause words only,
+/// $3 the LIKE pattern or NULL, $4 category or NULL, $5 project or NULL, $6 whether the query
+/// excludes words (then a tier's own match must not hide what the whole document excludes).
+macro_rules! any_match {
+    () => {
+        concat!(
+            "(s.doc @@ $1::tsquery OR ($3::text IS NOT NULL AND ",
+            lit!(),
+            " ILIKE $3))"
+        )
+    };
+}
+macro_rules! root_match {
+    () => {
+        concat!(
+            "((s.head @@ $2::tsquery OR ($3::text IS NOT NULL AND ",
+            lit!(),
+            " ILIKE $3 AND s.root ILIKE $3)) AND (NOT $6 OR ",
+            any_match!(),
+            "))"
+        )
+    };
+}
+macro_rules! head_match {
+    () => {
+        concat!(
+            "((s.head @@ $1::tsquery OR ($3::text IS NOT NULL AND ",
+            lit!(),
+            " ILIKE $3 AND (s.root ILIKE $3 OR s.symptoms ILIKE $3))) AND (NOT $6 OR ",
+            any_match!(),
+            "))"
+        )
+    };
+}
+macro_rules! filters {
+    () => {
+        "($4::text IS NULL OR s.category = $4) AND ($5::text IS NULL OR s.project = lower($5))"
+    };
+}
+macro_rules! newest {
+    () => {
+        " ORDER BY s.created_at DESC, s.report_id DESC"
+    };
+}
+/// Microseconds since the epoch: the key hits of all kinds are merged on.
+macro_rules! micros {
+    ($col:literal) => {
+        concat!("(extract(epoch FROM ", $col, ") * 1000000)::int8")
+    };
+}
+
+/// The query in the forms the statements bind.
+struct Terms {
+    /// `websearch_to_tsquery` of the text.
+    all: String,
+    /// The same with every word restricted to root-cause (weight A) positions.
+    root: String,
+    /// LIKE pattern of the whole text, when it matches literally.
+    pattern: Option<String>,
+    /// The text itself, to find the literal match in a snippet.
+    literal: Option<String>,
+    /// The query excludes words (`-word`).
+    negated: bool,
+    category: Option<&'static str>,
+    project: Option<String>,
+}
+
+/// How a statement reaches its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Walk a recency index newest first, testing each row.
+    Walk,
+    /// Build a bitmap from the GIN (and trigram) indexes.
+    Index,
+    /// Whatever the planner picks (groups and fixes: small tables).
+    Planner,
+}
+
+/// How common each tier's match is among the newest reports of the filtered set.
+#[derive(Clone, Copy, Debug, Default)]
+struct Probe {
+    /// Rows tested (fewer than [`PROBE`]: that is the whole filtered set).
+    rows: i64,
+    root: i64,
+    head: i64,
+    any: i64,
+    /// Reports in the table (planner statistics).
+    table: f64,
+}
+
+impl Probe {
+    /// Share of rows matching, smoothed so that no match still means "rare", not "never".
+    fn share(&self, matches: i64) -> f64 {
+        (matches as f64 + 0.5) / (self.rows.max(1) as f64)
+    }
+
+    /// The access path finding the newest `want` rows of a match with share `share`: a walk
+    /// tests `want / share` rows; a bitmap fetches and sorts every match.
+    fn list_access(&self, share: f64, want: i64) -> Access {
+        if self.rows < PROBE {
+            return Access::Walk;
+        }
+        let walk = want as f64 / share * WALK_US;
+        let matches = share * self.table;
+        let bitmap = matches * (ENTRY_US + FETCH_US);
+        if walk <= bitmap {
+            Access::Walk
+        } else {
+            Access::Index
+        }
+    }
+
+    /// The access path counting up to [`COUNT_CAP`] matches: a walk until that many; a bitmap
+    /// of every match fetching that many.
+    fn count_access(&self) -> Access {
+        if self.rows < PROBE {
+            return Access::Walk;
+        }
+        let share = self.share(self.any);
+        let walk = COUNT_CAP as f64 / share * WALK_US;
+        let matches = share * self.table;
+        let bitmap = matches * ENTRY_US + matches.min(COUNT_CAP as f64) * FETCH_US;
+        if walk <= bitmap {
+            Access::Walk
+        } else {
+            Access::Index
+        }
+    }
+}
+
+/// A ranked hit before its details are read.
+#[derive(Clone, Copy, Debug)]
+struct Ranked {
+    tier: Tier,
+    kind: HitKind,
+    id: i64,
+    /// Microseconds since the epoch.
+    at: i64,
+}
+
+/// Searches reports, groups and fixes in the caller's transaction: one page of hits ranked by
+/// tier, newest first within a tier, with the total. Its planner settings are local to that
+/// transaction: end it (a rollback will do) before running anything else on it.
+pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> {
+    // Plans made for the actual words (a generic plan cannot know how common they are); exact
+    // bitmaps; no JIT compilation, which costs more than these short statements.
+    sqlx::query(
+        "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
+                set_config('work_mem', '32MB', true), set_config('jit', 'off', true)",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let terms = terms(tx, q).await?;
+    // Hits are ranked up to the cap: a page past it is empty.
+    let end = (q.offset + q.limit).min(COUNT_CAP) + 1;
+    let probe = probe(tx, &terms).await?;
+    let mut ranked: Vec<Ranked> = Vec::new();
+    let mut exhausted = true;
+    for tier in [Tier::RootCause, Tier::Fix, Tier::Symptom, Tier::Log] {
+        let want = end - ranked.len() as i64;
+        if want <= 0 {
+            exhausted = false;
+            break;
+        }
+        let found = tier_hits(tx, &terms, &probe, tier, want).await?;
+        exhausted &= (found.len() as i64) < want;
+        ranked.extend(found);
+    }
+    let total = if exhausted {
+        Total::Exact(ranked.len() as i64)
+    } else {
+        count(tx, &terms, &probe).await?
+    };
+    let more = ranked.len() as i64 > q.offset + q.limit && q.offset + q.limit < COUNT_CAP;
+    let page: Vec<Ranked> = ranked
+        .into_iter()
+        .skip(usize::try_from(q.offset).unwrap_or(usize::MAX))
+        .take(usize::try_from(q.limit).unwrap_or(0))
+        .collect();
+    let hits = details(tx, &terms, &page).await?;
+    Ok(Found { hits, total, more })
+}
+
+/// The query's tsqueries, as PostgreSQL parses the text.
+async fn terms(tx: &mut PgConnection, q: &Query) -> Result<Terms, DbError> {
+    let (all, root): (String, String) = sqlx::query_as(
+        "SELECT t::text, regexp_replace(t::text, '''((?:[^'']|'''')*)''', '''\\1'':A', 'g') \
+         FROM websearch_to_tsquery('simple', $1) AS t",
+    )
+    .bind(&q.text)
+    .fetch_one(&mut *tx)
+    .await?;
+    // Operators stand outside the quoted lexemes; `!` is NOT.
+    let mut quoted = false;
+    let negated = all.chars().any(|c| {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        !quoted && c == '!'
+    });
+    Ok(Terms {
+        all,
+        root,
+        pattern: q.literal.then(|| format!("%{}%", like_escape(&q.text))),
+        literal: q.literal.then(|| q.text.clone()),
+        negated,
+        category: q.category.map(Category::as_str),
+        project: q.project.clone(),
+    })
+}
+
+/// Binds the parameters every report statement shares ($1-$6).
+macro_rules! bind_terms {
+    ($query:expr, $t:expr) => {
+        $query
+            .bind(&$t.all)
+            .bind(&$t.root)
+            .bind(&$t.pattern)
+            .bind($t.category)
+            .bind(&$t.project)
+            .bind($t.negated)
+    };
+}
+
+async fn set_access(tx: &mut PgConnection, access: Access) -> Result<(), DbError> {
+    let (bitmap, index) = match access {
+        Access::Walk => ("off", "on"),
+        Access::Index => ("on", "off"),
+        Access::Planner => ("on", "on"),
+    };
+    let seq = if access == Access::Planner {
+        "on"
+    } else {
+        "off"
+    };
+    sqlx::query(
+        "SELECT set_config('enable_bitmapscan', $1, true), \
+                set_config('enable_indexscan', $2, true), set_config('enable_seqscan', $3, true)",
+    )
+    .bind(bitmap)
+    .bind(index)
+    .bind(seq)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+async fn probe(tx: &mut PgConnection, t: &Terms) -> Result<Probe, DbError> {
+    set_access(tx, Access::Walk).await?;
+    let row = bind_terms!(
+        sqlx::query(concat!(
+            "SELECT count(*)::int8, \
+                    count(*) FILTER (WHERE ",
+            root_match!(),
+            ")::int8, count(*) FILTER (WHERE ",
+            head_match!(),
+            ")::int8, count(*) FILTER (WHERE ",
+            any_match!(),
+            ")::int8, \
+                    (SELECT greatest(reltuples, 0)::float8 FROM pg_class \
+                     WHERE oid = 'report_search'::regclass) \
+             FROM (SELECT * FROM report_search s WHERE ",
+            filters!(),
+            newest!(),
+            " LIMIT $7) s"
+        )),
+        t
+    )
+    .bind(PROBE)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Probe {
+        rows: row.try_get(0)?,
+        root: row.try_get(1)?,
+        head: row.try_get(2)?,
+        any: row.try_get(3)?,
+        table: row.try_get(4)?,
+    })
+}
+
+/// The newest `want` hits of one tier.
+async fn tier_hits(
+    tx: &mut PgConnection,
+    t: &Terms,
+    probe: &Probe,
+    tier: Tier,
+    want: i64,
+) -> Result<Vec<Ranked>, DbError> {
+    let report = |id: i64, at: i64| Ranked {
+        tier,
+        kind: HitKind::Report,
+        id,
+        at,
+    };
+    match tier {
+        Tier::RootCause => {
+            let share = probe.share(probe.root);
+            set_access(tx, probe.list_access(share, want)).await?;
+            let reports = report_rows(tx, t, ROOT_ROWS, want).await?;
+            set_access(tx, Access::Planner).await?;
+            let groups: Vec<(i64, i64)> = bind_terms!(sqlx::query_as(GROUP_ROWS), t)
+                .bind(want)
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut hits: Vec<Ranked> = reports.into_iter().map(|(i, a)| report(i, a)).collect();
+            hits.extend(groups.into_iter().map(|(id, at)| Ranked {
+                tier,
+                kind: HitKind::Group,
+                id,
+                at,
+            }));
+            // Newest first; a report before its group when both were stored at once.
+            hits.sort_by(|a, b| {
+                b.at.cmp(&a.at)
+                    .then((a.kind == HitKind::Group).cmp(&(b.kind == HitKind::Group)))
+                    .then(b.id.cmp(&a.id))
+            });
+            hits.truncate(usize::try_from(want).unwrap_or(0));
+            Ok(hits)
+        }
+        Tier::Fix => {
+            set_access(tx, Access::Planner).await?;
+            let fixes: Vec<(i64, i64)> = bind_terms!(sqlx::query_as(FIX_ROWS), t)
+                .bind(want)
+                .fetch_all(&mut *tx)
+                .await?;
+            Ok(fixes
+                .into_iter()
+                .map(|(id, at)| Ranked {
+                    tier,
+                    kind: HitKind::Fix,
+                    id,
+                    at,
+                })
+                .collect())
+        }
+        Tier::Symptom => {
+            let share = probe.share(probe.head - probe.root);
+            set_access(tx, probe.list_access(share, want)).await?;
+            let rows = report_rows(tx, t, SYMPTOM_ROWS, want).await?;
+            Ok(rows.into_iter().map(|(i, a)| report(i, a)).collect())
+        }
+        Tier::Log => {
+            let share = probe.share(probe.any - probe.head);
+            set_access(tx, probe.list_access(share, want)).await?;
+            let rows = report_rows(tx, t, LOG_ROWS, want).await?;
+            Ok(rows.into_iter().map(|(i, a)| report(i, a)).collect())
+        }
+    }
+}
+
+const ROOT_ROWS: &str = concat!(
+    "SELECT s.report_id, ",
+    micros!("s.created_at"),
+    " FROM report_search s WHERE ",
+    root_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $7"
+);
+const SYMPTOM_ROWS: &str = concat!(
+    "SELECT s.report_id, ",
+    micros!("s.created_at"),
+    " FROM report_search s WHERE ",
+    head_match!(),
+    " AND NOT ",
+    root_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $7"
+);
+const LOG_ROWS: &str = concat!(
+    "SELECT s.report_id, ",
+    micros!("s.created_at"),
+    " FROM report_search s WHERE ",
+    any_match!(),
+    " AND NOT ",
+    head_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $7"
+);
+/// Groups match on their title, category and root cause (root-cause tier); they belong to no
+/// project, so a project filter leaves them out.
+const GROUP_ROWS: &str = concat!(
+    "SELECT g.id, ",
+    micros!("g.last_seen"),
+    " FROM groups g \
+     WHERE (g.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+            AND (g.title ILIKE $3 OR g.root_cause_text ILIKE $3))) \
+       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL \
+     ORDER BY g.last_seen DESC, g.id DESC LIMIT $7"
+);
+const FIX_ROWS: &str = concat!(
+    "SELECT f.id, ",
+    micros!("f.created_at"),
+    " FROM fixes f JOIN groups g ON g.id = f.group_id \
+     WHERE (f.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+            AND (f.summary ILIKE $3 OR f.details ILIKE $3))) \
+       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL \
+     ORDER BY f.created_at DESC, f.id DESC LIMIT $7"
+);
+
+async fn report_rows(
+    tx: &mut PgConnection,
+    t: &Terms,
+    sql: &'static str,
+    want: i64,
+) -> Result<Vec<(i64, i64)>, DbError> {
+    Ok(bind_terms!(sqlx::query_as(sql), t)
+        .bind(want)
+        .fetch_all(&mut *tx)
+        .await?)
+}
+
+/// The total, counting reports up to [`COUNT_CAP`] (then "at least").
+async fn count(tx: &mut PgConnection, t: &Terms, probe: &Probe) -> Result<Total, DbError> {
+    let access = probe.count_access();
+    set_access(tx, access).await?;
+    // A walk goes newest first (the recent pages are the ones in memory); a bitmap in
+    // physical order, stopping after enough rows.
+    let reports: i64 = bind_terms!(
+        sqlx::query_scalar(if access == Access::Walk {
+            COUNT_WALK
+        } else {
+            COUNT_INDEX
+        }),
+        t
+    )
+    .bind(COUNT_CAP)
+    .fetch_one(&mut *tx)
+    .await?;
+    set_access(tx, Access::Planner).await?;
+    let others: i64 = bind_terms!(sqlx::query_scalar(COUNT_OTHERS), t)
+        .bind(COUNT_CAP)
+        .fetch_one(&mut *tx)
+        .await?;
+    let total = reports + others;
+    Ok(if total >= COUNT_CAP {
+        Total::AtLeast(COUNT_CAP)
+    } else {
+        Total::Exact(total)
+    })
+}
+
+const COUNT_WALK: &str = concat!(
+    "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s WHERE ",
+    any_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $7) x"
+);
+const COUNT_INDEX: &str = concat!(
+    "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s WHERE ",
+    any_match!(),
+    " AND ",
+    filters!(),
+    " LIMIT $7) x"
+);
+const COUNT_OTHERS: &str = concat!(
+    "SELECT (SELECT count(*) FROM (",
+    "SELECT 1 FROM groups g \
+     WHERE (g.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+            AND (g.title ILIKE $3 OR g.root_cause_text ILIKE $3))) \
+       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL LIMIT $7) x) \
+     + (SELECT count(*) FROM (\
+     SELECT 1 FROM fixes f JOIN groups g ON g.id = f.group_id \
+     WHERE (f.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+            AND (f.summary ILIKE $3 OR f.details ILIKE $3))) \
+       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL LIMIT $7) y)"
+);
+
+/// Marks a snippet's matches: `ts_headline` for words, a window around the first occurrence for
+/// a literal match. The delimiters are control characters, which documents never hold (and
+/// other texts have replaced).
+macro_rules! snippet {
+    ($text:literal) => {
+        concat!(
+            "(SELECT CASE WHEN at > 0 THEN \
+                 substr(x, greatest(1, at - 60), at - greatest(1, at - 60)) || E'\\x01' \
+                 || substr(x, at, length($2)) || E'\\x02' || substr(x, at + length($2), 120) \
+             ELSE ts_headline('simple', x, $1::tsquery, \
+                 'StartSel=\x01, StopSel=\x02, MaxWords=24, MinWords=10, ShortWord=1, \
+                  MaxFragments=2, FragmentDelimiter=\" … \"') END \
+             FROM (SELECT x, CASE WHEN $2::text IS NULL THEN 0 \
+                                  ELSE strpos(lower(x), lower($2)) END AS at \
+                   FROM (SELECT translate(",
+            $text,
+            ", E'\\x01\\x02', '  ') AS x) x0) x1)"
+        )
+    };
+}
+
+const REPORT_DETAILS: &str = concat!(
+    "SELECT r.id, r.group_id, r.title, r.category, r.project, ",
+    crate::storage::reports::rfc3339!("r.created_at"),
+    ", ",
+    snippet!(
+        "CASE p.tier WHEN 0 THEN s.root WHEN 2 THEN s.symptoms \
+         ELSE s.names || E'\\n' || s.excerpt END"
+    ),
+    " FROM unnest($3::int8[], $4::int2[]) AS p(id, tier) \
+     JOIN report_search s ON s.report_id = p.id JOIN reports r ON r.id = p.id"
+);
+const GROUP_DETAILS: &str = concat!(
+    "SELECT g.id, g.id, g.title, g.category, '', ",
+    crate::storage::reports::rfc3339!("g.last_seen"),
+    ", ",
+    snippet!("CASE WHEN g.root_cause_text = '' THEN g.title ELSE g.root_cause_text END"),
+    " FROM groups g WHERE g.id = ANY($3)"
+);
+const FIX_DETAILS: &str = concat!(
+    "SELECT f.id, f.group_id, f.summary, g.category, '', ",
+    crate::storage::reports::rfc3339!("f.created_at"),
+    ", ",
+    snippet!("f.summary || E'\\n' || f.details"),
+    " FROM fixes f JOIN groups g ON g.id = f.group_id \
+     WHERE f.id = ANY($3)"
+);
+
+type DetailRow = (i64, i64, String, Category, String, Timestamp, String);
+
+/// The page's hits with their titles and snippets, in rank order.
+async fn details(tx: &mut PgConnection, t: &Terms, page: &[Ranked]) -> Result<Vec<Hit>, DbError> {
+    set_access(tx, Access::Planner).await?;
+    let mut rows: HashMap<(HitKind, i64), DetailRow> = HashMap::new();
+    for (kind, sql) in [
+        (HitKind::Report, REPORT_DETAILS),
+        (HitKind::Group, GROUP_DETAILS),
+        (HitKind::Fix, FIX_DETAILS),
+    ] {
+        let of_kind: Vec<&Ranked> = page.iter().filter(|r| r.kind == kind).collect();
+        if of_kind.is_empty() {
+            continue;
+        }
+        let ids: Vec<i64> = of_kind.iter().map(|r| r.id).collect();
+        let tiers: Vec<i16> = of_kind
+            .iter()
+            .map(|r| match r.tier {
+                Tier::RootCause => 0,
+                Tier::Fix => 1,
+                Tier::Symptom => 2,
+                Tier::Log => 3,
+            })
+            .collect();
+        let query = sqlx::query_as(sql).bind(&t.all).bind(&t.literal).bind(&ids);
+        let found: Vec<DetailRow> = if kind == HitKind::Report {
+            query.bind(&tiers).fetch_all(&mut *tx).await?
+        } else {
+            query.fetch_all(&mut *tx).await?
+        };
+        rows.extend(found.into_iter().map(|row| ((kind, row.0), row)));
+    }
+    // A row gone since it was ranked (a group deleted by reclassification) is left out.
+    Ok(page
+        .iter()
+        .filter_map(|r| {
+            let (id, group_id, title, category, project, created_at, snippet) =
+                rows.remove(&(r.kind, r.id))?;
+            Some(Hit {
+                kind: r.kind,
+                id,
+                group_id,
+                title,
+                category,
+                project,
+                created_at,
+                tier: r.tier,
+                snippet: segments(&snippet),
+            })
+        })
+        .collect())
+}
+
+/// Splits a marked snippet (`\x01` starts a match, `\x02` ends it) into segments, with runs of
+/// whitespace (line breaks included) as single spaces and adjacent marks joined.
+fn segments(marked: &str) -> Vec<Segment> {
+    // Pieces as delimited, whitespace collapsed.
+    let mut pieces: Vec<Segment> = vec![Segment {
+        text: String::new(),
+        marked: false,
+    }];
+    let mut last_space = true;
+    for c in marked.chars() {
+        match c {
+            '\x01' | '\x02' => pieces.push(Segment {
+                text: String::new(),
+                marked: c == '\x01',
+            }),
+            c if c.is_whitespace() => {
+                if !last_space && let Some(p) = pieces.last_mut() {
+                    p.text.push(' ');
+                }
+                last_space = true;
+            }
+            c => {
+                if let Some(p) = pieces.last_mut() {
+                    p.text.push(c);
+                }
+                last_space = false;
+            }
+        }
+    }
+    let mut out: Vec<Segment> = Vec::new();
+    for piece in pieces.into_iter().filter(|p| !p.text.is_empty()) {
+        let n = out.len();
+        // A space between two marks joins them ("out of memory" is one mark).
+        if piece.marked
+            && n >= 2
+            && out[n - 2].marked
+            && !out[n - 1].marked
+            && out[n - 1].text.trim().is_empty()
+        {
+            let space = out.pop().map(|s| s.text).unwrap_or_default();
+            if let Some(prev) = out.last_mut() {
+                prev.text.push_str(&space);
+                prev.text.push_str(&piece.text);
+            }
+        } else if let Some(prev) = out.last_mut().filter(|p| p.marked == piece.marked) {
+            prev.text.push_str(&piece.text);
+        } else {
+            out.push(piece);
+        }
+    }
+    if let Some(last) = out.last_mut() {
+        let trimmed = last.text.trim_end().len();
+        last.text.truncate(trimmed);
+    }
+    out.retain(|s| !s.text.is_empty());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn show(segments: &[Segment]) -> String {
+        segments
+            .iter()
+            .map(|s| {
+                if s.marked {
+                    format!("[{}]", s.text)
+                } else {
+                    s.text.clone()
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn snippets_become_segments_with_adjacent_marks_joined() {
+        let s = segments("torch: CUDA \x01out\x02 \x01of\x02 \x01memory\x02.\nTried   again");
+        assert_eq!(show(&s), "torch: CUDA [out of memory]. Tried again");
+        assert_eq!(s.iter().filter(|s| s.marked).count(), 1);
+        assert_eq!(show(&segments("\x01a\x02 b \x01c\x02")), "[a] b [c]");
+        assert!(segments("").is_empty());
+    }
+
+    #[test]
+    fn common_matches_walk_and_rare_ones_use_the_index() {
+        let probe = |any: i64| Probe {
+            rows: PROBE,
+            root: 0,
+            head: 0,
+            any,
+            table: 1_000_000.0,
+        };
+        assert_eq!(probe(300).list_access(0.3, 21), Access::Walk);
+        assert_eq!(probe(0).list_access(0.0005, 21), Access::Index);
+        assert_eq!(probe(300).count_access(), Access::Walk);
+        assert_eq!(probe(2).count_access(), Access::Index);
+        // A small filtered set is always walked.
+        let small = Probe {
+            rows: 40,
+            ..probe(0)
+        };
+        assert_eq!(small.count_access(), Access::Walk);
+    }
+}
