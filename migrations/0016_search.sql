@@ -9,6 +9,16 @@
 -- "the newest root-cause matches" is answered from a small inline vector; `doc` holds all of it.
 -- Both vectors stay in the row (STORAGE MAIN): a newest-first walk tests each row without a
 -- TOAST lookup. The texts, read only for snippets and literal matches, go out of line.
+
+-- The parts of the tokens that hold `.`, `/`, `:` or `\`, those characters read as spaces: the text
+-- parser keeps `/srv/x/train.py:42` or `torch.OutOfMemoryError` whole, and people search for
+-- `x/train.py` or `OutOfMemoryError`. The search asks for such words as phrases of their parts
+-- too (`storage::search`), so both sides split alike.
+CREATE FUNCTION search_parts(t text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$ SELECT coalesce(string_agg(translate(m[1], './:\', '    '), ' '), '')
+          FROM regexp_matches(t, '(\S*[./:\\]\S*)', 'g') AS m $$;
+
 CREATE TABLE report_search (
     report_id  bigint PRIMARY KEY REFERENCES reports (id) ON DELETE CASCADE,
     created_at timestamptz NOT NULL,
@@ -20,12 +30,13 @@ CREATE TABLE report_search (
     names      text NOT NULL DEFAULT '',
     excerpt    text NOT NULL DEFAULT '',
     head tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('simple', root), 'A')
-        || setweight(to_tsvector('simple', symptoms), 'C')) STORED,
+        setweight(to_tsvector('simple', root || E'\n' || search_parts(root)), 'A')
+        || setweight(to_tsvector('simple', symptoms || E'\n' || search_parts(symptoms)), 'C')) STORED,
     doc tsvector GENERATED ALWAYS AS (
-        setweight(to_tsvector('simple', root), 'A')
-        || setweight(to_tsvector('simple', symptoms), 'C')
-        || setweight(to_tsvector('simple', names || E'\n' || excerpt), 'D')) STORED
+        setweight(to_tsvector('simple', root || E'\n' || search_parts(root)), 'A')
+        || setweight(to_tsvector('simple', symptoms || E'\n' || search_parts(symptoms)), 'C')
+        || setweight(to_tsvector('simple',
+               names || E'\n' || search_parts(names) || E'\n' || excerpt), 'D')) STORED
 );
 ALTER TABLE report_search ALTER COLUMN head SET STORAGE MAIN, ALTER COLUMN doc SET STORAGE MAIN;
 -- lz4 decompresses several times faster than pglz; a server built without it keeps pglz.
@@ -41,8 +52,8 @@ $$;
 
 CREATE INDEX report_search_head ON report_search USING gin (head);
 CREATE INDEX report_search_doc ON report_search USING gin (doc);
--- Literal substrings (`proj/train.py`, `OutOfMemoryError` inside `torch.OutOfMemoryError`,
--- a commit prefix) in the short sections; the excerpt is left out to keep the index small.
+-- Literal substrings, when words and word prefixes find nothing (`Select` inside
+-- `indexSelectSmallIndex`), in the short sections; the excerpt is left out to keep it small.
 CREATE INDEX report_search_literal ON report_search
     USING gin ((root || E'\n' || symptoms || E'\n' || names) gin_trgm_ops);
 CREATE INDEX report_search_created ON report_search (created_at DESC, report_id DESC);
@@ -50,9 +61,10 @@ CREATE INDEX report_search_category ON report_search (category, created_at DESC,
 CREATE INDEX report_search_project ON report_search (project, created_at DESC, report_id DESC);
 
 -- The words search knows, for "did you mean": filled by uploads (set-based, ON CONFLICT DO
--- NOTHING), looked up by trigram distance.
-CREATE TABLE search_words (word text PRIMARY KEY);
-CREATE INDEX search_words_trgm ON search_words USING gist (word gist_trgm_ops);
+-- NOTHING). A misspelled word's candidates are the known words of about its length that start
+-- or end with the same two letters (two index ranges, bytewise order); the fewest edits wins.
+CREATE TABLE search_words (word text COLLATE "C" PRIMARY KEY);
+CREATE INDEX search_words_reversed ON search_words (reverse(word));
 
 -- Reports stored before this migration keep what they had: their old search text becomes the
 -- symptom section, their metadata the names section (no log excerpt: that would need the logs

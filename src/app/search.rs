@@ -2,8 +2,8 @@
 //! and the portal), finds one page of hits, and helps with what people misremember: a word
 //! search does not know gets a "did you mean" (the nearest known word by spelling), and when
 //! the words asked find nothing, the corrected words are searched instead and the page says
-//! so. Words the text parser splits (`proj/train.py`, a kernel name inside another token) also
-//! match as a literal substring.
+//! so. Words that find nothing are tried as prefixes of longer words, then as a literal
+//! substring.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -13,7 +13,7 @@ use super::Error;
 use super::upload::search_doc::{is_vocabulary_word, vocabulary_words};
 use crate::api_types::ErrorCode;
 use crate::rules::Category;
-use crate::storage::search::{self as find, Hit, Total};
+use crate::storage::search::{self as find, Hit, Mode, Total};
 use crate::storage::{Db, DbError};
 
 /// A search as asked (`GET /api/v1/search`, the portal's search form).
@@ -101,7 +101,10 @@ fn check(p: &SearchRequest) -> Result<Checked, Error> {
     })
 }
 
-/// Searches reports, groups and fixes. A page past the last hit is an empty page.
+/// Searches reports, groups and fixes. A page past the last hit is an empty page. When the
+/// words asked find nothing, the next tries are, in order: their spelling correction (the page
+/// says so), the words as prefixes of longer words (`IndexSelect`, a short commit), the text as
+/// a literal substring (at least 3 characters: the trigram index needs them).
 pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Error> {
     let c = check(request)?;
     let words: Vec<String> = vocabulary_words(&c.text)
@@ -114,16 +117,22 @@ pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Erro
         .filter_map(|(w, candidates)| Some((w.clone(), best_correction(w, candidates)?)))
         .collect();
     let suggestion = (!corrections.is_empty()).then(|| corrected_text(&c.text, &corrections));
-    let mut found = find_words(db, &c, &c.text).await?;
+    let mut found = run(db, &c, &c.text, Mode::Words).await?;
     let mut corrected = None;
     if found.total == Total::Exact(0)
         && let Some(s) = &suggestion
     {
-        let again = find_words(db, &c, s).await?;
+        let again = run(db, &c, s, Mode::Words).await?;
         if again.total != Total::Exact(0) {
             found = again;
             corrected = Some(s.clone());
         }
+    }
+    for mode in [Mode::Prefix, Mode::Literal] {
+        if found.total != Total::Exact(0) || (mode == Mode::Literal && c.text.chars().count() < 3) {
+            break;
+        }
+        found = run(db, &c, &c.text, mode).await?;
     }
     Ok(SearchPage {
         suggestion: if corrected.is_some() {
@@ -144,50 +153,28 @@ pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Erro
     })
 }
 
-/// One search for `text`: its words, and when they find nothing, the text as a literal
-/// substring too (`OutOfMemoryError` inside `torch.OutOfMemoryError`).
-async fn find_words(db: &Db, c: &Checked, text: &str) -> Result<find::Found, Error> {
-    let literal = looks_literal(text);
-    let mut query = find::Query {
+/// One search for `text` in `mode`, in its own read-only transaction (the search sets planner
+/// options local to it).
+async fn run(db: &Db, c: &Checked, text: &str, mode: Mode) -> Result<find::Found, Error> {
+    let query = find::Query {
         text: text.to_owned(),
-        literal,
+        mode,
         category: c.category,
         project: c.project.clone(),
         offset: i64::from(c.page - 1) * i64::from(c.per_page),
         limit: i64::from(c.per_page),
     };
-    let found = run(db, &query).await?;
-    if found.total != Total::Exact(0) || literal || text.chars().count() < 3 {
-        return Ok(found);
-    }
-    query.literal = true;
-    run(db, &query).await
-}
-
-/// One search in its own read-only transaction (the search sets planner options local to it).
-async fn run(db: &Db, query: &find::Query) -> Result<find::Found, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    let found = find::search(&mut tx, query).await?;
+    let found = find::search(&mut tx, &query).await?;
     tx.rollback().await.map_err(DbError::from)?;
     Ok(found)
 }
 
-/// Whether `text` holds punctuation the text parser splits or keeps inside tokens (paths, dotted
-/// names, `file.py:NN`): then it also matches as a literal substring. Quotes and a leading `-`
-/// are search syntax, not text.
-fn looks_literal(text: &str) -> bool {
-    text.chars().count() >= 3
-        && text.split_whitespace().any(|word| {
-            word.trim_start_matches('-')
-                .chars()
-                .any(|c| c.is_ascii_punctuation() && c != '"')
-        })
-}
-
-/// The known word to offer for `word`: among its nearest known words by trigram similarity,
-/// the one fewest edits away (a swap of two letters is one edit: "memroy"), at most 1 edit for
-/// words of up to 4 letters, 2 up to 8, 3 beyond; ties go to the more similar.
-fn best_correction(word: &str, candidates: &[(String, f32)]) -> Option<String> {
+/// The known word to offer for `word`: among its candidates, the one fewest edits away (a swap
+/// of two letters is one edit: "memroy"), at most 1 edit for words of up to 4 letters, 2 up to
+/// 8, 3 beyond; among equals, one of the same length ("modle" is "model" before "module"), then
+/// the first in alphabetical order.
+fn best_correction(word: &str, candidates: &[String]) -> Option<String> {
     let most = match word.len() {
         0..=4 => 1,
         5..=8 => 2,
@@ -195,10 +182,10 @@ fn best_correction(word: &str, candidates: &[(String, f32)]) -> Option<String> {
     };
     candidates
         .iter()
-        .filter(|(c, similarity)| *similarity >= 0.2 && c != word)
-        .map(|(c, similarity)| (edits(word, c), -similarity, c))
+        .filter(|c| c.as_str() != word)
+        .map(|c| (edits(word, c), c.len().abs_diff(word.len()), c))
         .filter(|(e, _, _)| *e <= most)
-        .min_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)).then(a.2.cmp(b.2)))
+        .min()
         .map(|(_, _, c)| c.clone())
 }
 
@@ -256,26 +243,21 @@ fn corrected_text(text: &str, corrections: &HashMap<String, String>) -> String {
 mod tests {
     use super::*;
 
-    fn candidates(list: &[(&str, f32)]) -> Vec<(String, f32)> {
-        list.iter().map(|(w, s)| ((*w).to_owned(), *s)).collect()
+    fn candidates(list: &[&str]) -> Vec<String> {
+        list.iter().map(|w| (*w).to_owned()).collect()
     }
 
     #[test]
-    fn corrections_take_the_fewest_edits_among_similar_words() {
-        let near = candidates(&[("memo", 0.33), ("memcpy", 0.27), ("memory", 0.27)]);
+    fn corrections_take_the_fewest_edits_then_the_same_length() {
+        let near = candidates(&["memo", "memcpy", "memory", "memoryx"]);
         assert_eq!(best_correction("memroy", &near).as_deref(), Some("memory"));
-        let near = candidates(&[("illegal", 0.67), ("legal", 0.4)]);
+        let near = candidates(&["illegal", "legal"]);
         assert_eq!(best_correction("ilegal", &near).as_deref(), Some("illegal"));
-        assert_eq!(
-            best_correction("acess", &candidates(&[("access", 0.62)])).as_deref(),
-            Some("access")
-        );
-        // Too far, or too little alike: nothing to offer.
-        assert_eq!(best_correction("xyz", &candidates(&[("abc", 0.5)])), None);
-        assert_eq!(
-            best_correction("memory", &candidates(&[("memo", 0.1)])),
-            None
-        );
+        let near = candidates(&["module", "model"]);
+        assert_eq!(best_correction("modle", &near).as_deref(), Some("model"));
+        // Too far: nothing to offer.
+        assert_eq!(best_correction("xyz", &candidates(&["abc"])), None);
+        assert_eq!(best_correction("segfault", &candidates(&["segment"])), None);
     }
 
     #[test]
@@ -296,16 +278,6 @@ mod tests {
             corrected_text("Ilegal memory acess -oom", &fixes),
             "illegal memory access -oom"
         );
-    }
-
-    #[test]
-    fn punctuation_inside_words_makes_a_literal_search() {
-        assert!(looks_literal("train.py"));
-        assert!(looks_literal("proj/train.py:42"));
-        assert!(looks_literal("Ind_xSelect"));
-        assert!(!looks_literal("out of memory"));
-        assert!(!looks_literal("\"out of memory\" -oom"));
-        assert!(!looks_literal("a."));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use sqlx::{PgConnection, Row};
 
-use super::{COUNT_CAP, Found, Hit, HitKind, Query, Segment, Tier, Total, like_escape};
+use super::{COUNT_CAP, Found, Hit, HitKind, Mode, Query, Segment, Tier, Total, like_escape};
 use crate::rules::Category;
 use crate::storage::DbError;
 use crate::time::Timestamp;
@@ -38,13 +38,14 @@ macro_rules! lit {
     };
 }
 
-/// Parameters of every report statement: $1 the query, $2 the query on root-cause words only,
-/// $3 the LIKE pattern or NULL, $4 category or NULL, $5 project or NULL, $6 whether the query
-/// excludes words (then a tier's own match must not hide what the whole document excludes).
+/// Parameters of every report statement: $1 the query, $2 the query on root-cause words only
+/// (both NULL for a literal search), $3 the LIKE pattern (NULL unless literal), $4 category or
+/// NULL, $5 project or NULL, $6 whether the query excludes words (then a tier's own match must
+/// not hide what the whole document excludes).
 macro_rules! any_match {
     () => {
         concat!(
-            "(s.doc @@ $1::tsquery OR ($3::text IS NOT NULL AND ",
+            "(($1::tsquery IS NOT NULL AND s.doc @@ $1::tsquery) OR ($3::text IS NOT NULL AND ",
             lit!(),
             " ILIKE $3))"
         )
@@ -53,7 +54,7 @@ macro_rules! any_match {
 macro_rules! root_match {
     () => {
         concat!(
-            "((s.head @@ $2::tsquery OR ($3::text IS NOT NULL AND ",
+            "((($2::tsquery IS NOT NULL AND s.head @@ $2::tsquery) OR ($3::text IS NOT NULL AND ",
             lit!(),
             " ILIKE $3 AND s.root ILIKE $3)) AND (NOT $6 OR ",
             any_match!(),
@@ -64,7 +65,7 @@ macro_rules! root_match {
 macro_rules! head_match {
     () => {
         concat!(
-            "((s.head @@ $1::tsquery OR ($3::text IS NOT NULL AND ",
+            "((($1::tsquery IS NOT NULL AND s.head @@ $1::tsquery) OR ($3::text IS NOT NULL AND ",
             lit!(),
             " ILIKE $3 AND (s.root ILIKE $3 OR s.symptoms ILIKE $3))) AND (NOT $6 OR ",
             any_match!(),
@@ -91,18 +92,19 @@ macro_rules! micros {
 
 /// The query in the forms the statements bind.
 struct Terms {
-    /// `websearch_to_tsquery` of the text.
-    all: String,
+    /// The tsquery (`None` for a literal search, or when the text holds no word).
+    all: Option<String>,
     /// The same with every word restricted to root-cause (weight A) positions.
-    root: String,
-    /// LIKE pattern of the whole text, when it matches literally.
+    root: Option<String>,
+    /// LIKE pattern of the whole text, for a literal search.
     pattern: Option<String>,
-    /// The text itself, to find the literal match in a snippet.
-    literal: Option<String>,
+    /// The text as typed: a snippet marks it where it appears as such.
+    text: String,
     /// The query excludes words (`-word`).
     negated: bool,
     category: Option<&'static str>,
     project: Option<String>,
+    mode: Mode,
 }
 
 /// How a statement reaches its rows.
@@ -126,6 +128,8 @@ struct Probe {
     any: i64,
     /// Reports in the table (planner statistics).
     table: f64,
+    /// The access path to use whatever the numbers say.
+    forced: Option<Access>,
 }
 
 impl Probe {
@@ -137,6 +141,9 @@ impl Probe {
     /// The access path finding the newest `want` rows of a match with share `share`: a walk
     /// tests `want / share` rows; a bitmap fetches and sorts every match.
     fn list_access(&self, share: f64, want: i64) -> Access {
+        if let Some(access) = self.forced {
+            return access;
+        }
         if self.rows < PROBE {
             return Access::Walk;
         }
@@ -153,6 +160,9 @@ impl Probe {
     /// The access path counting up to [`COUNT_CAP`] matches: a walk until that many; a bitmap
     /// of every match fetching that many.
     fn count_access(&self) -> Access {
+        if let Some(access) = self.forced {
+            return access;
+        }
         if self.rows < PROBE {
             return Access::Walk;
         }
@@ -191,9 +201,27 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
     .execute(&mut *tx)
     .await?;
     let terms = terms(tx, q).await?;
+    if terms.all.is_none() && terms.pattern.is_none() {
+        // No word to look for (only punctuation or operators).
+        return Ok(Found {
+            hits: Vec::new(),
+            total: Total::Exact(0),
+            more: false,
+        });
+    }
     // Hits are ranked up to the cap: a page past it is empty.
     let end = (q.offset + q.limit).min(COUNT_CAP) + 1;
-    let probe = probe(tx, &terms).await?;
+    // A literal search comes after words and prefixes found nothing: what it looks for is rare,
+    // and testing substrings row by row costs ten times a vector test, so it uses the trigram
+    // index without probing.
+    let probe = if terms.mode == Mode::Literal {
+        Probe {
+            forced: Some(Access::Index),
+            ..Probe::default()
+        }
+    } else {
+        probe(tx, &terms).await?
+    };
     let mut ranked: Vec<Ranked> = Vec::new();
     let mut exhausted = true;
     for tier in [Tier::RootCause, Tier::Fix, Tier::Symptom, Tier::Log] {
@@ -221,32 +249,121 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
     Ok(Found { hits, total, more })
 }
 
-/// The query's tsqueries, as PostgreSQL parses the text.
+/// The query's tsqueries, as PostgreSQL parses the text: the words, and the terms that hold
+/// `.`, `/`, `:` or `\` again as phrases of their parts (documents index those parts too,
+/// migration 0016); in prefix mode, every word of three letters or more as a prefix.
 async fn terms(tx: &mut PgConnection, q: &Query) -> Result<Terms, DbError> {
-    let (all, root): (String, String) = sqlx::query_as(
-        "SELECT t::text, regexp_replace(t::text, '''((?:[^'']|'''')*)''', '''\\1'':A', 'g') \
-         FROM websearch_to_tsquery('simple', $1) AS t",
-    )
-    .bind(&q.text)
-    .fetch_one(&mut *tx)
-    .await?;
-    // Operators stand outside the quoted lexemes; `!` is NOT.
-    let mut quoted = false;
-    let negated = all.chars().any(|c| {
-        if c == '\'' {
-            quoted = !quoted;
-        }
-        !quoted && c == '!'
-    });
-    Ok(Terms {
-        all,
-        root,
-        pattern: q.literal.then(|| format!("%{}%", like_escape(&q.text))),
-        literal: q.literal.then(|| q.text.clone()),
-        negated,
+    let mut terms = Terms {
+        all: None,
+        root: None,
+        pattern: None,
+        text: q.text.clone(),
+        negated: false,
         category: q.category.map(Category::as_str),
         project: q.project.clone(),
-    })
+        mode: q.mode,
+    };
+    if q.mode == Mode::Literal {
+        terms.pattern = Some(format!("%{}%", like_escape(&q.text)));
+        return Ok(terms);
+    }
+    let words: Option<String> = sqlx::query_scalar(
+        "SELECT w::text FROM (SELECT CASE WHEN $2::text IS NULL \
+                                     THEN websearch_to_tsquery('simple', $1) \
+                                     ELSE websearch_to_tsquery('simple', $1) \
+                                          || websearch_to_tsquery('simple', $2) END AS w) w0 \
+         WHERE numnode(w) > 0",
+    )
+    .bind(&q.text)
+    .bind(parts_query(&q.text))
+    .fetch_optional(&mut *tx)
+    .await?;
+    if let Some(words) = words {
+        let prefix = q.mode == Mode::Prefix;
+        // Prefixes of one or two letters would match most words.
+        let word = |lexeme: &str, weight: &str| {
+            let star = if prefix && lexeme.replace("''", "'").chars().count() >= 3 {
+                "*"
+            } else {
+                ""
+            };
+            let sep = if star.is_empty() && weight.is_empty() {
+                ""
+            } else {
+                ":"
+            };
+            format!("'{lexeme}'{sep}{star}{weight}")
+        };
+        terms.negated = outside_lexemes(&words).contains('!');
+        terms.all = Some(map_lexemes(&words, |l| word(l, "")));
+        terms.root = Some(map_lexemes(&words, |l| word(l, "A")));
+    }
+    Ok(terms)
+}
+
+/// A tsquery's text form with every lexeme (`'it''s'`) replaced by `f` of its quoted content.
+fn map_lexemes(tsquery: &str, mut f: impl FnMut(&str) -> String) -> String {
+    let mut out = String::with_capacity(tsquery.len() * 2);
+    let mut chars = tsquery.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\'' {
+            out.push(c);
+            continue;
+        }
+        let mut lexeme = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\'' if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                    lexeme.push_str("''");
+                }
+                '\'' => break,
+                '\\' => {
+                    lexeme.push(c);
+                    lexeme.extend(chars.next());
+                }
+                c => lexeme.push(c),
+            }
+        }
+        out.push_str(&f(&lexeme));
+    }
+    out
+}
+
+/// The operators of a tsquery's text form (its lexemes left out).
+fn outside_lexemes(tsquery: &str) -> String {
+    map_lexemes(tsquery, |_| String::new())
+}
+
+/// `text` with every term that holds `.`, `/`, `:` or `\` as a phrase of its parts
+/// (`x/train.py` becomes `"x train py"`), or `None` when no term does. Documents index those
+/// parts (migration 0016's `search_parts`), so a path or a dotted name matches its pieces.
+#[must_use]
+pub fn parts_query(text: &str) -> Option<String> {
+    let split = |c: char| matches!(c, '.' | '/' | ':' | '\\');
+    if !text.contains(split) {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut in_quotes = false;
+    for word in text.split_whitespace() {
+        let quotes = word.matches('"').count();
+        let parts: String = word
+            .chars()
+            .map(|c| if split(c) { ' ' } else { c })
+            .collect();
+        if in_quotes || quotes > 0 || !word.contains(split) {
+            out.push(parts);
+        } else {
+            let (minus, rest) = match parts.strip_prefix('-') {
+                Some(rest) => ("-", rest),
+                None => ("", parts.as_str()),
+            };
+            out.push(format!("{minus}\"{}\"", rest.trim()));
+        }
+        in_quotes ^= quotes % 2 == 1;
+    }
+    Some(out.join(" "))
 }
 
 /// Binds the parameters every report statement shares ($1-$6).
@@ -315,6 +432,7 @@ async fn probe(tx: &mut PgConnection, t: &Terms) -> Result<Probe, DbError> {
         head: row.try_get(2)?,
         any: row.try_get(3)?,
         table: row.try_get(4)?,
+        forced: None,
     })
 }
 
@@ -429,7 +547,7 @@ const GROUP_ROWS: &str = concat!(
     "SELECT g.id, ",
     micros!("g.last_seen"),
     " FROM groups g \
-     WHERE (g.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
             AND (g.title ILIKE $3 OR g.root_cause_text ILIKE $3))) \
        AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL \
      ORDER BY g.last_seen DESC, g.id DESC LIMIT $7"
@@ -438,7 +556,7 @@ const FIX_ROWS: &str = concat!(
     "SELECT f.id, ",
     micros!("f.created_at"),
     " FROM fixes f JOIN groups g ON g.id = f.group_id \
-     WHERE (f.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
             AND (f.summary ILIKE $3 OR f.details ILIKE $3))) \
        AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL \
      ORDER BY f.created_at DESC, f.id DESC LIMIT $7"
@@ -504,18 +622,18 @@ const COUNT_INDEX: &str = concat!(
 const COUNT_OTHERS: &str = concat!(
     "SELECT (SELECT count(*) FROM (",
     "SELECT 1 FROM groups g \
-     WHERE (g.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
             AND (g.title ILIKE $3 OR g.root_cause_text ILIKE $3))) \
        AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL LIMIT $7) x) \
      + (SELECT count(*) FROM (\
      SELECT 1 FROM fixes f JOIN groups g ON g.id = f.group_id \
-     WHERE (f.search @@ $1::tsquery OR ($3::text IS NOT NULL \
+     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
             AND (f.summary ILIKE $3 OR f.details ILIKE $3))) \
        AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL LIMIT $7) y)"
 );
 
-/// Marks a snippet's matches: `ts_headline` for words, a window around the first occurrence for
-/// a literal match. The delimiters are control characters, which documents never hold (and
+/// Marks a snippet's matches: a window around the first occurrence of the text as typed, when it
+/// appears as such; else `ts_headline` for the words. The delimiters are control characters, which documents never hold (and
 /// other texts have replaced).
 macro_rules! snippet {
     ($text:literal) => {
@@ -523,11 +641,10 @@ macro_rules! snippet {
             "(SELECT CASE WHEN at > 0 THEN \
                  substr(x, greatest(1, at - 60), at - greatest(1, at - 60)) || E'\\x01' \
                  || substr(x, at, length($2)) || E'\\x02' || substr(x, at + length($2), 120) \
-             ELSE ts_headline('simple', x, $1::tsquery, \
+             ELSE coalesce(ts_headline('simple', x, $1::tsquery, \
                  'StartSel=\x01, StopSel=\x02, MaxWords=24, MinWords=10, ShortWord=1, \
-                  MaxFragments=2, FragmentDelimiter=\" … \"') END \
-             FROM (SELECT x, CASE WHEN $2::text IS NULL THEN 0 \
-                                  ELSE strpos(lower(x), lower($2)) END AS at \
+                  MaxFragments=2, FragmentDelimiter=\" … \"'), left(x, 200)) END \
+             FROM (SELECT x, strpos(lower(x), lower($2)) AS at \
                    FROM (SELECT translate(",
             $text,
             ", E'\\x01\\x02', '  ') AS x) x0) x1)"
@@ -587,7 +704,7 @@ async fn details(tx: &mut PgConnection, t: &Terms, page: &[Ranked]) -> Result<Ve
                 Tier::Log => 3,
             })
             .collect();
-        let query = sqlx::query_as(sql).bind(&t.all).bind(&t.literal).bind(&ids);
+        let query = sqlx::query_as(sql).bind(&t.all).bind(&t.text).bind(&ids);
         let found: Vec<DetailRow> = if kind == HitKind::Report {
             query.bind(&tiers).fetch_all(&mut *tx).await?
         } else {
@@ -701,6 +818,31 @@ mod tests {
     }
 
     #[test]
+    fn lexemes_are_rewritten_and_operators_kept() {
+        let q = "'it' <-> 's' & 'o''k' & !'a\\\\b'";
+        assert_eq!(
+            map_lexemes(q, |l| format!("'{l}':A")),
+            "'it':A <-> 's':A & 'o''k':A & !'a\\\\b':A"
+        );
+        assert_eq!(outside_lexemes(q), " <->  &  & !");
+    }
+
+    #[test]
+    fn terms_with_dots_slashes_and_colons_become_phrases_of_their_parts() {
+        assert_eq!(parts_query("train.py").as_deref(), Some("\"train py\""));
+        assert_eq!(
+            parts_query("x/train.py:42 loss").as_deref(),
+            Some("\"x train py 42\" loss")
+        );
+        assert_eq!(parts_query("-foo.bar").as_deref(), Some("-\"foo bar\""));
+        assert_eq!(
+            parts_query("\"torch.cuda error\" x").as_deref(),
+            Some("\"torch cuda error\" x")
+        );
+        assert_eq!(parts_query("out of memory"), None);
+    }
+
+    #[test]
     fn common_matches_walk_and_rare_ones_use_the_index() {
         let probe = |any: i64| Probe {
             rows: PROBE,
@@ -708,6 +850,7 @@ mod tests {
             head: 0,
             any,
             table: 1_000_000.0,
+            forced: None,
         };
         assert_eq!(probe(300).list_access(0.3, 21), Access::Walk);
         assert_eq!(probe(0).list_access(0.0005, 21), Access::Index);

@@ -8,7 +8,7 @@ mod engine;
 
 use sqlx::{PgConnection, PgExecutor};
 
-pub use engine::search;
+pub use engine::{parts_query, search};
 
 use super::DbError;
 use crate::rules::Category;
@@ -34,9 +34,8 @@ pub struct Document {
 pub struct Query {
     /// The words, in web-search syntax (quotes, `-word`, `or`).
     pub text: String,
-    /// Whether the whole text also matches as a literal substring of the short sections
-    /// (`proj/train.py`, `OutOfMemoryError` inside `torch.OutOfMemoryError`).
-    pub literal: bool,
+    /// How the text matches.
+    pub mode: Mode,
     /// Only this category.
     pub category: Option<Category>,
     /// Only this project, in any letter case (reports only).
@@ -45,6 +44,20 @@ pub struct Query {
     pub offset: i64,
     /// Hits on the page.
     pub limit: i64,
+}
+
+/// How a search's text matches, from the most precise to the loosest: the search tries the
+/// next only when one finds nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Whole words (and the parts of `a.b/c:d` terms, as phrases).
+    #[default]
+    Words,
+    /// Words of three letters or more also match as the start of a longer word (`IndexSelect`,
+    /// a short commit).
+    Prefix,
+    /// The whole text as a literal substring of the short sections (not the log lines).
+    Literal,
 }
 
 /// How many hits a search has: exact, or at least this many when counting further would cost
@@ -192,34 +205,42 @@ pub async fn add_words(ex: impl PgExecutor<'_>, words: &[String]) -> Result<(), 
     Ok(())
 }
 
-/// For each of `words` the vocabulary does not hold, its nearest known words by trigram
-/// distance with their similarity (0-1), nearest first; known words are left out.
+/// For each of `words` the vocabulary does not hold: the known words that could be its
+/// correction (within two letters of its length, starting or ending with the same two letters),
+/// in order. Known words are left out.
 pub async fn unknown_words(
     ex: impl PgExecutor<'_>,
     words: &[String],
-) -> Result<Vec<(String, Vec<(String, f32)>)>, DbError> {
+) -> Result<Vec<(String, Vec<String>)>, DbError> {
     if words.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<(String, Option<String>, Option<f32>)> = sqlx::query_as(
-        "SELECT w.word, c.word, similarity(c.word, w.word) \
+    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT w.word, c.word \
          FROM unnest($1::text[]) AS w(word) \
          LEFT JOIN LATERAL ( \
-             SELECT k.word FROM search_words k ORDER BY k.word <-> w.word LIMIT 40 \
+             SELECT k.word FROM search_words k \
+             WHERE k.word >= left(w.word, 2) AND k.word < left(w.word, 2) || '~' \
+               AND length(k.word) BETWEEN length(w.word) - 2 AND length(w.word) + 2 \
+             UNION \
+             SELECT k.word FROM search_words k \
+             WHERE reverse(k.word) >= reverse(right(w.word, 2)) \
+               AND reverse(k.word) < reverse(right(w.word, 2)) || '~' \
+               AND length(k.word) BETWEEN length(w.word) - 2 AND length(w.word) + 2 \
          ) c ON true \
          WHERE NOT EXISTS (SELECT 1 FROM search_words k WHERE k.word = w.word) \
-         ORDER BY w.word, 3 DESC NULLS LAST, c.word",
+         ORDER BY 1, 2",
     )
     .bind(words)
     .fetch_all(ex)
     .await?;
-    let mut out: Vec<(String, Vec<(String, f32)>)> = Vec::new();
-    for (word, candidate, similarity) in rows {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for (word, candidate) in rows {
         if out.last().is_none_or(|(w, _)| *w != word) {
             out.push((word, Vec::new()));
         }
-        if let (Some(c), Some(s), Some((_, list))) = (candidate, similarity, out.last_mut()) {
-            list.push((c, s));
+        if let (Some(c), Some((_, list))) = (candidate, out.last_mut()) {
+            list.push(c);
         }
     }
     Ok(out)
