@@ -31,43 +31,46 @@ const ENTRY_US: f64 = 0.4;
 /// ... and of fetching one row the bitmap points at (a random heap page).
 const FETCH_US: f64 = 4.0;
 
-/// A literal match reads the short sections; the trigram index covers this expression.
+/// A literal match reads the error text (root cause and symptoms); the trigram index covers
+/// this expression.
 macro_rules! lit {
     () => {
-        "(s.root || E'\\n' || s.symptoms || E'\\n' || s.names)"
+        "(s.root || E'\\n' || s.symptoms)"
     };
 }
 
-/// Parameters of every report statement: $1 the query, $2 the query on root-cause words only
-/// (both NULL for a literal search), $3 the LIKE pattern (NULL unless literal), $4 category or
-/// NULL, $5 project or NULL, $6 whether the query excludes words (then a tier's own match must
-/// not hide what the whole document excludes).
+/// Parameters of every report statement: $1 the query (NULL for a literal search), $2 the LIKE
+/// pattern (NULL unless literal), $3 category or NULL, $4 project or NULL, $5 whether the query
+/// excludes words (then a tier's own match must not hide what the whole document excludes).
 macro_rules! any_match {
     () => {
         concat!(
-            "(($1::tsquery IS NOT NULL AND s.doc @@ $1::tsquery) OR ($3::text IS NOT NULL AND ",
+            "(($1::tsquery IS NOT NULL AND s.doc @@ $1::tsquery) OR ($2::text IS NOT NULL AND ",
             lit!(),
-            " ILIKE $3))"
+            " ILIKE $2))"
         )
     };
 }
+/// The root-cause section matches.
 macro_rules! root_match {
     () => {
         concat!(
-            "((($2::tsquery IS NOT NULL AND s.head @@ $2::tsquery) OR ($3::text IS NOT NULL AND ",
+            "((($1::tsquery IS NOT NULL AND s.root_vec @@ $1::tsquery) OR ($2::text IS NOT NULL AND ",
             lit!(),
-            " ILIKE $3 AND s.root ILIKE $3)) AND (NOT $6 OR ",
+            " ILIKE $2 AND s.root ILIKE $2)) AND (NOT $5 OR ",
             any_match!(),
             "))"
         )
     };
 }
+/// The root-cause and symptom sections together match (the expression migration 0016 indexes).
 macro_rules! head_match {
     () => {
         concat!(
-            "((($1::tsquery IS NOT NULL AND s.head @@ $1::tsquery) OR ($3::text IS NOT NULL AND ",
+            "((($1::tsquery IS NOT NULL AND (s.root_vec || s.symptom_vec) @@ $1::tsquery) \
+              OR ($2::text IS NOT NULL AND ",
             lit!(),
-            " ILIKE $3 AND (s.root ILIKE $3 OR s.symptoms ILIKE $3))) AND (NOT $6 OR ",
+            " ILIKE $2 AND (s.root ILIKE $2 OR s.symptoms ILIKE $2))) AND (NOT $5 OR ",
             any_match!(),
             "))"
         )
@@ -75,7 +78,7 @@ macro_rules! head_match {
 }
 macro_rules! filters {
     () => {
-        "($4::text IS NULL OR s.category = $4) AND ($5::text IS NULL OR s.project = lower($5))"
+        "($3::text IS NULL OR s.category = $3) AND ($4::text IS NULL OR s.project = lower($4))"
     };
 }
 macro_rules! newest {
@@ -94,8 +97,6 @@ macro_rules! micros {
 struct Terms {
     /// The tsquery (`None` for a literal search, or when the text holds no word).
     all: Option<String>,
-    /// The same with every word restricted to root-cause (weight A) positions.
-    root: Option<String>,
     /// LIKE pattern of the whole text, for a literal search.
     pattern: Option<String>,
     /// The text as typed: a snippet marks it where it appears as such.
@@ -157,23 +158,22 @@ impl Probe {
         }
     }
 
-    /// The access path counting up to [`COUNT_CAP`] matches: a walk until that many; a bitmap
-    /// of every match fetching that many.
+    /// The access path of the count. A walk reads at most [`COUNT_WALK_ROWS`] rows: enough to
+    /// find [`COUNT_CAP`] matches of a common word; a bitmap counts exactly when its matches are
+    /// few. In between (matches thinly spread over a long history) neither proves the total
+    /// cheaply, and the walk's matches are a lower bound.
     fn count_access(&self) -> Access {
         if let Some(access) = self.forced {
             return access;
         }
-        if self.rows < PROBE {
+        let share = self.share(self.any);
+        if self.rows < PROBE || COUNT_CAP as f64 / share <= COUNT_WALK_ROWS as f64 {
             return Access::Walk;
         }
-        let share = self.share(self.any);
-        let walk = COUNT_CAP as f64 / share * WALK_US;
-        let matches = share * self.table;
-        let bitmap = matches * ENTRY_US + matches.min(COUNT_CAP as f64) * FETCH_US;
-        if walk <= bitmap {
-            Access::Walk
-        } else {
+        if share * self.table <= COUNT_INDEX_MATCHES {
             Access::Index
+        } else {
+            Access::Walk
         }
     }
 }
@@ -193,10 +193,12 @@ struct Ranked {
 /// transaction: end it (a rollback will do) before running anything else on it.
 pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> {
     // Plans made for the actual words (a generic plan cannot know how common they are); exact
-    // bitmaps; no JIT compilation, which costs more than these short statements.
+    // bitmaps; no JIT compilation or parallel workers, which cost more than these short
+    // statements gain from them.
     sqlx::query(
         "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                set_config('work_mem', '32MB', true), set_config('jit', 'off', true)",
+                set_config('work_mem', '32MB', true), set_config('jit', 'off', true), \
+                set_config('max_parallel_workers_per_gather', '0', true)",
     )
     .execute(&mut *tx)
     .await?;
@@ -255,7 +257,6 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
 async fn terms(tx: &mut PgConnection, q: &Query) -> Result<Terms, DbError> {
     let mut terms = Terms {
         all: None,
-        root: None,
         pattern: None,
         text: q.text.clone(),
         negated: false,
@@ -279,24 +280,20 @@ async fn terms(tx: &mut PgConnection, q: &Query) -> Result<Terms, DbError> {
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(words) = words {
-        let prefix = q.mode == Mode::Prefix;
-        // Prefixes of one or two letters would match most words.
-        let word = |lexeme: &str, weight: &str| {
-            let star = if prefix && lexeme.replace("''", "'").chars().count() >= 3 {
-                "*"
-            } else {
-                ""
-            };
-            let sep = if star.is_empty() && weight.is_empty() {
-                ""
-            } else {
-                ":"
-            };
-            format!("'{lexeme}'{sep}{star}{weight}")
-        };
         terms.negated = outside_lexemes(&words).contains('!');
-        terms.all = Some(map_lexemes(&words, |l| word(l, "")));
-        terms.root = Some(map_lexemes(&words, |l| word(l, "A")));
+        terms.all = Some(if q.mode == Mode::Prefix {
+            // Prefixes of one or two letters would match most words.
+            map_lexemes(&words, |l| {
+                let star = if l.replace("''", "'").chars().count() >= 3 {
+                    ":*"
+                } else {
+                    ""
+                };
+                format!("'{l}'{star}")
+            })
+        } else {
+            words
+        });
     }
     Ok(terms)
 }
@@ -366,12 +363,11 @@ pub fn parts_query(text: &str) -> Option<String> {
     Some(out.join(" "))
 }
 
-/// Binds the parameters every report statement shares ($1-$6).
+/// Binds the parameters every report statement shares ($1-$5).
 macro_rules! bind_terms {
     ($query:expr, $t:expr) => {
         $query
             .bind(&$t.all)
-            .bind(&$t.root)
             .bind(&$t.pattern)
             .bind($t.category)
             .bind(&$t.project)
@@ -419,7 +415,7 @@ async fn probe(tx: &mut PgConnection, t: &Terms) -> Result<Probe, DbError> {
              FROM (SELECT * FROM report_search s WHERE ",
             filters!(),
             newest!(),
-            " LIMIT $7) s"
+            " LIMIT $6) s"
         )),
         t
     )
@@ -515,7 +511,7 @@ const ROOT_ROWS: &str = concat!(
     " AND ",
     filters!(),
     newest!(),
-    " LIMIT $7"
+    " LIMIT $6"
 );
 const SYMPTOM_ROWS: &str = concat!(
     "SELECT s.report_id, ",
@@ -527,7 +523,7 @@ const SYMPTOM_ROWS: &str = concat!(
     " AND ",
     filters!(),
     newest!(),
-    " LIMIT $7"
+    " LIMIT $6"
 );
 const LOG_ROWS: &str = concat!(
     "SELECT s.report_id, ",
@@ -539,7 +535,7 @@ const LOG_ROWS: &str = concat!(
     " AND ",
     filters!(),
     newest!(),
-    " LIMIT $7"
+    " LIMIT $6"
 );
 /// Groups match on their title, category and root cause (root-cause tier); they belong to no
 /// project, so a project filter leaves them out.
@@ -547,19 +543,19 @@ const GROUP_ROWS: &str = concat!(
     "SELECT g.id, ",
     micros!("g.last_seen"),
     " FROM groups g \
-     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
-            AND (g.title ILIKE $3 OR g.root_cause_text ILIKE $3))) \
-       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL \
-     ORDER BY g.last_seen DESC, g.id DESC LIMIT $7"
+     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
+            AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL \
+     ORDER BY g.last_seen DESC, g.id DESC LIMIT $6"
 );
 const FIX_ROWS: &str = concat!(
     "SELECT f.id, ",
     micros!("f.created_at"),
     " FROM fixes f JOIN groups g ON g.id = f.group_id \
-     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
-            AND (f.summary ILIKE $3 OR f.details ILIKE $3))) \
-       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL \
-     ORDER BY f.created_at DESC, f.id DESC LIMIT $7"
+     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
+            AND (f.summary ILIKE $2 OR f.details ILIKE $2))) \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL \
+     ORDER BY f.created_at DESC, f.id DESC LIMIT $6"
 );
 
 async fn report_rows(
@@ -578,58 +574,101 @@ async fn report_rows(
 async fn count(tx: &mut PgConnection, t: &Terms, probe: &Probe) -> Result<Total, DbError> {
     let access = probe.count_access();
     set_access(tx, access).await?;
-    // A walk goes newest first (the recent pages are the ones in memory); a bitmap in
-    // physical order, stopping after enough rows.
-    let reports: i64 = bind_terms!(
-        sqlx::query_scalar(if access == Access::Walk {
-            COUNT_WALK
+    let reports = if access == Access::Walk {
+        // Newest first (the recent pages are the ones in memory), a bounded number of rows.
+        let found: i64 = bind_terms!(sqlx::query_scalar(COUNT_WALK), t)
+            .bind(COUNT_CAP)
+            .bind(COUNT_WALK_ROWS)
+            .fetch_one(&mut *tx)
+            .await?;
+        // Fewer matches than the cap: exact when the walk read the whole filtered set.
+        let complete = found >= COUNT_CAP
+            || sqlx::query_scalar::<_, i64>(COUNT_ROWS)
+                .bind(t.category)
+                .bind(&t.project)
+                .bind(COUNT_WALK_ROWS + 1)
+                .fetch_one(&mut *tx)
+                .await?
+                <= COUNT_WALK_ROWS;
+        if complete {
+            Total::Exact(found)
         } else {
-            COUNT_INDEX
-        }),
-        t
-    )
-    .bind(COUNT_CAP)
-    .fetch_one(&mut *tx)
-    .await?;
+            Total::AtLeast(found)
+        }
+    } else {
+        // In physical order, stopping after enough rows of the bitmap.
+        Total::Exact(
+            bind_terms!(sqlx::query_scalar(COUNT_INDEX), t)
+                .bind(COUNT_CAP)
+                .fetch_one(&mut *tx)
+                .await?,
+        )
+    };
     set_access(tx, Access::Planner).await?;
     let others: i64 = bind_terms!(sqlx::query_scalar(COUNT_OTHERS), t)
         .bind(COUNT_CAP)
         .fetch_one(&mut *tx)
         .await?;
-    let total = reports + others;
-    Ok(if total >= COUNT_CAP {
-        Total::AtLeast(COUNT_CAP)
-    } else {
-        Total::Exact(total)
-    })
+    Ok(reports.plus(others))
 }
 
+impl Total {
+    /// This total and `n` more hits, capped at [`COUNT_CAP`]; a lower bound is rounded down to
+    /// a number people read at a glance (412 to 400, 1,234 to 1,000).
+    fn plus(self, n: i64) -> Total {
+        match self {
+            Total::Exact(m) if m + n < COUNT_CAP => Total::Exact(m + n),
+            Total::Exact(_) => Total::AtLeast(COUNT_CAP),
+            Total::AtLeast(m) => Total::AtLeast(round_down(m + n).min(COUNT_CAP)),
+        }
+    }
+}
+
+/// `n` rounded down to its leading digit (412 to 400, 87 to 80, 7 stays 7).
+fn round_down(n: i64) -> i64 {
+    let mut unit = 1;
+    while n / unit >= 10 {
+        unit *= 10;
+    }
+    n / unit * unit
+}
+
+/// Rows at most a count walks: about ten milliseconds.
+const COUNT_WALK_ROWS: i64 = 12_000;
+/// Matches at most a bitmap counts exactly (each costs an index entry, the first thousand a row
+/// fetch): about ten milliseconds.
+const COUNT_INDEX_MATCHES: f64 = 20_000.0;
+
 const COUNT_WALK: &str = concat!(
-    "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s WHERE ",
-    any_match!(),
-    " AND ",
+    "SELECT count(*)::int8 FROM (SELECT 1 FROM (SELECT * FROM report_search s WHERE ",
     filters!(),
     newest!(),
-    " LIMIT $7) x"
+    " LIMIT $7) s WHERE ",
+    any_match!(),
+    " LIMIT $6) x"
 );
+/// Rows of the filtered set ($1 category, $2 project), up to $3 (from the recency indexes).
+const COUNT_ROWS: &str = "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s \
+     WHERE ($1::text IS NULL OR s.category = $1) AND ($2::text IS NULL OR s.project = lower($2)) \
+     LIMIT $3) x";
 const COUNT_INDEX: &str = concat!(
     "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s WHERE ",
     any_match!(),
     " AND ",
     filters!(),
-    " LIMIT $7) x"
+    " LIMIT $6) x"
 );
 const COUNT_OTHERS: &str = concat!(
     "SELECT (SELECT count(*) FROM (",
     "SELECT 1 FROM groups g \
-     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
-            AND (g.title ILIKE $3 OR g.root_cause_text ILIKE $3))) \
-       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL LIMIT $7) x) \
+     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
+            AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) x) \
      + (SELECT count(*) FROM (\
      SELECT 1 FROM fixes f JOIN groups g ON g.id = f.group_id \
-     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($3::text IS NOT NULL \
-            AND (f.summary ILIKE $3 OR f.details ILIKE $3))) \
-       AND ($4::text IS NULL OR g.category = $4) AND $5::text IS NULL LIMIT $7) y)"
+     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
+            AND (f.summary ILIKE $2 OR f.details ILIKE $2))) \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) y)"
 );
 
 /// Marks a snippet's matches: a window around the first occurrence of the text as typed, when it
@@ -843,6 +882,16 @@ mod tests {
     }
 
     #[test]
+    fn totals_add_up_to_the_cap_and_lower_bounds_read_at_a_glance() {
+        assert_eq!(Total::Exact(3).plus(2), Total::Exact(5));
+        assert_eq!(Total::Exact(999).plus(1), Total::AtLeast(COUNT_CAP));
+        assert_eq!(Total::AtLeast(412).plus(3), Total::AtLeast(400));
+        assert_eq!(Total::AtLeast(87).plus(0), Total::AtLeast(80));
+        assert_eq!(Total::AtLeast(7).plus(0), Total::AtLeast(7));
+        assert_eq!(Total::AtLeast(990).plus(40), Total::AtLeast(COUNT_CAP));
+    }
+
+    #[test]
     fn common_matches_walk_and_rare_ones_use_the_index() {
         let probe = |any: i64| Probe {
             rows: PROBE,
@@ -856,6 +905,9 @@ mod tests {
         assert_eq!(probe(0).list_access(0.0005, 21), Access::Index);
         assert_eq!(probe(300).count_access(), Access::Walk);
         assert_eq!(probe(2).count_access(), Access::Index);
+        // Too many matches to count through the index, too thinly spread to find the cap
+        // among the newest: a bounded walk (its matches are a lower bound).
+        assert_eq!(probe(60).count_access(), Access::Walk);
         // A small filtered set is always walked.
         let small = Probe {
             rows: 40,

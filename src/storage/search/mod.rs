@@ -56,7 +56,7 @@ pub enum Mode {
     /// Words of three letters or more also match as the start of a longer word (`IndexSelect`,
     /// a short commit).
     Prefix,
-    /// The whole text as a literal substring of the short sections (not the log lines).
+    /// The whole text as a literal substring of the error text (root cause and symptoms).
     Literal,
 }
 

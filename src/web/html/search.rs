@@ -37,8 +37,10 @@ pub struct SearchPage {
     categories: Vec<&'static str>,
     searched: bool,
     error: Option<String>,
-    /// "3 results", "1,000+ results".
+    /// "3 results", "1,000+ results", "No results".
     count: String,
+    /// There are results, but none on this page.
+    past_end: bool,
     hits: Vec<HitView>,
     /// The words searched instead of the words asked (which found nothing).
     corrected: Option<Link>,
@@ -110,6 +112,7 @@ pub async fn search(
         searched: false,
         error: None,
         count: String::new(),
+        past_end: false,
         hits: Vec::new(),
         corrected: None,
         asked: String::new(),
@@ -165,6 +168,7 @@ pub async fn search(
     page.prev = found.prev_page.map(|n| at(shown, Some(n)));
     page.next = found.next_page.map(|n| at(shown, Some(n)));
     page.count = count_text(found.total);
+    page.past_end = found.hits.is_empty() && found.total != Total::Exact(0);
     page.asked.clone_from(&found.text);
     if let Some(c) = &found.corrected {
         page.q.clone_from(c);

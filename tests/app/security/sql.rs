@@ -42,7 +42,8 @@ async fn hostile_search_terms_match_literally_and_change_nothing() {
         "zeta",
     ] {
         let meta = json!({ "project": project }).to_string();
-        let log = format!("{project}\n{LOG}");
+        // In the root-cause line: the error text is what a literal match reads.
+        let log = format!("{}: {project}\n", LOG.trim_end());
         let res = app
             .upload(
                 &t,
