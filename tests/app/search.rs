@@ -385,6 +385,25 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
     );
     assert!(attr(&second.body, "a[rel=next]", "href").is_some());
 
+    // A page past the last result says so, with the way back.
+    let past = page(
+        &app,
+        &b.cookie,
+        "/search?q=illegal+memory+access&page=9&per_page=2",
+    )
+    .await;
+    assert_eq!(past.status, StatusCode::OK);
+    assert_eq!(texts(&past.body, ".hit").len(), 0);
+    assert_eq!(texts(&past.body, "p.count"), vec!["6 results"]);
+    assert_eq!(
+        texts(&past.body, "p.muted")
+            .iter()
+            .filter(|t| t.contains("past the last result"))
+            .count(),
+        1
+    );
+    assert!(attr(&past.body, "a[rel=prev]", "href").is_some());
+
     let suggested = page(&app, &b.cookie, "/search?q=resnet50+or+forwrd").await;
     assert_eq!(
         attr(&suggested.body, "p.suggestion a", "href").as_deref(),
