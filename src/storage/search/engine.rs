@@ -6,11 +6,12 @@
 //! words people search for ("illegal memory access") are anything but. A common match is found
 //! fastest by walking the reports newest first and testing each row's inline vector (it stops
 //! after a few rows); a rare one through the GIN index (a walk would read the whole table). So
-//! each search first probes the newest reports of the filtered set ([`PROBE`] rows, about a
-//! millisecond) to measure how common each tier's match is, then sets the access path of every
+//! each search first probes the newest reports of the filtered set ([`PROBE`] rows, a few
+//! milliseconds) to measure how common each tier's match is, then sets the access path of every
 //! statement from that measure (`enable_bitmapscan` / `enable_indexscan`, local to the search's
-//! transaction). The count needs any [`COUNT_CAP`] matches, not the newest: through the index
-//! it stops after that many rows of the bitmap, in physical order.
+//! transaction). The count walks a bounded number of the newest reports, or counts through the
+//! index when the matches are few; when neither can prove the total cheaply, it states the
+//! lower bound it did prove.
 
 use std::collections::HashMap;
 
@@ -124,8 +125,11 @@ enum Access {
 struct Probe {
     /// Rows tested (fewer than [`PROBE`]: that is the whole filtered set).
     rows: i64,
+    /// Of those, rows whose root cause matches ...
     root: i64,
+    /// ... whose root cause and symptoms together match ...
     head: i64,
+    /// ... and whose whole document matches.
     any: i64,
     /// Reports in the table (planner statistics).
     table: f64,
