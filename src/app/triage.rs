@@ -1,90 +1,14 @@
-//! Triage the knowledge base: search reports, groups and fixes; read a group with its newest
-//! reports and fixes; record a fix for a group. Input is validated here (the same rules for the
+//! Triage the knowledge base: read a group with its newest reports and fixes; record a fix for
+//! a group (search is `app::search`). Input is validated here (the same rules for the
 //! API and the portal's forms), so both surfaces refuse the same things with the same words.
 
 use serde::Deserialize;
 
 use super::Error;
 use crate::api_types::ErrorCode;
-use crate::rules::Category;
 use crate::storage::groups::{self, Fix, Group, NewFix};
 use crate::storage::reports::{self as store, ReportSummary};
-use crate::storage::search::{self as find, Hit};
 use crate::storage::{Db, DbError};
-
-/// A search as asked (`GET /api/v1/search`, the portal's search form).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SearchRequest {
-    pub q: String,
-    pub category: Option<String>,
-    pub project: Option<String>,
-    pub page: Option<u32>,
-    pub per_page: Option<u32>,
-}
-
-/// One page of search hits.
-#[derive(Clone, Debug)]
-pub struct SearchPage {
-    /// The words searched, trimmed.
-    pub text: String,
-    pub page: u32,
-    pub per_page: u32,
-    pub hits: Vec<Hit>,
-    /// Another page follows.
-    pub more: bool,
-}
-
-/// A validated search: the storage query and the page asked for.
-fn search_query(p: &SearchRequest) -> Result<(find::Query, u32, u32), Error> {
-    let bad = |m: &str| Error::Malformed(ErrorCode::BadQuery, m.to_owned());
-    let text = p.q.trim();
-    if text.is_empty() || text.len() > 500 || text.contains('\0') {
-        return Err(bad("q must be 1-500 characters without NUL"));
-    }
-    let category = match p.category.as_deref().filter(|c| !c.is_empty()) {
-        Some(c) => Some(c.parse::<Category>().map_err(|e| bad(&e))?),
-        None => None,
-    };
-    let project = p.project.clone().filter(|s| !s.is_empty());
-    if project
-        .as_ref()
-        .is_some_and(|s| s.len() > 200 || s.contains('\0'))
-    {
-        return Err(bad("project must be at most 200 characters without NUL"));
-    }
-    let page = p.page.unwrap_or(1);
-    let per_page = p.per_page.unwrap_or(20);
-    if !(1..=1000).contains(&page) || !(1..=100).contains(&per_page) {
-        return Err(bad("page must be 1-1000 and per_page 1-100"));
-    }
-    Ok((
-        find::Query {
-            text: text.to_owned(),
-            category: category.map(|c| c.as_str().to_owned()),
-            project,
-            limit: i64::from(per_page) + 1,
-            offset: i64::from(page - 1) * i64::from(per_page),
-        },
-        page,
-        per_page,
-    ))
-}
-
-/// Searches reports, groups and fixes; 400 `bad_query` for a request out of bounds.
-pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Error> {
-    let (query, page, per_page) = search_query(request)?;
-    let mut hits = find::search(db.pool(), &query).await?;
-    let more = hits.len() > per_page as usize;
-    hits.truncate(per_page as usize);
-    Ok(SearchPage {
-        text: query.text,
-        page,
-        per_page,
-        hits,
-        more,
-    })
-}
 
 /// A group with its newest reports, its fixes, and its triage (state, assignee, history, tag
 /// breakdowns).

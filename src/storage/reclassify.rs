@@ -85,7 +85,9 @@ pub struct Run {
 pub struct Reclassified {
     pub headline: Headline,
     pub classification: Classification,
-    pub search_text: String,
+    /// The new search document and its vocabulary words (sorted).
+    pub search: super::search::Document,
+    pub search_words: Vec<String>,
 }
 
 /// What updating one report did.
@@ -222,6 +224,8 @@ pub struct StoredLog {
     pub filename: String,
     pub project: String,
     pub branch: String,
+    pub commit_sha: String,
+    pub job_url: String,
     /// The scrubbed log, gzip-compressed (several members: decode with `MultiGzDecoder`).
     pub log_gz: Vec<u8>,
 }
@@ -233,7 +237,7 @@ pub async fn next_reports(
     limit: i64,
 ) -> Result<Vec<StoredLog>, DbError> {
     Ok(sqlx::query_as(concat!(
-        "SELECT id, filename, project, branch, ",
+        "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
         " AS log_gz FROM reports WHERE id > $1 ORDER BY id LIMIT $2"
     ))
@@ -279,7 +283,7 @@ pub async fn reports_by_id(
     ids: &[i64],
 ) -> Result<Vec<StoredLog>, DbError> {
     Ok(sqlx::query_as(concat!(
-        "SELECT id, filename, project, branch, ",
+        "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
         " AS log_gz FROM reports WHERE id = ANY($1) ORDER BY id"
     ))
@@ -351,13 +355,9 @@ pub async fn apply(
              original_title = CASE WHEN r.category_source = 'reproduction' \
                  THEN $4 ELSE r.original_title END, \
              root_cause_line = $6, root_cause_text = $7, fingerprint = $8, async_hint = $9, \
-             signature = $12, \
+             signature = $11, \
              classification = $10, \
-             finding_rules = jsonb_path_query_array($10, '$.findings[*].rule'), \
-             search_text = CASE WHEN r.category_source = 'reproduction' \
-                 THEN left($11 || E'\\n' || coalesce((SELECT p.classification -> 'root_cause' ->> 'text' \
-                     FROM reproductions p WHERE p.id = r.category_reproduction_id), ''), 65536) \
-                 ELSE $11 END \
+             finding_rules = jsonb_path_query_array($10, '$.findings[*].rule') \
          WHERE r.id = $1",
     )
     .bind(report_id)
@@ -370,10 +370,28 @@ pub async fn apply(
     .bind(&new.headline.fingerprint)
     .bind(new.headline.async_hint)
     .bind(Json(&new.classification))
-    .bind(&new.search_text)
     .bind(&new.headline.signature)
     .execute(&mut *tx)
     .await?;
+    // The search document follows; a headline kept from a reproduction keeps its root-cause
+    // line searchable as a root cause.
+    sqlx::query(
+        "UPDATE report_search s SET category = r.category, \
+             root = CASE WHEN r.category_source = 'reproduction' \
+                 THEN left($2 || E'\\n' || coalesce((SELECT p.classification -> 'root_cause' ->> 'text' \
+                     FROM reproductions p WHERE p.id = r.category_reproduction_id), ''), 4096) \
+                 ELSE $2 END, \
+             symptoms = $3, names = $4, excerpt = $5 \
+         FROM reports r WHERE r.id = s.report_id AND s.report_id = $1",
+    )
+    .bind(report_id)
+    .bind(&new.search.root)
+    .bind(&new.search.symptoms)
+    .bind(&new.search.names)
+    .bind(&new.search.excerpt)
+    .execute(&mut *tx)
+    .await?;
+    super::search::add_words(&mut *tx, &new.search_words).await?;
     if group_id != old_group {
         // Counts are read from reports; a group left with no report and no fix goes. An upload
         // or a fix landing in it meanwhile makes the delete fail on the foreign key (neither

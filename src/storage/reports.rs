@@ -40,8 +40,10 @@ pub struct NewReport {
     pub repeats: u8,
     /// What the job needs to run.
     pub needs: crate::api_types::Needs,
-    /// Text for the search index.
-    pub search_text: String,
+    /// The search document (migration 0016).
+    pub search: super::search::Document,
+    /// Its vocabulary words, sorted (see `app::upload::search_doc::words`).
+    pub search_words: Vec<String>,
 }
 
 /// A classification's headline as a report row keeps it in columns, for listing, filtering
@@ -277,9 +279,9 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
              fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
-             script, search_text, finding_rules, signature, version) \
+             script, finding_rules, signature, version) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, jsonb_path_query_array($16, '$.findings[*].rule'), $22, $23) \
+             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22) \
          RETURNING id",
     )
     .bind(r.token_id)
@@ -302,12 +304,12 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(r.log_bytes)
     .bind(r.log_lines)
     .bind(&r.script)
-    .bind(&r.search_text)
     .bind(&r.headline.signature)
     .bind(&r.version)
     .fetch_one(&mut *tx)
     .await?;
     insert_log(&mut *tx, report_id, &r.log).await?;
+    super::search::insert_document(&mut *tx, report_id, &r.search, &r.search_words).await?;
     let job = match &r.script {
         Some(_) => {
             let id: i64 = sqlx::query_scalar(

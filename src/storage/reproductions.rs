@@ -273,10 +273,11 @@ pub struct Followed {
     pub headline: Headline,
 }
 
-/// Makes the report's category follow a reproduction, remembering what the log alone said.
-/// The group (keyed by the log's fingerprint) is unchanged.
+/// Makes the report's category follow a reproduction, remembering what the log alone said; the
+/// reproduction's root-cause line becomes searchable as a root cause. The group (keyed by the
+/// log's fingerprint) is unchanged.
 pub async fn follow_reproduction(
-    ex: impl PgExecutor<'_>,
+    tx: &mut PgConnection,
     report_id: i64,
     f: &Followed,
 ) -> Result<(), DbError> {
@@ -285,8 +286,7 @@ pub async fn follow_reproduction(
              category_source = 'reproduction', \
              original_category = COALESCE(original_category, category), \
              original_title = COALESCE(original_title, title), \
-             category_reproduction_id = $5, \
-             search_text = left(search_text || E'\\n' || $6, 65536) \
+             category_reproduction_id = $5 \
          WHERE id = $1",
     )
     .bind(report_id)
@@ -294,8 +294,17 @@ pub async fn follow_reproduction(
     .bind(&f.headline.title)
     .bind(f.headline.confidence)
     .bind(f.reproduction_id)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE report_search SET category = $2, \
+             root = left(root || E'\\n' || translate($3, E'\\x01\\x02', '  '), 4096) \
+         WHERE report_id = $1",
+    )
+    .bind(report_id)
+    .bind(f.headline.category)
     .bind(&f.headline.root_cause_text)
-    .execute(ex)
+    .execute(&mut *tx)
     .await?;
     Ok(())
 }

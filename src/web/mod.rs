@@ -140,7 +140,7 @@ pub fn router(state: AppState) -> Router {
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/groups/{id}/state", post(html::group_triage::update_state))
-        .route("/search", get(html::groups::search))
+        .route("/search", get(html::search::search))
         .route(
             "/rules",
             get(html::rules::list_rules).post(html::rules::save_rule),

@@ -1,8 +1,9 @@
-//! Once, in a real browser: headless Chromium driven over WebDriver (chromedriver) against the
-//! real `serve` binary. Sign in with a token, paste a real crash log, submit, and check that the
-//! report page shows the right category and highlights the root-cause line. A screenshot of the
-//! report page is written to `target/browser-report.png` for reviewers.
-
+//! In a real browser: headless Chromium driven over WebDriver (chromedriver) against the real
+//! `serve` binary. A pasted crash log is classified with its root-cause line highlighted (a
+//! screenshot of the report page goes to `target/browser-report.png` for reviewers), and the
+//! knowledge base is used as a person would: a reworded failure shows the first one's fix, a
+//! resolved group comes back regressed, and search finds reports by a traceback file name, a
+//! misspelled error and a fix's text.
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -394,5 +395,30 @@ fn the_knowledge_base_in_a_real_browser() {
         d.text("ol.history").contains("regressed"),
         "{}",
         d.text("ol.history")
+    );
+    // Search from the search form: by a file name in the traceback, by a misspelled error (the
+    // corrected search runs), and by the fix's text.
+    let search = |q: &str| {
+        d.go(&format!("{}/search", s.base));
+        d.wait_for_page("the search page", |_| true, "form.search input[name=q]");
+        d.type_into("form.search input[name=q]", q);
+        d.click("form.search button[type=submit]");
+        d.wait_for_page("the search results", |url| url.contains("q="), "p.count");
+    };
+    search("resnet.py");
+    assert!(d.count(".hits .hit-report") >= 3, "{}", d.text(".hits"));
+    assert!(d.text(".hits mark").to_lowercase().contains("resnet"));
+    search("out of memroy");
+    assert!(
+        d.text("p.corrected").contains("out of memory"),
+        "{}",
+        d.text("p.corrected")
+    );
+    assert!(d.count(".hits .hit-report") >= 3);
+    search("batch size layer4");
+    assert!(d.count(".hits .hit-fix") >= 1, "{}", d.text(".hits"));
+    assert!(
+        d.text(".hits .hit-fix")
+            .contains("halve the batch size for layer4")
     );
 }

@@ -14,6 +14,7 @@ mod limits;
 mod logviewer;
 mod migrations;
 mod portal;
+mod search;
 mod security;
 mod serve_binary;
 mod similar;

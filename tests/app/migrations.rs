@@ -84,3 +84,76 @@ async fn logs_stored_whole_before_migration_10_become_one_chunk_and_still_render
     let raw = page(&app, &b.cookie, &format!("/reports/{id}/raw")).await;
     assert_eq!(raw.body, log);
 }
+
+#[tokio::test]
+async fn reports_stored_before_migration_16_stay_searchable_by_what_they_were_searchable_by() {
+    let (db, _) = empty_db().await;
+    // The schema before search documents: migrations 1 to 15.
+    let old = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.as_str() < "0016" {
+            std::fs::copy(&path, old.path().join(&name)).unwrap();
+        }
+    }
+    sqlx::migrate::Migrator::new(old.path())
+        .await
+        .unwrap()
+        .run(db.pool())
+        .await
+        .unwrap();
+    // A report as that release stored it: its search text held the title, the findings and
+    // some metadata.
+    let group: i64 = sqlx::query_scalar(
+        "INSERT INTO groups (fingerprint, category, title) \
+         VALUES ('fp', 'out_of_bounds', 'Index out of range') RETURNING id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    let id: i64 = sqlx::query_scalar(
+        "INSERT INTO reports (group_id, project, branch, commit_sha, category, title, \
+             confidence, root_cause_line, root_cause_text, fingerprint, classification, \
+             log_sha256, log_bytes, log_lines, search_text) \
+         VALUES ($1, 'Vision', 'fix/labels', 'a1b2c3d4e5f6', 'out_of_bounds', \
+             'Index out of range', 'high', 2, 'Assertion `srcIndex < srcSelectDimSize` failed.', \
+             'fp', '{}', '\\x00', 10, 2, \
+             'Index out of range\nout_of_bounds\nVision\nfix/labels\ntrain.log\n\
+              indexSelectSmallIndex: block: [3,0,0] Assertion failed') \
+         RETURNING id",
+    )
+    .bind(group)
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+
+    db.migrate().await.unwrap();
+    let app = TestApp::on(db);
+    let token = app.token("reader", &[Scope::Read]).await;
+    for q in [
+        "srcSelectDimSize",
+        "indexSelectSmallIndex",
+        "fix%2Flabels",
+        "a1b2c3d4e5f6",
+        "vision",
+    ] {
+        let res = app.get_as(&token, &format!("/api/v1/search?q={q}")).await;
+        assert_eq!(res.status, StatusCode::OK, "{q}: {}", res.body);
+        let found = res.json();
+        let reports: Vec<i64> = found["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["kind"] == "report")
+            .map(|r| r["id"].as_i64().unwrap())
+            .collect();
+        assert_eq!(reports, vec![id], "{q}: {found}");
+    }
+    // Its words are known to "did you mean".
+    let found = app
+        .get_as(&token, "/api/v1/search?q=indexSelectSmalIndex")
+        .await
+        .json();
+    assert_eq!(found["corrected"], "indexselectsmallindex", "{found}");
+}

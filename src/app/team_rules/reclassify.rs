@@ -10,7 +10,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use super::{RulesetHandle, TeamRulesError};
-use crate::app::upload::{Meta, search_text};
+use crate::app::upload::search_doc::{self, Origin, Plan};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::reclassify::{self as store, Applied, Reclassified, Run, StoredLog};
 use crate::storage::reports::Headline;
@@ -177,8 +177,12 @@ fn classify_batch(ruleset: &Ruleset, batch: Vec<StoredLog>) -> Vec<(i64, Reclass
         .into_iter()
         .filter_map(|r| {
             let reader = flate2::read::MultiGzDecoder::new(&r.log_gz[..]).take(MAX_LOG_BYTES);
-            match ruleset.classify_reader(&r.filename, reader) {
-                Ok(c) => Some((r.id, columns(&c, &r))),
+            match ruleset
+                .classify_reader(&r.filename, reader)
+                .map_err(|e| e.to_string())
+                .and_then(|c| columns(&c, &r).map_err(|e| e.to_string()))
+            {
+                Ok(update) => Some((r.id, update)),
                 Err(e) => {
                     tracing::warn!(report = r.id, error = %e, "stored log unreadable; left as is");
                     None
@@ -188,18 +192,28 @@ fn classify_batch(ruleset: &Ruleset, batch: Vec<StoredLog>) -> Vec<(i64, Reclass
         .collect()
 }
 
-/// The classification as report columns, exactly as an upload stores them.
-fn columns(c: &Classification, r: &StoredLog) -> Reclassified {
-    let meta = Meta {
-        project: r.project.clone(),
-        branch: r.branch.clone(),
-        ..Meta::default()
-    };
-    Reclassified {
+/// The classification as report columns, and the search document read from the log (a second
+/// pass over it: the lines around the new findings), exactly as an upload stores them.
+fn columns(c: &Classification, r: &StoredLog) -> std::io::Result<Reclassified> {
+    let mut plan = Plan::new(c);
+    let reader = flate2::read::MultiGzDecoder::new(&r.log_gz[..]).take(MAX_LOG_BYTES);
+    plan.read_stream(std::io::BufReader::new(reader))?;
+    let search = plan.finish(
+        c,
+        &Origin {
+            filename: &r.filename,
+            project: &r.project,
+            branch: &r.branch,
+            commit: &r.commit_sha,
+            job_url: &r.job_url,
+        },
+    );
+    Ok(Reclassified {
         headline: Headline::of(c),
         classification: c.clone(),
-        search_text: search_text(c, &meta, &r.filename),
-    }
+        search_words: search_doc::words(&search),
+        search,
+    })
 }
 
 #[cfg(test)]

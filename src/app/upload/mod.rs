@@ -6,13 +6,14 @@
 //! knows the order of those steps.
 
 mod pipeline;
+pub mod search_doc;
 
 use std::sync::Arc;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-pub use pipeline::{prepare, search_text};
+pub use pipeline::prepare;
 
 use super::{Error, blocking};
 use crate::api_types::{ErrorCode, JobState, QueuedJob};
@@ -117,6 +118,18 @@ pub enum UploadError {
 }
 
 impl Meta {
+    /// Where a report with this metadata and file name came from, as search keeps it.
+    #[must_use]
+    pub fn origin<'a>(&'a self, filename: &'a str) -> search_doc::Origin<'a> {
+        search_doc::Origin {
+            filename,
+            project: &self.project,
+            branch: &self.branch,
+            commit: &self.commit,
+            job_url: &self.job_url,
+        }
+    }
+
     /// Parses and validates the `meta` part.
     pub fn parse(bytes: &[u8]) -> Result<Meta, UploadError> {
         let meta: Meta = serde_json::from_slice(bytes).map_err(|e| {

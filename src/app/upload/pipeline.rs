@@ -8,11 +8,12 @@ use std::io::{self, Read};
 
 use sha2::{Digest, Sha256};
 
-use super::{Meta, Needs, UploadError};
+use super::{Meta, Needs, UploadError, search_doc};
 use crate::app::logstore::{self, ChunkWriter};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
-use crate::storage::reports::{Headline, NewReport};
+use crate::storage::reports::{Headline, LogChunk, NewReport};
+use crate::storage::search::Document;
 
 /// Scrubs, classifies and compresses a spooled log. Blocking (CPU and file I/O): call it from
 /// a blocking thread. The classification runs on the scrubbed text, so no finding quotes a
@@ -86,7 +87,8 @@ pub fn prepare(
         Some(text) => ruleset.classify_bytes(filename, text),
         None => ruleset.classify_reader(filename, logstore::reader(&log))?,
     };
-    let search_text = search_text(&classification, &meta, filename);
+    let search = search_document(&classification, &meta, filename, stored.0.as_deref(), &log)?;
+    let search_words = search_doc::words(&search);
     Ok(NewReport {
         token_id: None,
         project: meta.project,
@@ -106,7 +108,8 @@ pub fn prepare(
         log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
         log,
         script,
-        search_text,
+        search,
+        search_words,
         classification,
     })
 }
@@ -255,22 +258,34 @@ fn utf8_boundary(buf: &[u8]) -> usize {
     if end == 0 { buf.len() } else { end }
 }
 
-/// What search covers for a report: title, category, root cause, every finding's text (op,
-/// kernel and file names live there), project, branch, file name.
-pub fn search_text(c: &Classification, meta: &Meta, filename: &str) -> String {
-    let mut parts: Vec<&str> = vec![
-        &c.title,
-        c.category.as_str(),
-        &meta.project,
-        &meta.branch,
-        filename,
-    ];
-    for f in &c.findings {
-        parts.push(&f.text);
+/// The report's search document. Its lines come from the scrubbed log kept in memory, or, for a
+/// log too large for that, from the compressed chunks that hold them (the head, the tail and
+/// the surroundings of the findings: a few chunks, whatever the log's size).
+fn search_document(
+    c: &Classification,
+    meta: &Meta,
+    filename: &str,
+    text: Option<&[u8]>,
+    log: &[LogChunk],
+) -> io::Result<Document> {
+    let mut plan = search_doc::Plan::new(c);
+    match text {
+        Some(text) => plan.read(1, text),
+        None => {
+            let wanted = plan.ranges().to_vec();
+            for chunk in log {
+                let first = usize::try_from(chunk.first_line).unwrap_or(usize::MAX);
+                let last = first.saturating_add(usize::try_from(chunk.lines).unwrap_or(0));
+                if wanted
+                    .iter()
+                    .any(|r| *r.start() <= last && *r.end() >= first)
+                {
+                    plan.read(first, &logstore::decompress(chunk)?);
+                }
+            }
+        }
     }
-    let mut text = parts.join("\n");
-    text.truncate(text.floor_char_boundary(64 << 10));
-    text
+    Ok(plan.finish(c, &meta.origin(filename)))
 }
 
 #[cfg(test)]

@@ -10,13 +10,22 @@ use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use crate::api_types::{ErrorCode, Fix};
-use crate::app::triage::{self, FixRequest, SearchRequest};
+use crate::app::search::{self, SearchRequest};
+use crate::app::triage::{self, FixRequest};
 use crate::auth::Scope;
+use crate::storage::search::{HitKind, Total};
 use crate::web::auth::ApiToken;
 use crate::web::extract::GroupId;
 use crate::web::{AppError, AppState};
 
 /// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`
+///
+/// `total` counts every hit up to 1,000 (`total_exact: false` means "at least `total`");
+/// `corrected` names the words whose results these are when the words asked found nothing,
+/// `suggestion` a spelling correction to offer otherwise. Each result says where it `matched`
+/// (`root_cause`, `fix`, `symptom` or `log`, the order results are ranked in) and carries its
+/// `snippet` as plain `text` and as `segments` (`{"text", "marked"}` in order; the marked ones
+/// are the match).
 pub async fn search(
     State(state): State<AppState>,
     token: ApiToken,
@@ -25,25 +34,41 @@ pub async fn search(
     token.require(&[Scope::Read])?;
     let Query(params) =
         params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
-    let found = triage::search(&state.db, &params).await?;
+    let found = search::search(&state.db, &params).await?;
     let results: Vec<Value> = found
         .hits
         .iter()
         .map(|h| {
-            let url = match h.kind.as_str() {
-                "report" => format!("{}/reports/{}", state.public_url, h.id),
-                _ => format!("{}/groups/{}", state.public_url, h.group_id),
+            let url = match h.kind {
+                HitKind::Report => format!("{}/reports/{}", state.public_url, h.id),
+                HitKind::Group | HitKind::Fix => {
+                    format!("{}/groups/{}", state.public_url, h.group_id)
+                }
             };
+            let text: String = h.snippet.iter().map(|s| s.text.as_str()).collect();
+            let segments: Vec<Value> = h
+                .snippet
+                .iter()
+                .map(|s| json!({"text": s.text, "marked": s.marked}))
+                .collect();
             json!({
-                "kind": h.kind, "id": h.id, "group_id": h.group_id, "title": h.title,
-                "category": h.category, "project": h.project, "text": h.text,
-                "created_at": h.created_at, "url": url,
+                "kind": h.kind.as_str(), "id": h.id, "group_id": h.group_id, "title": h.title,
+                "category": h.category, "project": h.project, "created_at": h.created_at,
+                "url": url, "matched": h.tier.as_str(),
+                "snippet": {"text": text, "segments": segments},
             })
         })
         .collect();
+    let (total, exact) = match found.total {
+        Total::Exact(n) => (n, true),
+        Total::AtLeast(n) => (n, false),
+    };
     Ok(Json(json!({
-        "query": found.text, "page": found.page, "per_page": found.per_page,
-        "next_page": if found.more { Some(found.page + 1) } else { None },
+        "query": found.text, "corrected": found.corrected, "suggestion": found.suggestion,
+        "category": found.category, "project": found.project,
+        "page": found.page, "per_page": found.per_page,
+        "total": total, "total_exact": exact,
+        "next_page": found.next_page, "prev_page": found.prev_page,
         "results": results,
     })))
 }

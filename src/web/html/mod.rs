@@ -8,6 +8,7 @@ pub mod logview;
 pub mod reports;
 pub mod repro;
 pub mod rules;
+pub mod search;
 pub mod trend;
 pub mod webhooks;
 

@@ -31,7 +31,11 @@ fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
             async_hint: false,
         },
         classification,
-        search_text: "MyKernel failed".into(),
+        search: gpu_triage::storage::search::Document {
+            root: "MyKernel failed".into(),
+            ..Default::default()
+        },
+        search_words: vec!["failed".into(), "mykernel".into()],
     }
 }
 
@@ -46,10 +50,10 @@ async fn copy_report(
     let copy: i64 = sqlx::query_scalar(
         "INSERT INTO reports (token_id, project, filename, group_id, category, title, \
              confidence, root_cause_line, root_cause_text, fingerprint, async_hint, \
-             classification, log_sha256, log_bytes, log_lines, search_text) \
+             classification, log_sha256, log_bytes, log_lines) \
          SELECT token_id, $2, filename, coalesce($3, group_id), category, title, confidence, \
              root_cause_line, root_cause_text, fingerprint, async_hint, classification, \
-             log_sha256, log_bytes, log_lines, search_text FROM reports WHERE id = $1 \
+             log_sha256, log_bytes, log_lines FROM reports WHERE id = $1 \
          RETURNING id",
     )
     .bind(id)

@@ -525,7 +525,11 @@ async fn a_triaged_group_emptied_by_reclassification_keeps_its_state_and_history
     let moved = Reclassified {
         headline: Headline::of(&classification),
         classification,
-        search_text: "moved".into(),
+        search: gpu_triage::storage::search::Document {
+            root: "moved".into(),
+            ..Default::default()
+        },
+        search_words: vec!["moved".into()],
     };
     for r in [report, other_report] {
         let applied = gpu_triage::app::team_rules::reclassify::apply(&app.db, r, &moved)

@@ -1,0 +1,245 @@
+//! The portal's search page: the form, the result count, "did you mean" (or "showing results
+//! for" when the corrected words were searched instead), hits with their matches marked, and
+//! links to the previous and next pages. Everything shown is typed or escaped text: matches are
+//! segments the template wraps in `<mark>`.
+
+use askama::Template;
+use askama_web::WebTemplate;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::Layout;
+use crate::api_types::ErrorCode;
+use crate::app::{self, search};
+use crate::auth::Scope;
+use crate::storage::search::{Hit, HitKind, Tier, Total};
+use crate::web::auth::PortalUser;
+use crate::web::{AppError, AppState, PageError};
+
+/// A hit as the page shows it.
+pub struct HitView {
+    pub hit: Hit,
+    pub url: String,
+    /// Where it matched, in words.
+    pub matched: &'static str,
+}
+
+/// `GET /search`
+#[derive(Template, WebTemplate)]
+#[template(path = "search.html")]
+pub struct SearchPage {
+    layout: Layout,
+    q: String,
+    category: String,
+    project: String,
+    categories: Vec<&'static str>,
+    searched: bool,
+    error: Option<String>,
+    /// "3 results", "1,000+ results", "No results".
+    count: String,
+    /// There are results, but none on this page.
+    past_end: bool,
+    hits: Vec<HitView>,
+    /// The words searched instead of the words asked (which found nothing).
+    corrected: Option<Link>,
+    /// The words asked.
+    asked: String,
+    /// A correction of `q` to offer.
+    suggestion: Option<Link>,
+    prev: Option<String>,
+    next: Option<String>,
+}
+
+/// Words and the search page for them.
+pub struct Link {
+    pub text: String,
+    pub url: String,
+}
+
+/// Query parameters of the search page (all optional: an empty form is just the page).
+#[derive(Debug, Deserialize)]
+pub struct PageSearch {
+    q: Option<String>,
+    category: Option<String>,
+    project: Option<String>,
+    page: Option<u32>,
+    per_page: Option<u32>,
+}
+
+/// A search page's address.
+#[derive(Serialize)]
+struct Address<'a> {
+    q: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    category: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    project: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    per_page: Option<u32>,
+}
+
+impl Address<'_> {
+    fn url(&self) -> String {
+        // Only strings and numbers: encoding cannot fail.
+        format!(
+            "/search?{}",
+            serde_urlencoded::to_string(self).unwrap_or_default()
+        )
+    }
+}
+
+/// `GET /search?q=...&category=...&project=...&page=...&per_page=...`
+pub async fn search(
+    State(state): State<AppState>,
+    user: PortalUser,
+    params: Result<Query<PageSearch>, QueryRejection>,
+) -> Result<Response, PageError> {
+    user.require(&[Scope::Read])?;
+    let Query(p) = params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
+    let mut page = SearchPage {
+        layout: Layout::for_user(Some(&user)),
+        q: p.q.clone().unwrap_or_default(),
+        category: p.category.clone().unwrap_or_default(),
+        project: p.project.clone().unwrap_or_default(),
+        categories: crate::rules::Category::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .collect(),
+        searched: false,
+        error: None,
+        count: String::new(),
+        past_end: false,
+        hits: Vec::new(),
+        corrected: None,
+        asked: String::new(),
+        suggestion: None,
+        prev: None,
+        next: None,
+    };
+    if page.q.trim().is_empty() {
+        return Ok(page.into_response());
+    }
+    let request = search::SearchRequest {
+        q: page.q.clone(),
+        category: p.category,
+        project: p.project,
+        page: p.page,
+        per_page: p.per_page,
+    };
+    let found = match search::search(&state.db, &request).await {
+        Ok(found) => found,
+        Err(e @ app::Error::Malformed(..)) => {
+            // The form again with the reason, as a 400 like the API's `bad_query`.
+            page.error = Some(e.to_string());
+            return Ok((axum::http::StatusCode::BAD_REQUEST, page).into_response());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // Links keep the filters, in the spelling the results used.
+    page.category = found
+        .category
+        .map(|c| c.as_str().to_owned())
+        .unwrap_or_default();
+    page.project = found.project.clone().unwrap_or_default();
+    let per_page = p.per_page;
+    let at = |q: &str, page_no: Option<u32>| {
+        Address {
+            q,
+            category: &page.category,
+            project: &page.project,
+            page: page_no,
+            per_page,
+        }
+        .url()
+    };
+    page.corrected = found.corrected.as_ref().map(|c| Link {
+        text: c.clone(),
+        url: at(c, None),
+    });
+    page.suggestion = found.suggestion.as_ref().map(|s| Link {
+        text: s.clone(),
+        url: at(s, None),
+    });
+    let shown = found.corrected.as_deref().unwrap_or(&found.text);
+    page.prev = found.prev_page.map(|n| at(shown, Some(n)));
+    page.next = found.next_page.map(|n| at(shown, Some(n)));
+    page.count = count_text(found.total);
+    page.past_end = found.hits.is_empty() && found.total != Total::Exact(0);
+    page.asked.clone_from(&found.text);
+    if let Some(c) = &found.corrected {
+        page.q.clone_from(c);
+    }
+    page.hits = found
+        .hits
+        .into_iter()
+        .map(|hit| HitView {
+            url: match hit.kind {
+                HitKind::Report => format!("/reports/{}", hit.id),
+                HitKind::Group | HitKind::Fix => format!("/groups/{}", hit.group_id),
+            },
+            matched: match hit.tier {
+                Tier::RootCause => "in the root cause",
+                Tier::Fix => "in a fix",
+                Tier::Symptom => "in a symptom",
+                Tier::Log => "in the log",
+            },
+            hit,
+        })
+        .collect();
+    page.searched = true;
+    Ok(page.into_response())
+}
+
+/// "No results", "1 result", "1,234 results", "1,000+ results".
+fn count_text(total: Total) -> String {
+    let (n, plus) = match total {
+        Total::Exact(n) => (n, ""),
+        Total::AtLeast(n) => (n, "+"),
+    };
+    if n == 0 {
+        return "No results".to_owned();
+    }
+    let digits = n.to_string();
+    let mut grouped = String::new();
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            grouped.push(',');
+        }
+        grouped.push(d);
+    }
+    let noun = if n == 1 && plus.is_empty() {
+        "result"
+    } else {
+        "results"
+    };
+    format!("{grouped}{plus} {noun}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_people_write_them() {
+        assert_eq!(count_text(Total::Exact(0)), "No results");
+        assert_eq!(count_text(Total::Exact(1)), "1 result");
+        assert_eq!(count_text(Total::Exact(1234)), "1,234 results");
+        assert_eq!(count_text(Total::AtLeast(1000)), "1,000+ results");
+    }
+
+    #[test]
+    fn addresses_encode_every_value() {
+        let a = Address {
+            q: "a&b c",
+            category: "",
+            project: "x/y",
+            page: Some(2),
+            per_page: None,
+        };
+        assert_eq!(a.url(), "/search?q=a%26b+c&project=x%2Fy&page=2");
+    }
+}
