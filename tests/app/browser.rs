@@ -4,6 +4,7 @@
 //! knowledge base is used as a person would: a reworded failure shows the first one's fix, a
 //! resolved group comes back regressed, and search finds reports by a traceback file name, a
 //! misspelled error and a fix's text.
+
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
