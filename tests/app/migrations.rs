@@ -9,15 +9,14 @@ use gpu_triage::auth::Scope;
 use crate::browse::{page, sign_in, texts};
 use crate::support::{TestApp, empty_db};
 
-#[tokio::test]
-async fn logs_stored_whole_before_migration_10_become_one_chunk_and_still_render() {
-    let (db, _) = empty_db().await;
-    // The schema as it was before the log was chunked: migrations 1 to 9.
+/// Runs the project's migrations whose file names sort before `first_left_out` on `db`: the
+/// schema as an earlier release left it.
+async fn migrate_before(db: &gpu_triage::storage::Db, first_left_out: &str) {
     let old = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < "0010" {
+        if name.as_str() < first_left_out {
             std::fs::copy(&path, old.path().join(&name)).unwrap();
         }
     }
@@ -27,6 +26,13 @@ async fn logs_stored_whole_before_migration_10_become_one_chunk_and_still_render
         .run(db.pool())
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn logs_stored_whole_before_migration_10_become_one_chunk_and_still_render() {
+    let (db, _) = empty_db().await;
+    // The schema as it was before the log was chunked: migrations 1 to 9.
+    migrate_before(&db, "0010").await;
     // A report as that release stored it: the whole log in one gzip stream.
     let log: String = (1..=1000)
         .map(|i| format!("step {i}\n"))
@@ -89,20 +95,7 @@ async fn logs_stored_whole_before_migration_10_become_one_chunk_and_still_render
 async fn reports_stored_before_migration_16_stay_searchable_by_what_they_were_searchable_by() {
     let (db, _) = empty_db().await;
     // The schema before search documents: migrations 1 to 15.
-    let old = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations")).unwrap() {
-        let path = entry.unwrap().path();
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.as_str() < "0016" {
-            std::fs::copy(&path, old.path().join(&name)).unwrap();
-        }
-    }
-    sqlx::migrate::Migrator::new(old.path())
-        .await
-        .unwrap()
-        .run(db.pool())
-        .await
-        .unwrap();
+    migrate_before(&db, "0016").await;
     // A report as that release stored it: its search text held the title, the findings and
     // some metadata.
     let group: i64 = sqlx::query_scalar(
