@@ -408,8 +408,10 @@ impl Ruleset {
         context_advice: Vec<String>,
     ) -> Vec<String> {
         let mut steps: Vec<String> = Vec::new();
+        // The rule's own advice comes before its category's general advice, so of two steps
+        // that say the same thing the more specific one is kept.
         let mut push = |s: String| {
-            if !steps.contains(&s) {
+            if !steps.iter().any(|kept| same_advice(kept, &s)) {
                 steps.push(s);
             }
         };
@@ -520,6 +522,29 @@ fn named(re: &regex::Regex, caps: &Captures<'_>) -> Vec<(String, String)> {
 fn suffix_number(name: &str) -> u32 {
     let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
     name[name.len() - digits..].parse().unwrap_or(0)
+}
+
+/// Whether two steps give the same advice: the same text, or nearly all the words of the
+/// shorter one (3 letters or more, case folded) in the longer, as when a rule's advice and its
+/// category's general advice both say "re-run with CUDA_LAUNCH_BLOCKING=1: cuBLAS errors are
+/// often the side effect of an earlier failure".
+fn same_advice(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let words = |s: &str| -> std::collections::HashSet<String> {
+        s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .filter(|w| w.chars().count() >= 3)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let (wa, wb) = (words(a), words(b));
+    let smaller = wa.len().min(wb.len());
+    if smaller < 6 {
+        return false;
+    }
+    let shared = wa.intersection(&wb).count();
+    shared * 4 >= smaller * 3
 }
 
 /// Replaces `{name}` with captures; `None` when a placeholder has no value (the step is then
@@ -675,5 +700,23 @@ fn unreachable_classification(source: &str) -> Classification {
         signature: String::new(),
         notes: vec!["the input could not be read".to_owned()],
         stats: Stats::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_advice;
+
+    #[test]
+    fn advice_saying_the_same_thing_in_other_words_is_one_step() {
+        let rule = "cuBLAS errors are often the side effect of an earlier failure (an out-of-range index, NaNs or an exotic shape/dtype): re-run with CUDA_LAUNCH_BLOCKING=1, and try CUBLAS_WORKSPACE_CONFIG=:4096:8 or another PyTorch/CUDA build if it persists.";
+        let general = "Re-run with CUDA_LAUNCH_BLOCKING=1: cuBLAS/cuDNN errors are often the side effect of an earlier failure (an out-of-range index or out-of-memory).";
+        assert!(same_advice(rule, general));
+        assert!(same_advice(general, general));
+        let other = "Check that cuDNN/cuBLAS match the PyTorch build (torch.backends.cudnn.version(), torch.version.cuda) and reinstall a matching build.";
+        assert!(!same_advice(rule, other));
+        assert!(!same_advice(general, other));
+        // Short steps are compared whole: "Check code 77." is not "Check code 78.".
+        assert!(!same_advice("Check code 77.", "Check code 78."));
     }
 }

@@ -284,3 +284,17 @@ IndexError: index out of range in self
     let later = format!("{log}  File \"/home/u/proj/eval.py\", line 3, in evaluate\n");
     assert_eq!(classify(&later).signature, c.signature);
 }
+
+#[test]
+fn a_rules_advice_and_its_categorys_general_advice_are_not_both_listed_when_they_agree() {
+    let c = classify(
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc)`",
+    );
+    let side_effect = c
+        .next_steps
+        .iter()
+        .filter(|s| s.contains("side effect of an earlier failure"))
+        .count();
+    assert_eq!(side_effect, 1, "{:#?}", c.next_steps);
+    assert!(c.next_steps.len() >= 3, "{:#?}", c.next_steps);
+}

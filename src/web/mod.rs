@@ -190,6 +190,10 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             metrics::track,
         ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            error::error_page_layout,
+        ))
         .layer(middleware::from_fn(security_headers))
         .with_state(state)
 }
@@ -200,7 +204,7 @@ async fn fallback(uri: axum::http::Uri) -> Response {
     if uri.path().starts_with("/api/") {
         AppError::NotFound("endpoint").into_response()
     } else {
-        html::not_found().await.into_response()
+        error::not_found_page()
     }
 }
 

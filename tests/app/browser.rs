@@ -185,6 +185,11 @@ impl Drop for Session {
 /// token; `None` (the test is skipped with a note) only where the browser is not installed and
 /// not required.
 fn signed_in_browser(test: &str) -> Option<Session> {
+    signed_in_browser_as(test, "ingest,read")
+}
+
+/// [`signed_in_browser`] with a token of `scopes`.
+fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> {
     let tools = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
     if tools.iter().any(|t| !std::path::Path::new(t).exists()) {
         assert!(
@@ -196,7 +201,7 @@ fn signed_in_browser(test: &str) -> Option<Session> {
     }
     let url = database_url(&crate::support::fresh_database_name());
 
-    let token = create_token(&url, "ingest,read", "browser");
+    let token = create_token(&url, scopes, "browser");
     let (server, port) = spawn_server(&url);
 
     let driver_port = free_port();
@@ -259,7 +264,7 @@ fn a_pasted_crash_log_is_classified_in_a_real_browser() {
         |url| url.starts_with(&reports),
         "h1 .cat",
     );
-    assert_eq!(d.text("h1 .cat"), "out_of_bounds");
+    assert_eq!(d.text("h1 .cat"), "Out of bounds");
     let highlighted = d.text("pre.log .line.hl");
     assert!(
         highlighted.starts_with('2'),
@@ -346,7 +351,7 @@ fn the_knowledge_base_in_a_real_browser() {
     let d = &s.d;
     // A first out-of-memory failure; its fix is recorded on its group's page.
     s.paste(OOM_OLD);
-    assert_eq!(d.text("h1 .cat"), "out_of_memory");
+    assert_eq!(d.text("h1 .cat"), "Out of memory");
     let group = s.open_group();
     d.type_into(
         ".fix-form input[name=summary]",
@@ -385,7 +390,7 @@ fn the_knowledge_base_in_a_real_browser() {
         "#group-state.state-resolved",
     );
     s.paste(&format!("epoch 7\n{OOM_OLD}"));
-    assert_eq!(d.text("h1 .cat"), "out_of_memory");
+    assert_eq!(d.text("h1 .cat"), "Out of memory");
     d.go(&group);
     d.wait_for_page(
         "the regressed group",
@@ -422,4 +427,218 @@ fn the_knowledge_base_in_a_real_browser() {
         d.text(".hits .hit-fix")
             .contains("halve the batch size for layer4")
     );
+}
+
+/// A long log (900 lines): the device-side assert on line 3 is the root cause; the re-raise on
+/// line 850 is a finding on a later page of the viewer.
+fn long_log() -> String {
+    let mut log = String::from("epoch 1: step 0 loss 2.31\nepoch 1: step 1 loss 2.29\n");
+    log.push_str("/opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [29,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n");
+    for i in 4..850 {
+        log.push_str(&format!(
+            "epoch 1: step {i} loss 2.{:02} lr 0.000{} grad_norm 1.{:03} tokens/s 51234 a long line of training progress to wrap on a phone\n",
+            i % 97,
+            i % 7,
+            i % 1000
+        ));
+    }
+    log.push_str("RuntimeError: CUDA error: device-side assert triggered\n");
+    for i in 851..=900 {
+        log.push_str(&format!("teardown {i}\n"));
+    }
+    log
+}
+
+impl Driver {
+    /// Runs `script` in the page and returns its value.
+    fn run_js(&self, script: &str, args: Value) -> Value {
+        self.cmd(
+            "POST",
+            "execute/sync",
+            Some(json!({ "script": script, "args": args })),
+        )
+    }
+
+    /// Resizes the window so the page's viewport is about `width` CSS pixels wide.
+    fn resize(&self, width: u32, height: u32) {
+        self.cmd(
+            "POST",
+            "window/rect",
+            Some(json!({ "width": width, "height": height })),
+        );
+    }
+
+    fn screenshot(&self, name: &str) {
+        let shot = self.cmd("GET", "screenshot", None);
+        let png = base64_decode(shot.as_str().expect("the screenshot, as base64"));
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../portal-screens");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
+    /// axe-core's serious and critical violations on the current page, one line each.
+    fn axe(&self, axe_source: &str) -> Vec<String> {
+        self.run_js(&format!("{axe_source}\n;return true;"), json!([]));
+        let found = self.cmd(
+            "POST",
+            "execute/async",
+            Some(json!({"script": "const done = arguments[arguments.length - 1];\
+                axe.run(document, {resultTypes: ['violations']}).then(r => done(r.violations\
+                .filter(v => v.impact === 'serious' || v.impact === 'critical')\
+                .map(v => v.impact + ' ' + v.id + ': ' + v.help + ' at ' + v.nodes.slice(0, 3)\
+                .map(n => n.target.join(' ') + ' (' + (n.failureSummary || '').replace(/\\s+/g, ' ') + ')').join('; '))))\
+                .catch(e => done(['axe failed: ' + e]));", "args": []})),
+        );
+        found
+            .as_array()
+            .expect("axe's answer")
+            .iter()
+            .map(|v| v.as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// The axe-core script: `GPU_TRIAGE_AXE_JS` (`.ci/run` installs axe-core from npm into its cache
+/// and sets it); `None` where it is not installed and not required.
+fn axe_source(test: &str) -> Option<String> {
+    match std::env::var_os("GPU_TRIAGE_AXE_JS") {
+        Some(path) => Some(
+            std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("GPU_TRIAGE_AXE_JS={}: {e}", path.to_string_lossy())),
+        ),
+        None => {
+            assert!(
+                std::env::var_os("GPU_TRIAGE_REQUIRE_BROWSER").is_none(),
+                "GPU_TRIAGE_AXE_JS must name axe.min.js here (.ci/run installs axe-core)"
+            );
+            eprintln!("SKIPPED {test}: GPU_TRIAGE_AXE_JS is not set (.ci/run sets it)");
+            None
+        }
+    }
+}
+
+#[test]
+fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
+    let test = "every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe";
+    let Some(axe) = axe_source(test) else {
+        return;
+    };
+    let Some(s) = signed_in_browser_as(test, "admin") else {
+        return;
+    };
+    let d = &s.d;
+    // Data for every page: a long report (pasted through the form), a fix on its group.
+    d.go(&format!("{}/", s.base));
+    d.wait_for_page("the home page", |_| true, "#new-report #log_text");
+    d.run_js(
+        "document.querySelector('#log_text').value = arguments[0]; return true;",
+        json!([long_log()]),
+    );
+    d.click("#new-report button[type=submit]");
+    let reports = format!("{}/reports/", s.base);
+    d.wait_for_page(
+        "the long report's page",
+        |url| url.starts_with(&reports),
+        "h1 .cat",
+    );
+    let report = d.current_url();
+    // A finding on a later page: its link opens the page that holds line 850, scrolled to it.
+    assert_eq!(d.count("#L850"), 0, "line 850 is not on the first page");
+    d.click(".findings a[href*='line=850']");
+    d.wait_for_page(
+        "the page holding line 850",
+        |url| url.contains("line=850"),
+        "#L850",
+    );
+    let seen = d.run_js(
+        "const r = document.getElementById('L850').getBoundingClientRect();\
+         return [r.top >= 0 && r.bottom <= window.innerHeight, document.querySelector(':target') && document.querySelector(':target').id];",
+        json!([]),
+    );
+    assert_eq!(
+        seen,
+        json!([true, "L850"]),
+        "line 850 is on screen and targeted"
+    );
+    d.click(".columns a[href^='/groups/']");
+    d.wait_for_page(
+        "the group page",
+        |url| url.contains("/groups/"),
+        "#group-state",
+    );
+    let group = d.current_url();
+    d.type_into("#fix-summary", "clamp the label ids to the vocabulary size");
+    d.click(".fix-form button[type=submit]");
+    d.wait_for_page("the group with its fix", |_| true, "ul.fixes li");
+
+    let pages = [
+        ("home", format!("{}/", s.base)),
+        ("reports", format!("{}/reports", s.base)),
+        ("report", report.clone()),
+        ("report-findings", format!("{report}?view=findings")),
+        ("report-grep", format!("{report}?grep=loss+2.1")),
+        ("groups", format!("{}/groups", s.base)),
+        ("group", group),
+        ("search", format!("{}/search?q=device-side+assert", s.base)),
+        ("rules", format!("{}/rules", s.base)),
+        ("rule", format!("{}/rules/cuda.device_side_assert", s.base)),
+        ("rule-new", format!("{}/rules/new", s.base)),
+        ("webhooks", format!("{}/webhooks", s.base)),
+        ("not-found", format!("{}/reports/987654", s.base)),
+    ];
+    // The audit can fail: an image without a text alternative is reported.
+    d.run_js(
+        "const i = document.createElement('img'); i.src = '/nothing.png'; i.id = 'axe-canary';\
+         document.querySelector('main').append(i); return true;",
+        json!([]),
+    );
+    let canary = d.axe(&axe);
+    assert!(
+        canary
+            .iter()
+            .any(|v| v.contains("image-alt") && v.contains("#axe-canary")),
+        "{canary:?}"
+    );
+    let mut problems = Vec::new();
+    for width in [1400, 400] {
+        d.resize(width, 1000);
+        for (name, url) in &pages {
+            d.go(url);
+            d.wait_for_page(name, |_| true, "main h1");
+            let size = d.run_js(
+                "return [document.documentElement.scrollWidth, document.documentElement.clientWidth];",
+                json!([]),
+            );
+            let (scroll, client) = (size[0].as_u64().unwrap(), size[1].as_u64().unwrap());
+            if width == 400 && scroll > client {
+                problems.push(format!(
+                    "{name} at {width}: {scroll} px wide in a {client} px window"
+                ));
+            }
+            let stops = d.run_js(
+                "return document.querySelectorAll('pre.log a.ln:not([tabindex=\"-1\"])').length;",
+                json!([]),
+            );
+            if stops != json!(0) {
+                problems.push(format!("{name}: {stops} line numbers are tab stops"));
+            }
+            for v in d.axe(&axe) {
+                problems.push(format!("{name} at {width}: {v}"));
+            }
+            d.screenshot(&format!("{name}-{width}"));
+        }
+    }
+    // Signed out: the sign-in page.
+    d.cmd("DELETE", "cookie", None);
+    for width in [1400, 400] {
+        d.resize(width, 1000);
+        d.go(&format!("{}/login", s.base));
+        d.wait_for_page("the sign-in page", |_| true, "input[name=token]");
+        for v in d.axe(&axe) {
+            problems.push(format!("login at {width}: {v}"));
+        }
+        d.screenshot(&format!("login-{width}"));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

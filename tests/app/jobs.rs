@@ -548,7 +548,7 @@ async fn a_synchronous_reproduction_moves_the_error_and_the_report_follows_it() 
     assert!(note.contains("Device-side assert triggered"), "{note}");
     assert_eq!(
         select(body, "h1").join(""),
-        "out_of_bounds Index out of range in a CUDA kernel (device-side assert)"
+        "Out of bounds Index out of range in a CUDA kernel (device-side assert)"
     );
     assert!(
         select(body, ".badge").is_empty(),

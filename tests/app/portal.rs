@@ -68,7 +68,9 @@ async fn a_pasted_log_becomes_a_report_page_with_the_root_cause_highlighted() {
             .unwrap()
             .contains("default-src 'self'")
     );
-    assert_eq!(select_text(&page.body, "h1 .cat"), vec!["out_of_bounds"]);
+    // Categories in plain words; the class keeps the machine name.
+    assert_eq!(select_text(&page.body, "h1 .cat"), vec!["Out of bounds"]);
+    assert!(page.body.contains(r#"class="cat cat-out_of_bounds""#));
     let root = select_text(&page.body, "#root-cause");
     assert_eq!(
         root,
@@ -91,7 +93,17 @@ async fn a_pasted_log_becomes_a_report_page_with_the_root_cause_highlighted() {
     assert_eq!(roles.first().map(String::as_str), Some("root cause"));
     assert!(roles[1..].iter().all(|r| r == "symptom"));
     assert_eq!(select_text(&page.body, "#async-warning").len(), 1);
-    assert!(!select_text(&page.body, ".steps li").is_empty());
+    let steps = select_text(&page.body, ".steps li");
+    assert!(!steps.is_empty());
+    // The warning above is not repeated as a step, and no step is there twice.
+    assert!(
+        steps.iter().all(|s| !s.contains("asynchronously")),
+        "{steps:#?}"
+    );
+    let mut distinct = steps.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), steps.len(), "{steps:#?}");
     assert!(select_text(&page.body, "script").is_empty());
     assert_eq!(app.count("reports").await, 1);
 }
@@ -438,4 +450,186 @@ async fn a_known_fix_is_up_front_in_the_upload_answer_and_under_the_root_cause()
         select_text(&page.body, "#fixed-before a"),
         ["github.com/org/repo/pull/12"]
     );
+}
+
+/// Multipart with one file part (`name`, file name, bytes) after the text fields.
+fn multipart_with_file(fields: &[(&str, &str)], file: (&str, &str, &[u8])) -> (String, Vec<u8>) {
+    let (ct, mut body) = multipart(fields);
+    let boundary = "portal-test-boundary";
+    body.truncate(body.len() - format!("--{boundary}--\r\n").len());
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\nContent-Type: application/octet-stream\r\n\r\n",
+            file.0, file.1
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(file.2);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (ct, body)
+}
+
+#[tokio::test]
+async fn a_refused_submission_comes_back_with_what_was_typed_and_the_reason() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    // Nothing to classify: the project and script typed are kept, the reason is by the form.
+    let script = "import torch\nx = torch.zeros(3, device='cuda')\nprint(x[5])\n";
+    let res = post_report(
+        &app,
+        &b,
+        &[
+            ("csrf", &b.csrf),
+            ("project", "vision"),
+            ("log_text", ""),
+            ("script_text", script),
+            ("repeats", "3"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let error = select_text(&res.body, "#form-error[role=alert]");
+    assert_eq!(error.len(), 1, "{}", res.body);
+    assert!(
+        error[0].contains("paste a log or choose a file"),
+        "{error:?}"
+    );
+    assert_eq!(
+        select_attr(&res.body, "#project", "value").as_deref(),
+        Some("vision")
+    );
+    assert_eq!(select_text(&res.body, "#script_text"), vec![script]);
+    assert_eq!(
+        select_attr(&res.body, "#repeats", "value").as_deref(),
+        Some("3")
+    );
+    // The signed-in frame, not the signed-out one.
+    assert_eq!(select_text(&res.body, ".who"), vec!["alice"]);
+    assert!(select_text(&res.body, "title")[0].starts_with("Not saved"));
+
+    // A pasted log with a bad runs value: the log comes back too.
+    let log = "RuntimeError: CUDA error: out of memory";
+    let res = post_report(
+        &app,
+        &b,
+        &[("csrf", &b.csrf), ("log_text", log), ("repeats", "many")],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(select_text(&res.body, "#log_text"), vec![log]);
+    assert!(select_text(&res.body, "#form-error")[0].contains("runs must be a number"));
+
+    // A binary file: 415, and the page says to choose the file again.
+    let (ct, body) = multipart_with_file(
+        &[("csrf", &b.csrf), ("project", "vision")],
+        (
+            "log_file",
+            "core.bin",
+            b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x03\x00",
+        ),
+    );
+    let req = Request::post("/reports")
+        .header("cookie", &b.cookie)
+        .header("content-type", ct)
+        .body(Body::from(body))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(
+        res.status,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "{}",
+        res.body
+    );
+    let error = select_text(&res.body, "#form-error");
+    assert!(error[0].contains("Choose the file again"), "{error:?}");
+    assert_eq!(
+        select_attr(&res.body, "#project", "value").as_deref(),
+        Some("vision")
+    );
+    assert_eq!(app.count("reports").await, 0);
+}
+
+#[tokio::test]
+async fn a_refused_fix_comes_back_with_what_was_typed() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let log = String::from_utf8_lossy(CASCADE).into_owned();
+    let res = post_report(&app, &b, &[("csrf", &b.csrf), ("log_text", &log)], None).await;
+    let report = get(&app, &b.cookie, res.headers["location"].to_str().unwrap()).await;
+    let group = select_attr(&report.body, "a[href^='/groups/']", "href").unwrap();
+    let req = Request::post(format!("{group}/fixes"))
+        .header("cookie", &b.cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!(
+            "csrf={}&summary=Clamp+the+labels&details=see+the+PR&link=ftp%3A%2F%2Fexample.org%2Fpr",
+            b.csrf
+        )))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(select_text(&res.body, "#fix-error")[0].contains("link must be an http(s) URL"));
+    assert_eq!(
+        select_attr(&res.body, "#fix-summary", "value").as_deref(),
+        Some("Clamp the labels")
+    );
+    assert_eq!(select_text(&res.body, "#fix-details"), vec!["see the PR"]);
+    assert_eq!(
+        select_attr(&res.body, "#fix-link", "value").as_deref(),
+        Some("ftp://example.org/pr")
+    );
+    assert_eq!(app.count("fixes").await, 0);
+}
+
+#[tokio::test]
+async fn error_pages_are_drawn_in_the_frame_of_who_is_signed_in() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    for path in ["/reports/987654", "/no/such/page", "/groups/x"] {
+        let res = get(&app, &b.cookie, path).await;
+        assert!(res.status.is_client_error(), "{path}: {}", res.status);
+        assert_eq!(select_text(&res.body, ".who"), vec!["alice"], "{path}");
+        assert!(
+            !select_text(&res.body, "nav a[href='/groups']").is_empty(),
+            "{path}"
+        );
+        assert_eq!(select_text(&res.body, "h1").len(), 1, "{path}");
+    }
+    // Signed out (or with a stale cookie) the same pages offer to sign in.
+    for cookie in ["", "gt_session=stale"] {
+        let res = get(&app, cookie, "/no/such/page").await;
+        assert_eq!(res.status, StatusCode::NOT_FOUND);
+        assert!(select_text(&res.body, ".who").is_empty());
+        assert_eq!(
+            select_text(&res.body, "nav a[href='/login']"),
+            vec!["Sign in"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn times_read_as_words_with_the_exact_time_on_hover() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let log = String::from_utf8_lossy(CASCADE).into_owned();
+    post_report(&app, &b, &[("csrf", &b.csrf), ("log_text", &log)], None).await;
+    sqlx::query("UPDATE reports SET created_at = now() - interval '3 hours'")
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    let home = get(&app, &b.cookie, "/").await;
+    assert_eq!(
+        select_text(&home.body, "table.list td time"),
+        vec!["3 hours ago"]
+    );
+    let exact = select_attr(&home.body, "table.list td time", "title").unwrap();
+    let machine = select_attr(&home.body, "table.list td time", "datetime").unwrap();
+    assert!(exact.ends_with(" UTC") && exact.len() == 23, "{exact}");
+    assert_eq!(exact[..10], machine[..10]);
+    assert_eq!(exact[11..19], machine[11..19]);
 }

@@ -10,13 +10,13 @@ use serde::Deserialize;
 use super::Layout;
 use super::group_triage::{TREND_DAYS, TriageView, triage_view};
 use super::trend::{self, ChartSize};
-use crate::app::triage;
+use crate::app::{self, triage};
 use crate::auth::Scope;
 use crate::storage::groups::{Fix, Group};
 use crate::storage::reports::ReportSummary;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId};
-use crate::web::{AppState, PageError};
+use crate::web::{AppError, AppState, PageError};
 
 /// `GET /groups/{id}`
 #[derive(Template, WebTemplate)]
@@ -29,6 +29,18 @@ pub struct GroupPage {
     can_record: bool,
     /// State, its form, history, tag breakdowns and the chart.
     triage: TriageView,
+    /// The fix form's values: empty, or what was sent when it was refused.
+    fix_form: FixFields,
+    /// Why the fix was not recorded.
+    fix_error: Option<String>,
+}
+
+/// The fix form's fields.
+#[derive(Debug, Default)]
+pub struct FixFields {
+    summary: String,
+    details: String,
+    link: String,
 }
 
 /// `GET /groups/{id}`
@@ -37,6 +49,16 @@ pub async fn show_group(
     user: PortalUser,
     GroupId(id): GroupId,
 ) -> Result<GroupPage, PageError> {
+    group_page(&state, &user, id, FixFields::default(), None).await
+}
+
+async fn group_page(
+    state: &AppState,
+    user: &PortalUser,
+    id: i64,
+    fix_form: FixFields,
+    fix_error: Option<String>,
+) -> Result<GroupPage, PageError> {
     user.require(&[Scope::Read])?;
     let detail = triage::group(&state.db, id).await?;
     let (per_day, today) = triage::trends(&state.db, &[id], TREND_DAYS as i32).await?;
@@ -44,12 +66,14 @@ pub async fn show_group(
     let chart = trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Full);
     let count = detail.group.report_count;
     Ok(GroupPage {
-        layout: Layout::for_user(Some(&user)),
-        triage: triage_view(&state, &user, detail.triage, count, chart).await?,
+        layout: Layout::for_user(Some(user)),
+        triage: triage_view(state, user, detail.triage, count, chart).await?,
         reports: detail.reports,
         fixes: detail.fixes,
         can_record: user.require(&[Scope::Ingest, Scope::Admin]).is_ok(),
         group: detail.group,
+        fix_form,
+        fix_error,
     })
 }
 
@@ -72,7 +96,8 @@ impl CsrfField for FixForm {
     }
 }
 
-/// `POST /groups/{id}/fixes`
+/// `POST /groups/{id}/fixes`; a fix refused for what it says (no summary, a bad link) gets
+/// the group page again with the typed values and the reason by the form.
 pub async fn create_fix(
     State(state): State<AppState>,
     GroupId(id): GroupId,
@@ -80,10 +105,23 @@ pub async fn create_fix(
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let request = triage::FixRequest {
-        summary: form.summary,
-        details: form.details,
-        link: form.link,
+        summary: form.summary.clone(),
+        details: form.details.clone(),
+        link: form.link.clone(),
     };
-    triage::record_fix(&state.db, id, request, &user.0.token.name).await?;
-    Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response())
+    match triage::record_fix(&state.db, id, request, &user.0.token.name).await {
+        Ok(_) => Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response()),
+        Err(err @ (app::Error::Invalid(..) | app::Error::Malformed(..))) => {
+            let error = AppError::from(err);
+            let (status, _) = error.status_and_code();
+            let fields = FixFields {
+                summary: form.summary,
+                details: form.details,
+                link: form.link,
+            };
+            let page = group_page(&state, &user, id, fields, Some(error.to_string())).await?;
+            Ok((status, page).into_response())
+        }
+        Err(err) => Err(err.into()),
+    }
 }

@@ -11,10 +11,9 @@ pub mod rules;
 pub mod search;
 pub mod trend;
 pub mod webhooks;
+pub mod when;
 
-use askama::Template;
-use askama_web::WebTemplate;
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::response::IntoResponse;
 
 use super::auth::PortalUser;
@@ -23,7 +22,7 @@ use super::auth::PortalUser;
 const APP_CSS: &str = include_str!("../../../static/app.css");
 
 /// What every page's frame needs: version, who is signed in, the CSRF token for its forms.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Layout {
     /// The program version, in the footer.
     pub version: &'static str,
@@ -33,6 +32,8 @@ pub struct Layout {
     pub csrf: String,
     /// The signed-in token has the admin scope (admin-only links).
     pub admin: bool,
+    /// When the page is drawn: the reference for relative times.
+    pub now: crate::time::Timestamp,
 }
 
 impl Layout {
@@ -43,25 +44,19 @@ impl Layout {
             user: user.map(|u| u.0.token.name.clone()),
             csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
             admin: user.is_some_and(|u| u.require(&[crate::auth::Scope::Admin]).is_ok()),
+            now: crate::time::Timestamp::from_unix(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)),
+            ),
         }
     }
-}
 
-/// A page for paths that do not exist.
-#[derive(Template, WebTemplate)]
-#[template(path = "not_found.html")]
-pub struct NotFoundPage {
-    layout: Layout,
-}
-
-/// Any unknown path: 404 with a page.
-pub async fn not_found() -> impl IntoResponse {
-    (
-        StatusCode::NOT_FOUND,
-        NotFoundPage {
-            layout: Layout::for_user(None),
-        },
-    )
+    /// `at` relative to when this page is drawn, the exact time on hover.
+    #[must_use]
+    pub fn when(&self, at: impl std::borrow::Borrow<crate::time::Timestamp>) -> when::When {
+        when::When::new(*at.borrow(), self.now)
+    }
 }
 
 /// `GET /static/app.css`.

@@ -26,26 +26,71 @@ use crate::web::extract::ReportId;
 use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
 use crate::web::{AppError, AppState, PageError};
 
-/// `GET /`: paste or upload a log; the newest reports.
+/// `GET /`: paste or upload a log; the newest reports. After a refused submission the same
+/// page comes back with what was typed and the reason next to the form.
 #[derive(Template, WebTemplate)]
 #[template(path = "home.html")]
 pub struct HomePage {
     layout: Layout,
     recent: Vec<ReportSummary>,
+    form: NewReportForm,
+    /// Why the last submission was refused.
+    error: Option<String>,
 }
+
+/// What the new-report form holds: empty on the start page, the submitted values when a
+/// submission is refused.
+#[derive(Debug, Default)]
+pub struct NewReportForm {
+    project: String,
+    /// The pasted log, when it was small enough to send back ([`KEEP_PASTE`]).
+    log_text: String,
+    /// A log was chosen as a file (browsers cannot fill file inputs again).
+    log_was_file: bool,
+    /// A pasted log too long to send back.
+    log_dropped: bool,
+    script_text: String,
+    repeats: String,
+}
+
+impl NewReportForm {
+    /// The runs field's value: what was typed, else 1.
+    #[must_use]
+    pub fn repeats_value(&self) -> &str {
+        if self.repeats.is_empty() {
+            "1"
+        } else {
+            &self.repeats
+        }
+    }
+}
+
+/// The longest pasted log sent back into the form after a refusal.
+const KEEP_PASTE: u64 = 256 * 1024;
 
 /// `GET /`
 pub async fn home(
     State(state): State<AppState>,
     OptionalUser(user): OptionalUser,
 ) -> Result<HomePage, PageError> {
-    let recent = match &user {
+    home_page(&state, user.as_ref(), NewReportForm::default(), None).await
+}
+
+async fn home_page(
+    state: &AppState,
+    user: Option<&PortalUser>,
+    form: NewReportForm,
+    error: Option<String>,
+) -> Result<HomePage, PageError> {
+    let recent = match user {
         Some(u) if u.require(&[Scope::Read]).is_ok() => reports::recent(&state.db, 20).await?,
         _ => Vec::new(),
     };
     Ok(HomePage {
-        layout: Layout::for_user(user.as_ref()),
+        layout: Layout::for_user(user),
         recent,
+        form,
+        error,
     })
 }
 
@@ -89,7 +134,9 @@ pub async fn list_reports(
 }
 
 /// `POST /reports`: the start page's form (multipart: csrf, project, log file or pasted text,
-/// optional script file or text).
+/// optional script file or text). A submission refused for what it holds (nothing to classify,
+/// a binary file, over a cap, a secret in the script) gets the start page again, the typed
+/// values kept and the reason beside the form, with the refusal's status.
 pub async fn create_report(
     State(state): State<AppState>,
     user: PortalUser,
@@ -99,10 +146,35 @@ pub async fn create_report(
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Ingest])?;
     let mut multipart = multipart.map_err(|e| AppError::UnsupportedMediaType(e.body_text()))?;
+    let mut form = NewReportForm::default();
+    let outcome = store_form(&state, &user, held, &headers, &mut multipart, &mut form).await;
+    match outcome {
+        Ok(report_id) => Ok(Redirect::to(&format!("/reports/{report_id}")).into_response()),
+        Err(
+            err @ (AppError::Unprocessable(..)
+            | AppError::UnsupportedMediaType(_)
+            | AppError::TooLarge(_)),
+        ) => {
+            let (status, _) = err.status_and_code();
+            let page = home_page(&state, Some(&user), form, Some(err.to_string())).await?;
+            Ok((status, page).into_response())
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Reads the form into `form` as it streams in (so a refusal can show it again) and stores the
+/// report; the new report's id.
+async fn store_form(
+    state: &AppState,
+    user: &PortalUser,
+    held: Option<axum::extract::Extension<crate::web::limits::InFlight>>,
+    headers: &HeaderMap,
+    multipart: &mut Multipart,
+    form: &mut NewReportForm,
+) -> Result<i64, AppError> {
     let limits = state.limits;
     let mut csrf = String::new();
-    let mut project = String::new();
-    let mut repeats = String::new();
     let mut log: Option<(std::fs::File, String)> = None;
     let mut script: Option<Vec<u8>> = None;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
@@ -112,35 +184,43 @@ pub async fn create_report(
                 csrf = String::from_utf8_lossy(&read_small(field, 200, "csrf").await?).into_owned()
             }
             "project" => {
-                project = String::from_utf8_lossy(&read_small(field, 200, "project").await?)
+                form.project = String::from_utf8_lossy(&read_small(field, 200, "project").await?)
                     .trim()
                     .to_owned()
             }
             "repeats" => {
-                repeats = String::from_utf8_lossy(&read_small(field, 20, "repeats").await?)
+                form.repeats = String::from_utf8_lossy(&read_small(field, 20, "repeats").await?)
                     .trim()
                     .to_owned()
             }
             "log_file" | "log_text" => {
                 // Check the CSRF token before spooling anything large.
-                user.check_form(&headers, &csrf)?;
+                user.check_form(headers, &csrf)?;
                 let filename = file_name(&field, "pasted.log");
-                let file = spool(field, limits.max_log_bytes).await?;
+                let mut file = spool(field, limits.max_log_bytes).await?;
                 let len = file.metadata().map(|m| m.len()).unwrap_or(0);
                 if len > 0 && log.is_none() {
+                    if name == "log_text" {
+                        keep_paste(&mut file, len, form);
+                    } else {
+                        form.log_was_file = true;
+                    }
                     log = Some((file, filename));
                 }
             }
             "script_file" | "script_text" => {
                 let bytes = read_small(field, limits.max_script_bytes, "script").await?;
                 if !bytes.iter().all(u8::is_ascii_whitespace) && script.is_none() {
+                    if name == "script_text" {
+                        form.script_text = String::from_utf8_lossy(&bytes).into_owned();
+                    }
                     script = Some(bytes);
                 }
             }
             _ => {}
         }
     }
-    user.check_form(&headers, &csrf)?;
+    user.check_form(headers, &csrf)?;
     let (log, filename) = log.ok_or_else(|| {
         AppError::Unprocessable(
             ErrorCode::EmptyLog,
@@ -151,7 +231,7 @@ pub async fn create_report(
         .map(|b| upload::check_script(&b, &limits))
         .transpose()
         .map_err(app::Error::from)?;
-    let repeats: u8 = match repeats.as_str() {
+    let repeats: u8 = match form.repeats.as_str() {
         "" => 1,
         n => n.parse().map_err(|_| {
             AppError::Unprocessable(
@@ -160,7 +240,7 @@ pub async fn create_report(
             )
         })?,
     };
-    let meta_raw = serde_json::json!({ "project": project, "repeats": repeats })
+    let meta_raw = serde_json::json!({ "project": form.project, "repeats": repeats })
         .to_string()
         .into_bytes();
     let meta = Meta::parse(&meta_raw).map_err(app::Error::from)?;
@@ -175,8 +255,26 @@ pub async fn create_report(
         token_id: user.0.token.id,
         idempotency_key: None,
     };
-    let uploaded = store_upload(&state, uploader, upload, held.map(|e| e.0)).await?;
-    Ok(Redirect::to(&format!("/reports/{}", uploaded.report_id)).into_response())
+    let uploaded = store_upload(state, uploader, upload, held.map(|e| e.0)).await?;
+    Ok(uploaded.report_id)
+}
+
+/// Copies a pasted log of at most [`KEEP_PASTE`] bytes into the form (the spooled file is
+/// rewound by the upload, so reading it here costs nothing else).
+fn keep_paste(file: &mut std::fs::File, len: u64, form: &mut NewReportForm) {
+    use std::io::{Read, Seek};
+    if len > KEEP_PASTE {
+        form.log_dropped = true;
+        return;
+    }
+    let mut bytes = Vec::new();
+    if file
+        .rewind()
+        .and_then(|()| file.read_to_end(&mut bytes))
+        .is_ok()
+    {
+        form.log_text = String::from_utf8_lossy(&bytes).into_owned();
+    }
 }
 
 /// The findings of one rule as the report page lists them: folded, the first one's text, every
@@ -430,7 +528,7 @@ pub async fn show_report(
         picked: !matches!(log_mode, LogMode::Page),
         log_mode,
         facts: fact_rows(&c.facts),
-        next_steps: c.next_steps,
+        next_steps: steps_beside_warning(c.next_steps, c.async_hint),
         async_hint: c.async_hint,
         group_id: r.group_id,
         group_count: d.group.map_or(1, |g| g.report_count),
@@ -443,6 +541,19 @@ pub async fn show_report(
         script: r.script,
         repro,
     })
+}
+
+/// The next steps as the page lists them: when the asynchronous-error warning is shown above,
+/// the step that says the same (the async context's advice: "CUDA reports kernel errors
+/// asynchronously ...") is not repeated below it.
+fn steps_beside_warning(steps: Vec<String>, warning_shown: bool) -> Vec<String> {
+    if !warning_shown {
+        return steps;
+    }
+    steps
+        .into_iter()
+        .filter(|s| !s.contains("asynchronously"))
+        .collect()
 }
 
 /// The log lines a page view read: a page from its first line, or lines picked out.

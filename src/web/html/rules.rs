@@ -32,7 +32,7 @@ pub struct RuleRow {
     pub origin: &'static str,
     /// Shipped, not written by the team.
     pub builtin: bool,
-    pub category: String,
+    pub category: crate::rules::Category,
     pub title: String,
     pub enabled: bool,
     pub overridden: bool,
@@ -48,7 +48,7 @@ impl From<&RuleInfo> for RuleRow {
                 Origin::Team => "team",
             },
             builtin: r.origin == Origin::Builtin,
-            category: r.spec.category.to_string(),
+            category: r.spec.category,
             title: r.spec.title.clone(),
             enabled: r.enabled,
             overridden: r.overridden,

@@ -34,7 +34,7 @@ pub struct SearchPage {
     q: String,
     category: String,
     project: String,
-    categories: Vec<&'static str>,
+    categories: &'static [crate::rules::Category],
     searched: bool,
     error: Option<String>,
     /// "3 results", "1,000+ results", "No results".
@@ -105,10 +105,7 @@ pub async fn search(
         q: p.q.clone().unwrap_or_default(),
         category: p.category.clone().unwrap_or_default(),
         project: p.project.clone().unwrap_or_default(),
-        categories: crate::rules::Category::ALL
-            .iter()
-            .map(|c| c.as_str())
-            .collect(),
+        categories: &crate::rules::Category::ALL,
         searched: false,
         error: None,
         count: String::new(),

@@ -221,7 +221,8 @@ async fn the_state_form_needs_its_csrf_token_and_records_who_changed_what() {
     let history: Vec<String> = texts(&after.body, "ol.history li")
         .iter()
         .map(|l| {
-            l.split_once(' ')
+            // After the time ("just now").
+            l.split_once("now ")
                 .map_or(l.clone(), |(_, rest)| rest.to_owned())
         })
         .collect();
