@@ -227,3 +227,32 @@ async fn the_reports_list_filters_by_category_and_project_and_pages() {
     let bad = page(&app, &b.cookie, "/reports?page=0").await;
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn a_search_hit_in_the_log_opens_the_lines_that_matched() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let mut log = long_log();
+    log.insert_str(0, "loading the frobnicator checkpoint shard 77\n");
+    let res = app
+        .upload(&token, &[("log", Some("long.log"), log.as_bytes())], None)
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let id = res.json()["id"].as_i64().unwrap();
+    let b = sign_in(&app, &token).await;
+    let found = page(&app, &b.cookie, "/search?q=frobnicator").await;
+    assert_eq!(found.status, StatusCode::OK);
+    let href = attr(&found.body, ".hits .hit-report a", "href").expect("a report hit");
+    assert!(
+        href.starts_with(&format!("/reports/{id}?grep=")) && href.ends_with("#log"),
+        "{href}"
+    );
+    // Following it shows the line that matched (line 1), which links into its page.
+    let opened = page(&app, &b.cookie, href.trim_end_matches("#log")).await;
+    assert_eq!(opened.status, StatusCode::OK);
+    assert_eq!(numbers(&opened.body), vec![1], "{href}");
+    assert_eq!(
+        attr(&opened.body, "pre.log a.ln", "href").as_deref(),
+        Some(format!("/reports/{id}?line=1#L1").as_str())
+    );
+}

@@ -174,10 +174,7 @@ pub async fn search(
         .hits
         .into_iter()
         .map(|hit| HitView {
-            url: match hit.kind {
-                HitKind::Report => format!("/reports/{}", hit.id),
-                HitKind::Group | HitKind::Fix => format!("/groups/{}", hit.group_id),
-            },
+            url: hit_url(&hit),
             matched: match hit.tier {
                 Tier::RootCause => "in the root cause",
                 Tier::Fix => "in a fix",
@@ -189,6 +186,31 @@ pub async fn search(
         .collect();
     page.searched = true;
     Ok(page.into_response())
+}
+
+/// Where a hit leads: a report's page opens on what matched (the root cause is where its page
+/// opens anyway; a symptom, the findings-only view; a log line, the find view of the first
+/// marked words, each line linking into its page); a group or fix, the group.
+fn hit_url(hit: &Hit) -> String {
+    match hit.kind {
+        HitKind::Group | HitKind::Fix => format!("/groups/{}", hit.group_id),
+        HitKind::Report => match hit.tier {
+            Tier::Symptom => format!("/reports/{}?view=findings#log", hit.id),
+            Tier::Log => match hit
+                .snippet
+                .iter()
+                .find(|s| s.marked && !s.text.trim().is_empty())
+            {
+                Some(m) => format!(
+                    "/reports/{}?{}#log",
+                    hit.id,
+                    serde_urlencoded::to_string([("grep", m.text.trim())]).unwrap_or_default()
+                ),
+                None => format!("/reports/{}", hit.id),
+            },
+            Tier::RootCause | Tier::Fix => format!("/reports/{}", hit.id),
+        },
+    }
 }
 
 /// "No results", "1 result", "1,234 results", "1,000+ results".
