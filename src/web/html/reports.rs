@@ -470,7 +470,7 @@ enum Pane {
 
 /// Typed facts as label/value rows, sizes in human units with exact bytes; the other facts in
 /// the order of their names.
-fn fact_rows(facts: &Facts) -> Vec<(String, String)> {
+pub(super) fn fact_rows(facts: &Facts) -> Vec<(String, String)> {
     let mut rows = Vec::new();
     let mem = &facts.memory;
     for (value, label) in [

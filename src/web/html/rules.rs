@@ -18,7 +18,9 @@ use crate::api_types::ErrorCode;
 use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify};
 use crate::auth::Scope;
 use crate::rules::Category;
+use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
+use crate::rules::team::Captured;
 use crate::storage::reclassify::Run;
 use crate::storage::reports::ReportSummary;
 use crate::storage::rules::HistoryEntry;
@@ -311,6 +313,10 @@ pub struct ExampleRow {
     pub kind: &'static str,
     pub ok: bool,
     pub matched: bool,
+    /// The rule's named captures on the line, each with the fact it feeds.
+    pub captures: Vec<Captured>,
+    /// The typed facts the line gives, as the report page shows them (label, value).
+    pub facts: Vec<(String, String)>,
 }
 
 /// The dry run as the form shows it.
@@ -318,10 +324,13 @@ pub struct PreviewView {
     pub ok: bool,
     pub problems: Vec<String>,
     pub examples: Vec<ExampleRow>,
+    /// The pattern's named groups and the fact each feeds (none: advice only).
+    pub groups: Vec<(String, Option<FactKind>)>,
     pub scanned: usize,
     pub stored: i64,
     pub newly_matched: usize,
     pub matched: usize,
+    pub no_longer_matched: usize,
     pub shadowed: usize,
     pub category_changed: usize,
     pub changed: Vec<(i64, String, String)>,
@@ -348,12 +357,16 @@ impl From<&Preview> for PreviewView {
                     },
                     ok: e.ok(),
                     matched: e.matched,
+                    captures: e.captures.clone(),
+                    facts: super::reports::fact_rows(&e.facts),
                 })
                 .collect(),
+            groups: p.check.groups.clone(),
             scanned: p.reports.scanned,
             stored: p.reports.stored,
             newly_matched: p.reports.newly_matched,
             matched: p.reports.matched,
+            no_longer_matched: p.reports.no_longer_matched,
             shadowed: p.reports.shadowed,
             category_changed: p.reports.category_changed,
             changed: p
@@ -389,10 +402,13 @@ pub struct RuleFormPage {
     categories: Vec<(&'static str, bool)>,
     error: Option<String>,
     preview: Option<PreviewView>,
+    /// Capture names that become typed facts, for the pattern's help text.
+    fact_names: Vec<&'static str>,
 }
 
 fn form_page(user: &PortalUser, form: RuleForm) -> RuleFormPage {
     RuleFormPage {
+        fact_names: FactKind::ALL.iter().map(|k| k.capture_name()).collect(),
         layout: Layout::for_user(Some(user)),
         categories: Category::ALL
             .iter()
