@@ -149,6 +149,10 @@ pub fn router(state: AppState) -> Router {
         .route("/rules/reclassify", post(html::rules::start_reclassify))
         .route("/rules/{id}", get(html::rules::show_rule))
         .route("/rules/{id}/enabled", post(html::rules::set_enabled))
+        .route(
+            "/rules/{id}/disable",
+            get(html::rules_disable::show_disable),
+        )
         .route("/rules/{id}/delete", post(html::rules::delete_rule))
         .route(
             "/webhooks",

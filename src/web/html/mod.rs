@@ -10,6 +10,7 @@ pub mod reports;
 pub mod repro;
 pub mod repro_status;
 pub mod rules;
+pub mod rules_disable;
 pub mod search;
 pub mod trend;
 pub mod webhooks;

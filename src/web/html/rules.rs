@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::Layout;
 use crate::api_types::ErrorCode;
-use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify};
+use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, Toggled, reclassify};
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::facts::FactKind;
@@ -515,9 +515,14 @@ pub struct ActionForm {
     csrf: String,
     #[serde(default)]
     enabled: String,
+    /// Sent by the disable page's confirm button.
+    #[serde(default)]
+    confirm: String,
 }
 
-/// `POST /rules/{id}/enabled`: turn a rule on (`enabled=true`) or off.
+/// `POST /rules/{id}/enabled`: turn a rule on (`enabled=true`) or off. Turning a built-in rule
+/// off takes `confirm=yes` from the disable page; without it the answer is that page
+/// (`GET /rules/{id}/disable`), and nothing changes.
 pub async fn set_enabled(
     State(state): State<AppState>,
     user: PortalUser,
@@ -529,14 +534,34 @@ pub async fn set_enabled(
         form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
-    let change = Change::SetEnabled {
-        id: id.clone(),
-        enabled: form.enabled == "true",
+    let toggled = team_rules::set_enabled(
+        &state.db,
+        &state.ruleset,
+        &id,
+        form.enabled == "true",
+        &user.0.token.name,
+        form.confirm == "yes",
+    )
+    .await
+    .map_err(AppError::from)?;
+    let next = match toggled {
+        Toggled::Saved(_) => format!("/rules/{}", path_segment(&id)),
+        Toggled::NeedsConfirmation => format!("/rules/{}/disable", path_segment(&id)),
     };
-    team_rules::save(&state.db, &state.ruleset, change, &user.0.token.name, false)
-        .await
-        .map_err(AppError::from)?;
-    Ok(Redirect::to(&format!("/rules/{id}")).into_response())
+    Ok(Redirect::to(&next).into_response())
+}
+
+/// A rule id as one path segment (ids are `[a-z0-9_.-]` in practice; anything else is
+/// percent-encoded so a redirect cannot leave the rule's pages).
+pub(super) fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// `POST /rules/{id}/delete`: remove a team rule, or an override (restoring the built-in rule).

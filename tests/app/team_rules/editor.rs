@@ -1,11 +1,13 @@
 //! The rule editor (issue 19): every field labelled and full width, the pattern a monospace
 //! text area, the preview showing what each example line captures and the typed facts it
-//! gives.
+//! gives; and disabling a built-in rule through a preview of its impact and a confirm step,
+//! never in one click.
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use gpu_triage::auth::Scope;
 
+use super::{ILLEGAL_LOG, app_with_corpus, classify, upload};
 use crate::browse::{Browser, page, sign_in};
 use crate::support::{TestApp, TestResponse};
 
@@ -166,4 +168,126 @@ async fn the_editor_labels_every_field_and_its_preview_shows_what_each_example_c
         ["ok", "ok", "ok"]
     );
     assert_eq!(app.count("team_rules").await, 0, "a preview stores nothing");
+}
+
+#[tokio::test]
+async fn disabling_a_builtin_rule_shows_its_impact_first_and_needs_confirmation() {
+    let app = app_with_corpus().await;
+    let admin = app.token("alice", &[Scope::Admin]).await;
+    let reader = app.token("viewer", &[Scope::Read]).await;
+    let ingest = app.token("ci", &[Scope::Ingest]).await;
+    let stored = upload(&app, &ingest, ILLEGAL_LOG).await;
+    let id = "cuda.illegal_address";
+    let rule_path = format!("/rules/{id}");
+    let b = sign_in(&app, &admin).await;
+
+    // The rule page offers a link to the preview, not a one-click disable form.
+    let rule = page(&app, &b.cookie, &rule_path).await;
+    assert_eq!(
+        select(&rule.body, "a.disable-link", Some("href")),
+        [format!("/rules/{id}/disable")]
+    );
+    assert!(select(&rule.body, "input[name=enabled][value=false]", None).is_empty());
+
+    // A one-click post without confirmation disables nothing: it is sent to the preview.
+    let res = post_form(
+        &app,
+        &b,
+        &format!("{rule_path}/enabled"),
+        &[("enabled", "false")],
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    assert_eq!(res.headers["location"], format!("/rules/{id}/disable"));
+    assert_eq!(app.count("team_rules").await, 0);
+    let c = classify(&app, &reader, ILLEGAL_LOG).await;
+    assert_eq!(c["root_cause"]["rule"], id);
+
+    // The preview: the stored report it would stop naming, its examples, the corpus.
+    let preview = page(&app, &b.cookie, &format!("/rules/{id}/disable")).await;
+    assert_eq!(preview.status, StatusCode::OK, "{}", preview.body);
+    let html = &preview.body;
+    assert_eq!(select(html, ".scanned", None), ["1 of 1"]);
+    assert_eq!(select(html, ".no-longer-matched", None), ["1"]);
+    assert_eq!(select(html, ".category-changed", None), ["1"]);
+    assert_eq!(
+        select(html, ".changed a", Some("href")),
+        [format!("/reports/{}", stored["id"])]
+    );
+    let lost = select(html, ".example-impact tr.lost", None);
+    let all = select(html, ".example-impact tbody tr", None);
+    assert!(!all.is_empty() && lost.len() == all.len(), "{all:?}");
+    assert!(lost[0].contains(&format!("{id} (")), "{lost:?}");
+    assert_eq!(
+        select(html, ".examples-lost", None),
+        [format!(
+            "{n} of {n} example line{s} would no longer be named by this rule.",
+            n = all.len(),
+            s = if all.len() == 1 { "" } else { "s" }
+        )]
+    );
+    let accuracy = select(html, ".accuracy", None).join("");
+    assert!(
+        accuracy.starts_with("50.0% → 25.0%") && accuracy.ends_with("lower"),
+        "{accuracy}"
+    );
+    assert_eq!(app.count("team_rules").await, 0, "a preview stores nothing");
+    // Only admins see it.
+    let rb = sign_in(&app, &reader).await;
+    let res = page(&app, &rb.cookie, &format!("/rules/{id}/disable")).await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        page(&app, &b.cookie, "/rules/no.such.rule/disable")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+
+    // Confirmed: disabled, and the next classification no longer uses it.
+    let action = select(html, "form.confirm-actions", Some("action"));
+    assert_eq!(action, [format!("{rule_path}/enabled")]);
+    let confirm: Vec<(String, String)> = select(html, "form.confirm-actions input", Some("name"))
+        .into_iter()
+        .zip(select(html, "form.confirm-actions input", Some("value")))
+        .filter(|(name, _)| name != "csrf")
+        .collect();
+    assert_eq!(
+        confirm,
+        [
+            ("enabled".to_owned(), "false".to_owned()),
+            ("confirm".to_owned(), "yes".to_owned())
+        ]
+    );
+    let res = post_form(
+        &app,
+        &b,
+        &action[0],
+        &[("enabled", "false"), ("confirm", "yes")],
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    assert_eq!(res.headers["location"], rule_path);
+    let c = classify(&app, &reader, ILLEGAL_LOG).await;
+    assert_ne!(c["root_cause"]["rule"], id, "{c}");
+    let rule = page(&app, &b.cookie, &rule_path).await;
+    assert_eq!(select(&rule.body, ".meta .state", None), ["disabled"]);
+    assert_eq!(
+        select(&rule.body, ".rule-actions button", None),
+        ["Enable", "Restore the shipped rule"]
+    );
+    let again = page(&app, &b.cookie, &format!("/rules/{id}/disable")).await;
+    assert_eq!(select(&again.body, ".already", None).len(), 1);
+    assert!(select(&again.body, "form.confirm-actions", None).is_empty());
+
+    // Turning it back on needs no confirmation.
+    let res = post_form(
+        &app,
+        &b,
+        &format!("{rule_path}/enabled"),
+        &[("enabled", "true")],
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let c = classify(&app, &reader, ILLEGAL_LOG).await;
+    assert_eq!(c["root_cause"]["rule"], id);
 }
