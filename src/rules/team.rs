@@ -514,7 +514,7 @@ mod tests {
             check
                 .examples
                 .iter()
-                .all(|e| e.matched == !e.captures.is_empty())
+                .all(|e| e.matched != e.captures.is_empty())
         );
     }
 
