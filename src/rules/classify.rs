@@ -481,6 +481,21 @@ fn captures_with_wrap(
     got
 }
 
+impl Ruleset {
+    /// The named captures rule `rule_id` takes from one log line, cleaned and ordered as a
+    /// classification records them (what a rule's preview shows for its examples); `None` when
+    /// the ruleset has no such rule or it does not match the line.
+    #[must_use]
+    pub fn line_captures(&self, rule_id: &str, line: &str) -> Option<Vec<(String, String)>> {
+        let rule = self.rules.iter().find(|r| r.spec.id == rule_id)?;
+        let cleaned = crate::ingest::neutralize_controls(&clean_line(line.as_bytes())).into_owned();
+        rule.m
+            .regex()
+            .is_match(&cleaned)
+            .then(|| super::facts::expand_type_trees(captures_with_wrap(rule, &cleaned, &[])))
+    }
+}
+
 /// Whether a context whose hint and advice were applied once can change nothing more: every
 /// capture names a single-valued fact that is already set (`Facts::record` keeps the first
 /// value). Lists, ranks and names `Facts` does not know are never settled.

@@ -72,6 +72,106 @@ pub struct Facts {
     pub nccl_version: Option<String>,
 }
 
+/// Which typed fact a capture feeds (the capture-name contract above), so a rule's preview can
+/// say what each named group of its pattern becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactKind {
+    Requested,
+    Total,
+    Free,
+    Allocated,
+    Reserved,
+    Device,
+    Dtype,
+    Shape,
+    Rank,
+    Gpu,
+    Arch,
+    TorchVersion,
+    CudaVersion,
+    DriverVersion,
+    NcclVersion,
+}
+
+impl FactKind {
+    /// Every kind, in the order of [`Facts`]' fields.
+    pub const ALL: [FactKind; 15] = [
+        FactKind::Requested,
+        FactKind::Total,
+        FactKind::Free,
+        FactKind::Allocated,
+        FactKind::Reserved,
+        FactKind::Device,
+        FactKind::Dtype,
+        FactKind::Shape,
+        FactKind::Rank,
+        FactKind::Gpu,
+        FactKind::Arch,
+        FactKind::TorchVersion,
+        FactKind::CudaVersion,
+        FactKind::DriverVersion,
+        FactKind::NcclVersion,
+    ];
+
+    /// The fact a capture named `name` feeds (`device_2` → `Device`); `None` for names that
+    /// only fill advice placeholders.
+    #[must_use]
+    pub fn of_capture(name: &str) -> Option<FactKind> {
+        let name = canonical_name(name);
+        FactKind::ALL.into_iter().find(|k| k.capture_name() == name)
+    }
+
+    /// The capture name (without a `_N` suffix) that feeds this fact.
+    #[must_use]
+    pub fn capture_name(self) -> &'static str {
+        match self {
+            FactKind::Requested => "requested",
+            FactKind::Total => "total",
+            FactKind::Free => "free",
+            FactKind::Allocated => "allocated",
+            FactKind::Reserved => "reserved",
+            FactKind::Device => "device",
+            FactKind::Dtype => "dtype",
+            FactKind::Shape => "shape",
+            FactKind::Rank => "rank",
+            FactKind::Gpu => "gpu",
+            FactKind::Arch => "arch",
+            FactKind::TorchVersion => "torch_version",
+            FactKind::CudaVersion => "cuda_version",
+            FactKind::DriverVersion => "driver_version",
+            FactKind::NcclVersion => "nccl_version",
+        }
+    }
+
+    /// Where the fact appears in the classification's `facts` (DESIGN.md section 3).
+    #[must_use]
+    pub fn json_key(self) -> &'static str {
+        match self {
+            FactKind::Requested => "memory.requested_bytes",
+            FactKind::Total => "memory.total_bytes",
+            FactKind::Free => "memory.free_bytes",
+            FactKind::Allocated => "memory.allocated_bytes",
+            FactKind::Reserved => "memory.reserved_bytes",
+            FactKind::Device => "devices",
+            FactKind::Dtype => "dtypes",
+            FactKind::Shape => "shapes",
+            FactKind::Rank => "ranks",
+            FactKind::Gpu => "gpu",
+            FactKind::Arch => "arch",
+            FactKind::TorchVersion => "torch_version",
+            FactKind::CudaVersion => "cuda_version",
+            FactKind::DriverVersion => "driver_version",
+            FactKind::NcclVersion => "nccl_version",
+        }
+    }
+}
+
+impl std::fmt::Display for FactKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.json_key())
+    }
+}
+
 /// The fact name a capture group stands for: `device_2` → `device`.
 pub fn canonical_name(name: &str) -> &str {
     let trimmed = name.trim_end_matches(|c: char| c.is_ascii_digit());
@@ -301,6 +401,29 @@ fn first_differing_leaf(a: &str, b: &str) -> Option<(&'static str, String, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_fact_kind_is_a_capture_name_that_facts_record() {
+        for kind in FactKind::ALL {
+            let value = match kind {
+                FactKind::Requested
+                | FactKind::Total
+                | FactKind::Free
+                | FactKind::Allocated
+                | FactKind::Reserved => "2.00 GiB",
+                FactKind::Shape => "[4, 10]",
+                FactKind::Rank => "3",
+                _ => "x1",
+            };
+            let mut facts = Facts::default();
+            facts.record(&format!("{}_2", kind.capture_name()), value);
+            assert_ne!(facts, Facts::default(), "{kind}");
+            assert_eq!(FactKind::of_capture(kind.capture_name()), Some(kind));
+        }
+        assert_eq!(FactKind::of_capture("dtype_1"), Some(FactKind::Dtype));
+        assert_eq!(FactKind::of_capture("code"), None);
+        assert_eq!(FactKind::Requested.to_string(), "memory.requested_bytes");
+    }
 
     #[test]
     fn sizes_become_bytes() {

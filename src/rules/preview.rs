@@ -89,6 +89,9 @@ pub struct ReportsDryRun {
     pub newly_matched: usize,
     /// Reports the rule matches with the candidate (new or not).
     pub matched: usize,
+    /// Reports the rule names now and would not with the candidate (an edit that narrows it,
+    /// or the rule disabled).
+    pub no_longer_matched: usize,
     /// Reports whose category would change.
     pub category_changed: usize,
     /// Reports where the pattern matches a line that more specific rules already name, so the
@@ -112,6 +115,9 @@ impl ReportsDryRun {
             }
         } else if c.text_hit {
             self.shadowed += 1;
+        }
+        if c.hit_before && !c.hit_after {
+            self.no_longer_matched += 1;
         }
         if c.before != c.after {
             self.category_changed += 1;
@@ -328,6 +334,35 @@ mod tests {
         corpus.add(Category::IllegalMemoryAccess, Category::OutOfMemory, &c);
         assert!(corpus.lowers_accuracy());
         assert_eq!(corpus.precision(), Some(0.0));
+    }
+
+    #[test]
+    fn disabling_a_rule_counts_the_reports_it_stops_matching() {
+        let before = Ruleset::builtin().expect("builtin");
+        let entry = TeamEntry {
+            id: "cuda.illegal_address".into(),
+            spec: None,
+            enabled: false,
+        };
+        let after =
+            compile_with_team(&builtin_file().expect("builtin"), &[entry]).expect("compiles");
+        let nothing = Ruleset::compile(crate::rules::spec::RuleFile::default()).expect("empty");
+        let candidate = Candidate {
+            before: &before,
+            after: &after,
+            alone: &nothing,
+            rule_id: "cuda.illegal_address",
+        };
+        let mut reports = ReportsDryRun::default();
+        let log = b"RuntimeError: CUDA error: an illegal memory access was encountered\n";
+        reports.add(1, &candidate.compare(log));
+        reports.add(2, &candidate.compare(b"nothing here\n"));
+        assert_eq!(
+            (reports.no_longer_matched, reports.matched, reports.shadowed),
+            (1, 0, 0)
+        );
+        assert_eq!(reports.category_changed, 1);
+        assert_eq!(reports.changed[0].1, Category::IllegalMemoryAccess);
     }
 
     #[test]

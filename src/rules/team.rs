@@ -6,6 +6,7 @@
 use std::collections::HashSet;
 
 use super::compile::compile_pattern;
+use super::facts::{FactKind, Facts};
 use super::literals::LiteralPlan;
 use super::spec::{RuleFile, RuleSpec};
 use super::{Error, Ruleset};
@@ -133,6 +134,23 @@ pub struct ExampleResult {
     pub should_match: bool,
     /// Whether the rule, run through the whole engine, found it.
     pub matched: bool,
+    /// The rule's named captures on the line, in the order the engine records them (empty
+    /// when it does not match).
+    pub captures: Vec<Captured>,
+    /// The typed facts a classification records from the line (sizes in bytes, dtypes and
+    /// devices normalized), as the report page would show them.
+    pub facts: Facts,
+}
+
+/// One named capture of an example line, and the fact it feeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// The group's name as the pattern spells it (`device_2`).
+    pub name: String,
+    /// The text it captured.
+    pub value: String,
+    /// The typed fact it feeds; `None` when it only fills advice placeholders (`{code}`).
+    pub fact: Option<FactKind>,
 }
 
 impl ExampleResult {
@@ -150,6 +168,9 @@ pub struct RuleCheck {
     pub examples: Vec<ExampleResult>,
     /// What `rules check` says is wrong (empty when the rule may be saved).
     pub problems: Vec<String>,
+    /// The pattern's named groups, in pattern order, and the fact each feeds (`None`: it only
+    /// fills advice placeholders).
+    pub groups: Vec<(String, Option<FactKind>)>,
 }
 
 /// Checks one rule: fields within limits, the pattern compiles within the size limits, has
@@ -157,7 +178,11 @@ pub struct RuleCheck {
 /// has examples, every example matches and no counter-example does.
 pub fn check_rule(spec: &RuleSpec) -> Result<RuleCheck, Error> {
     check_fields(spec)?;
-    compile_pattern(&spec.id, &spec.pattern)?;
+    let groups = compile_pattern(&spec.id, &spec.pattern)?
+        .capture_names()
+        .flatten()
+        .map(|name| (name.to_owned(), FactKind::of_capture(name)))
+        .collect();
     if let LiteralPlan::Unfiltered(why) = LiteralPlan::of(&spec.pattern) {
         // Without required literals the pattern joins the slow search every log line goes
         // through: one such rule costs every upload, so it is refused like an oversize one.
@@ -171,14 +196,32 @@ pub fn check_rule(spec: &RuleSpec) -> Result<RuleCheck, Error> {
         ..RuleFile::default()
     })?;
     let problems = alone.check().into_iter().map(|f| f.message).collect();
-    let run = |line: &String, should_match: bool| ExampleResult {
-        line: line.clone(),
-        should_match,
-        matched: alone
-            .classify_bytes("-", line.as_bytes())
-            .findings
-            .iter()
-            .any(|f| f.rule == spec.id),
+    let run = |line: &String, should_match: bool| {
+        let classified = alone.classify_bytes("-", line.as_bytes());
+        let matched = classified.findings.iter().any(|f| f.rule == spec.id);
+        let captures = if matched {
+            alone.line_captures(&spec.id, line).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        ExampleResult {
+            line: line.clone(),
+            should_match,
+            matched,
+            captures: captures
+                .into_iter()
+                .map(|(name, value)| Captured {
+                    fact: FactKind::of_capture(&name),
+                    name,
+                    value,
+                })
+                .collect(),
+            facts: if matched {
+                classified.facts
+            } else {
+                Facts::default()
+            },
+        }
     };
     let examples = spec
         .examples
@@ -186,7 +229,11 @@ pub fn check_rule(spec: &RuleSpec) -> Result<RuleCheck, Error> {
         .map(|l| run(l, true))
         .chain(spec.counter_examples.iter().map(|l| run(l, false)))
         .collect();
-    Ok(RuleCheck { examples, problems })
+    Ok(RuleCheck {
+        examples,
+        problems,
+        groups,
+    })
 }
 
 /// [`check_rule`], with any problem turned into an error naming the rule.
@@ -421,6 +468,54 @@ mod tests {
             .collect();
         assert_eq!(got, vec![(true, true), (true, false), (false, false)]);
         assert_eq!(check.problems.len(), 1, "{:?}", check.problems);
+    }
+
+    #[test]
+    fn example_results_carry_the_captures_and_the_typed_facts_they_give() {
+        let s = spec(
+            "team.oom",
+            r"MyAlloc failed: (?P<requested>[\d.]+ [KMG]iB) on (?P<device>cuda:\d+) \(code (?P<code>\d+)\)",
+            &["[rank3]: MyAlloc failed: 86.00 MiB on cuda:1 (code 7)"],
+        );
+        let check = check_rule(&s).expect("compiles");
+        let e = &check.examples[0];
+        assert!(e.matched, "{e:?}");
+        let got: Vec<(&str, &str, Option<FactKind>)> = e
+            .captures
+            .iter()
+            .map(|c| (c.name.as_str(), c.value.as_str(), c.fact))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("requested", "86.00 MiB", Some(FactKind::Requested)),
+                ("device", "cuda:1", Some(FactKind::Device)),
+                ("code", "7", None),
+            ]
+        );
+        assert_eq!(e.facts.memory.requested_bytes, Some(90_177_536));
+        assert_eq!(e.facts.devices, ["cuda:1"]);
+        assert_eq!(
+            check.groups,
+            vec![
+                ("requested".to_owned(), Some(FactKind::Requested)),
+                ("device".to_owned(), Some(FactKind::Device)),
+                ("code".to_owned(), None),
+            ]
+        );
+        // A counter-example that does not match captures nothing.
+        let s = spec(
+            "team.k",
+            r"MyKernel failed: code (?P<code>\d+)",
+            &["MyKernel failed: code 1"],
+        );
+        let check = check_rule(&s).expect("compiles");
+        assert!(
+            check
+                .examples
+                .iter()
+                .all(|e| e.matched != e.captures.is_empty())
+        );
     }
 
     #[test]

@@ -137,7 +137,7 @@ pub async fn claim(
          UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, \
              lease_token = gen_random_uuid(), \
              lease_expires_at = now() + make_interval(secs => $2), \
-             worker = $1, claimed_at = now(), updated_at = now() \
+             worker = $1, claimed_at = now(), heartbeat_at = NULL, updated_at = now() \
          FROM next WHERE j.id = next.id AND j.state = 'queued' \
          RETURNING j.id, j.report_id, j.attempts, j.max_attempts, j.lease_token::text AS token, \
              j.repeats, \
@@ -169,27 +169,27 @@ fn count(n: i32) -> u32 {
     u32::try_from(n).unwrap_or(0)
 }
 
-/// Extends a live lease by `lease_secs` from now; false when the lease is not this token's
-/// (expired, even before the reaper took it back, reassigned, or never was) or the job is
-/// unknown.
+/// Extends a live lease by `lease_secs` from now (and notes the heartbeat); returns the name of
+/// the worker holding it, or `None` when the lease is not this token's (expired, even before
+/// the reaper took it back, reassigned, or never was) or the job is unknown.
 pub async fn extend_lease(
     ex: impl PgExecutor<'_>,
     job_id: i64,
     lease_token: &str,
     lease_secs: u32,
-) -> Result<bool, DbError> {
-    let row = sqlx::query(
-        "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), updated_at = now() \
+) -> Result<Option<String>, DbError> {
+    Ok(sqlx::query_scalar(
+        "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), \
+             heartbeat_at = now(), updated_at = now() \
          WHERE id = $1 AND state = 'running' AND lease_token::text = $2 \
              AND lease_expires_at > now() \
-         RETURNING id",
+         RETURNING worker",
     )
     .bind(job_id)
     .bind(lease_token)
     .bind(f64::from(lease_secs))
     .fetch_optional(ex)
-    .await?;
-    Ok(row.is_some())
+    .await?)
 }
 
 /// Whether job `job_id` exists.

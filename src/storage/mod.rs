@@ -14,6 +14,7 @@ pub mod search;
 pub mod tokens;
 mod types;
 pub mod webhooks;
+pub mod workers;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

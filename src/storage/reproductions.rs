@@ -71,6 +71,15 @@ pub struct JobView {
     pub dead_reason: String,
     pub worker: String,
     pub created_at: crate::time::Timestamp,
+    /// The job's last change of state (for a queued job: when it entered the queue) or, while
+    /// it runs, its last heartbeat.
+    pub updated_at: crate::time::Timestamp,
+    /// When the current (or last) attempt was claimed.
+    pub claimed_at: Option<crate::time::Timestamp>,
+    /// The running attempt's last heartbeat (none before the first).
+    pub heartbeat_at: Option<crate::time::Timestamp>,
+    /// Whether it needs a worker with a GPU.
+    pub needs: crate::api_types::Needs,
     /// The job this one re-queued, and who asked.
     pub requeued_from: Option<i64>,
     pub requeued_by: String,
@@ -120,9 +129,15 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
 pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<JobView>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT j.id, j.state, j.attempts, j.max_attempts, j.last_error, j.dead_reason, \
-             j.worker, j.requeued_from, j.requeued_by, ",
+             j.worker, j.requeued_from, j.requeued_by, j.needs, ",
         rfc3339!("j.created_at"),
-        " AS created, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
+        " AS created, ",
+        rfc3339!("j.updated_at"),
+        " AS updated, ",
+        rfc3339!("j.claimed_at"),
+        " AS claimed, ",
+        rfc3339!("j.heartbeat_at"),
+        " AS heartbeat, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
              r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.cpu_run, r.runs, r.verdict, r.environment, \
              r.sandbox, \
              r.worker AS r_worker, r.classification, ",
@@ -172,6 +187,13 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
                 dead_reason: r.try_get("dead_reason")?,
                 worker: r.try_get("worker")?,
                 created_at: r.try_get("created")?,
+                updated_at: r.try_get("updated")?,
+                claimed_at: r.try_get("claimed")?,
+                heartbeat_at: r.try_get("heartbeat")?,
+                needs: match r.try_get::<String, _>("needs")?.as_str() {
+                    "gpu" => crate::api_types::Needs::Gpu,
+                    _ => crate::api_types::Needs::Any,
+                },
                 requeued_from: r.try_get("requeued_from")?,
                 requeued_by: r.try_get("requeued_by")?,
                 history: attempts

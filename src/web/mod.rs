@@ -149,6 +149,10 @@ pub fn router(state: AppState) -> Router {
         .route("/rules/reclassify", post(html::rules::start_reclassify))
         .route("/rules/{id}", get(html::rules::show_rule))
         .route("/rules/{id}/enabled", post(html::rules::set_enabled))
+        .route(
+            "/rules/{id}/disable",
+            get(html::rules_disable::show_disable),
+        )
         .route("/rules/{id}/delete", post(html::rules::delete_rule))
         .route(
             "/webhooks",
@@ -165,6 +169,7 @@ pub fn router(state: AppState) -> Router {
             post(html::webhooks::delete_webhook),
         )
         .route("/static/app.css", get(html::stylesheet))
+        .route("/static/report.js", get(html::report_script))
         .route(
             "/login",
             get(html::login::show_login).post(html::login::create_session),
@@ -220,7 +225,7 @@ async fn method_not_allowed(uri: axum::http::Uri) -> Response {
 
 /// SECURITY.md item 4: a strict CSP (no inline script, no framing) and nosniff on everything;
 /// item 17: `Cache-Control: no-store` unless a handler chose its own caching (only the static
-/// stylesheet does), so reports, logs and API answers never sit in a shared cache.
+/// stylesheet and script do), so reports, logs and API answers never sit in a shared cache.
 async fn security_headers(req: axum::extract::Request, next: Next) -> Response {
     let mut res = next.run(req).await;
     let headers = res.headers_mut();

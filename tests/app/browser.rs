@@ -166,6 +166,8 @@ impl Driver {
 struct Session {
     d: Driver,
     base: String,
+    /// The server's database, for tokens a test needs beside the browser's.
+    url: String,
     _server: KillOnDrop,
     _driver: KillOnDrop,
 }
@@ -244,6 +246,7 @@ fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> {
     Some(Session {
         d,
         base,
+        url,
         _server: server,
         _driver: driver,
     })
@@ -572,8 +575,28 @@ fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
     d.click(".fix-form button[type=submit]");
     d.wait_for_page("the group with its fix", |_| true, "ul.fixes li");
 
+    // A report whose reproduction is queued (its section updates itself while pending).
+    d.go(&format!("{}/", s.base));
+    d.wait_for_page("the home page", |_| true, "#new-report #log_text");
+    d.run_js(
+        "document.querySelector('#log_text').value = arguments[0];\
+         document.querySelector('#script_text').value = arguments[1]; return true;",
+        json!([LOG, "import torch\nprint(torch.zeros(3).cuda()[5])\n"]),
+    );
+    d.click("#new-report button[type=submit]");
+    d.wait_for_page(
+        "the report page with a queued job",
+        |url| url.starts_with(&reports) && url != report,
+        "#reproduction",
+    );
+    let queued = d.current_url();
     let pages = [
         ("home", format!("{}/", s.base)),
+        ("report-queued", queued),
+        (
+            "rule-disable",
+            format!("{}/rules/cuda.device_side_assert/disable", s.base),
+        ),
         ("reports", format!("{}/reports", s.base)),
         ("report", report.clone()),
         ("report-findings", format!("{report}?view=findings")),
@@ -641,4 +664,141 @@ fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
         d.screenshot(&format!("login-{width}"));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+impl Driver {
+    /// Runs `script` in the page and returns its value.
+    fn js(&self, script: &str) -> Value {
+        self.cmd(
+            "POST",
+            "execute/sync",
+            Some(json!({"script": script, "args": []})),
+        )
+    }
+}
+
+/// A worker's call to the server, over a real socket: (status, body).
+fn worker_post(base: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut res = agent
+        .post(format!("{base}{path}"))
+        .header("Authorization", format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let text = res.body_mut().read_to_string().unwrap_or_default();
+    (
+        res.status().as_u16(),
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn a_pending_reproduction_updates_in_place_and_the_page_reloads_with_the_result() {
+    let Some(s) = signed_in_browser(
+        "a_pending_reproduction_updates_in_place_and_the_page_reloads_with_the_result",
+    ) else {
+        return;
+    };
+    let d = &s.d;
+    let worker = create_token(&s.url, "worker", "gpu-host");
+    // Upload a log with its script from the start page: the report's job is queued.
+    d.go(&format!("{}/", s.base));
+    d.wait_for_page("the home page", |_| true, "#new-report #log_text");
+    d.type_into("#log_text", LOG);
+    d.click("#new-report summary");
+    d.type_into(
+        "textarea[name=script_text]",
+        "import torch\nx = torch.zeros(3).cuda()[torch.tensor([5]).cuda()]\n",
+    );
+    d.click("#new-report button[type=submit]");
+    let reports = format!("{}/reports/", s.base);
+    d.wait_for_page(
+        "the report page with a queued job",
+        |url| url.starts_with(&reports),
+        "#reproduction[data-pending] .job-status",
+    );
+    // The section is replaced in place while pending: read it in one step, never through an
+    // element reference a refresh may have replaced.
+    let status_text = || {
+        d.js("const e = document.querySelector('.job-status'); return e ? e.textContent.trim() : '';")
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(status_text().starts_with("Queued"), "{}", status_text());
+    // On a phone-sized screen the status and the header lines wrap inside their boxes.
+    d.cmd(
+        "POST",
+        "window/rect",
+        Some(json!({"width": 400, "height": 800})),
+    );
+    let overflowing = d.js(
+        "return [...document.querySelectorAll('.job-status, #repro-head, #reproduction')]\
+             .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.id || e.className);",
+    );
+    assert_eq!(overflowing, json!([]), "nothing overflows at 400 px");
+    // The reader scrolls down to the log; a mark on the window tells a reload from an
+    // in-place update, and the log card's place on screen tells whether the view jumped.
+    let log_top = "return document.getElementById('log').getBoundingClientRect().top;";
+    let before = d
+        .js(
+            "window.__kept = true; document.getElementById('log').scrollIntoView(); \
+             return window.scrollY;",
+        )
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(before > 200.0, "the page scrolls: {before}");
+    let anchored = d.js(log_top).as_f64().unwrap_or(f64::NAN);
+
+    // A worker takes the job: the section says so within a refresh, without a reload.
+    let claim = json!({"worker": "gpu-box-1", "wait_secs": 0, "no_gpu": false, "sandbox": "bwrap",
+                       "gpu": {"index": 0, "name": "NVIDIA H100 80GB HBM3"}});
+    let (status, job) = worker_post(&s.base, &worker, "/api/v1/jobs/claim", &claim);
+    assert_eq!(status, 200, "{job}");
+    wait_until(PAGE_WAIT, "the section to show the running job", || {
+        status_text().starts_with("Running on worker gpu-box-1")
+    });
+    assert_eq!(
+        d.js("return window.__kept === true;"),
+        json!(true),
+        "updated in place"
+    );
+    let moved = d.js(log_top).as_f64().unwrap_or(f64::NAN) - anchored;
+    assert!(
+        moved.abs() < 60.0,
+        "the view stays on the log: it moved {moved} px"
+    );
+
+    // The result: the page reloads once, with the true line in the header and no refresh.
+    let result = json!({"lease_token": job["lease_token"], "exit_code": 1, "signal": null,
+        "timed_out": false, "duration_ms": 900, "stdout": "", "truncated": false,
+        "gpu": null, "no_gpu": false, "sandbox": "bwrap", "error": null,
+        "stderr": "Traceback (most recent call last):\n  File \"/tmp/job/repro.py\", line 2, in <module>\n    x = torch.zeros(3).cuda()[torch.tensor([5]).cuda()]\nRuntimeError: CUDA error: device-side assert triggered\n"});
+    let path = format!("/api/v1/jobs/{}/result", job["job_id"]);
+    let (status, body) = worker_post(&s.base, &worker, &path, &result);
+    assert_eq!(status, 200, "{body}");
+    wait_until(PAGE_WAIT, "the page to reload with the result", || {
+        d.count("#true-line") == 1
+    });
+    assert_eq!(
+        d.js("return window.__kept === true;"),
+        json!(false),
+        "reloaded"
+    );
+    assert_eq!(d.count("#reproduction[data-pending]"), 0);
+    assert!(
+        d.text("#true-line")
+            .contains("actually raised at repro.py:2"),
+        "{}",
+        d.text("#true-line")
+    );
+    let after = d.js("return window.scrollY;").as_f64().unwrap_or(0.0);
+    assert!(
+        after > 200.0,
+        "the reload keeps the reader down the page: {after}"
+    );
 }

@@ -14,6 +14,7 @@ mod limits;
 mod logviewer;
 mod migrations;
 mod portal;
+mod repro_status;
 mod search;
 mod security;
 mod serve_binary;

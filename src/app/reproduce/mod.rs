@@ -2,11 +2,13 @@
 //! run gave (secrets scrubbed, output classified by the same rule engine as uploads, the
 //! report's headline following a more specific root cause, the `reproduction_finished` webhook
 //! event queued with it), re-queue a finished job, and reap expired leases. Each use case owns
-//! its transaction; the queue's statements are in `storage::jobs`.
+//! its transaction; the queue's statements are in `storage::jobs`. Every claim poll, heartbeat
+//! and result also notes that its worker was in touch ([`workers`]).
 
 pub mod follow;
 pub mod traces;
 pub mod verdict;
+pub mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,7 @@ use crate::storage::jobs::{
     self as store, AttemptOutcome, LockedJob, NewAttempt, NewReproduction, Reaped,
 };
 use crate::storage::reproductions::RunRecord;
+use crate::storage::workers::Contact;
 use crate::storage::{Db, DbError};
 
 /// Queue settings of the server (flags / `GPU_TRIAGE_JOB_*`).
@@ -181,6 +184,7 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
                 .into(),
         ));
     }
+    workers::note_claim(&queue.db, &req).await;
     let settings = &queue.settings;
     let wait = Duration::from_secs(req.wait_secs.min(settings.max_wait_secs));
     let deadline = tokio::time::Instant::now() + wait;
@@ -242,8 +246,9 @@ pub async fn heartbeat(queue: &Queue, job_id: i64, lease_token: &str) -> Result<
     let lease_secs = queue.settings.lease_secs;
     let pool = queue.db.pool();
     if plausible_lease(lease_token)
-        && store::extend_lease(pool, job_id, lease_token, lease_secs).await?
+        && let Some(worker) = store::extend_lease(pool, job_id, lease_token, lease_secs).await?
     {
+        workers::note_contact(&queue.db, &worker, Contact::Heartbeat).await;
         return Ok(lease_secs);
     }
     if store::job_exists(pool, job_id).await? {
@@ -351,7 +356,7 @@ pub async fn record_result(
                     environment: result.environment,
                     runs: result.runs,
                     sandbox: result.sandbox,
-                    worker,
+                    worker: worker.clone(),
                     classification: run.classification,
                 },
             };
@@ -420,6 +425,7 @@ pub async fn record_result(
         }
     };
     tx.commit().await.map_err(DbError::from)?;
+    workers::note_contact(&queue.db, &worker, Contact::Result).await;
     if let Some(category) = recorded.followed {
         tracing::info!(report = job.report_id, %category, "report category follows its reproduction");
     }
@@ -614,6 +620,7 @@ async fn requeue_in(tx: &mut sqlx::PgConnection, job_id: i64, by: &str) -> Resul
 }
 
 /// Runs the reaper every `interval` until the task is dropped; `on_reaped` counts what it did.
+/// Each pass also forgets workers long out of touch.
 pub async fn run_reaper(db: Db, interval: Duration, on_reaped: impl Fn(&[Reaped])) {
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -630,6 +637,11 @@ pub async fn run_reaper(db: Db, interval: Duration, on_reaped: impl Fn(&[Reaped]
             Ok(_) => {}
             Err(DbError::Unavailable(e)) => tracing::debug!(error = %e, "reaper: database down"),
             Err(e) => tracing::warn!(error = %e, "reaper pass failed"),
+        }
+        match workers::forget_stale(&db).await {
+            Ok(0) | Err(DbError::Unavailable(_)) => {}
+            Ok(n) => tracing::info!(workers = n, "forgot workers not seen for a week"),
+            Err(e) => tracing::warn!(error = %e, "forgetting stale workers failed"),
         }
     }
 }

@@ -61,7 +61,10 @@ pub struct Saved {
 }
 
 /// Applies `change` to `current`, checking it makes sense for the id.
-fn apply(current: &[TeamEntry], change: &Change) -> Result<Vec<TeamEntry>, TeamRulesError> {
+pub(super) fn apply(
+    current: &[TeamEntry],
+    change: &Change,
+) -> Result<Vec<TeamEntry>, TeamRulesError> {
     let builtin = team::builtin_file()?;
     let is_builtin = builtin.rule.iter().any(|r| r.id == change.id());
     let is_context = builtin.context.iter().any(|c| c.id == change.id());
@@ -336,25 +339,43 @@ pub async fn preview(
     );
     let before = Arc::new(compile(current).await?);
     let alone = alone(&spec).await?;
+    let reports =
+        scan_reports(db, [before.clone(), after.clone(), alone.clone()], &spec.id).await?;
+    let corpus = match handle.corpus() {
+        Some(dir) => {
+            Some(corpus_dry_run(dir, [before, after, alone], spec.id.clone(), spec.category).await?)
+        }
+        None => None,
+    };
+    Ok(Preview {
+        check,
+        reports,
+        corpus,
+    })
+}
+
+/// Classifies the newest stored reports (at most [`PREVIEW_REPORTS`]) with each of `sets` (the
+/// ruleset in use, the changed one, the candidate alone) and tallies what changes for rule `id`.
+/// One batch of compressed logs is in memory at a time, however large the stored logs are.
+pub(super) async fn scan_reports(
+    db: &Db,
+    sets: [Arc<Ruleset>; 3],
+    id: &str,
+) -> Result<ReportsDryRun, TeamRulesError> {
     let (sizes, stored_count) = store::recent_log_sizes(db.pool(), PREVIEW_REPORTS).await?;
     let mut reports = ReportsDryRun {
         stored: stored_count,
         ..ReportsDryRun::default()
     };
-    // One batch of compressed logs in memory at a time, however large the stored logs are.
     for ids in batches_by_size(&sizes, PREVIEW_BATCH_BYTES) {
         let logs = store::logs_by_id(db.pool(), &ids).await?;
-        let (before, after, alone, id) = (
-            before.clone(),
-            after.clone(),
-            alone.clone(),
-            spec.id.clone(),
-        );
+        let (sets, id) = (sets.clone(), id.to_owned());
         reports = tokio::task::spawn_blocking(move || {
+            let [before, after, alone] = &sets;
             let candidate = Candidate {
-                before: &before,
-                after: &after,
-                alone: &alone,
+                before,
+                after,
+                alone,
                 rule_id: &id,
             };
             let mut run = reports;
@@ -370,17 +391,7 @@ pub async fn preview(
         .await
         .map_err(|e| TeamRulesError::Internal(e.to_string()))?;
     }
-    let corpus = match handle.corpus() {
-        Some(dir) => {
-            Some(corpus_dry_run(dir, [before, after, alone], spec.id.clone(), spec.category).await?)
-        }
-        None => None,
-    };
-    Ok(Preview {
-        check,
-        reports,
-        corpus,
-    })
+    Ok(reports)
 }
 
 /// The candidate alone: where its pattern matches even when other rules outrank it.
@@ -398,7 +409,7 @@ async fn alone(spec: &RuleSpec) -> Result<Arc<Ruleset>, TeamRulesError> {
 }
 
 /// `sets`: the ruleset in use, with the candidate, and the candidate alone.
-async fn corpus_dry_run(
+pub(super) async fn corpus_dry_run(
     dir: std::path::PathBuf,
     sets: [Arc<Ruleset>; 3],
     id: String,

@@ -2,8 +2,9 @@
 //! classification reads the current ruleset from, loading the stored team rules and swapping a
 //! freshly compiled ruleset in atomically, the watcher that keeps replicas in step
 //! (`LISTEN/NOTIFY` plus a periodic version check), and (in the child modules) edits with their
-//! dry run, export/import, and reclassification of stored reports.
+//! dry run, disabling with a look first, export/import, and reclassification of stored reports.
 
+mod disable;
 mod edit;
 mod list;
 pub mod reclassify;
@@ -12,6 +13,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use disable::{
+    DisablePreview, ExampleImpact, LineVerdict, Toggled, preview_disable, set_enabled,
+};
 pub use edit::{Change, Preview, Saved, TeamFile, export, import, parse_team_file, preview, save};
 pub use list::{Origin, RuleInfo, history, list, recent_runs, reports_naming};
 

@@ -1,5 +1,6 @@
 //! The server-rendered portal (askama templates in `templates/`, view structs prepared here so
-//! templates hold no logic beyond loops and conditionals) and its stylesheet.
+//! templates hold no logic beyond loops and conditionals), its stylesheet and the report page's
+//! small script.
 
 pub mod group_triage;
 pub mod groups;
@@ -7,7 +8,9 @@ pub mod login;
 pub mod logview;
 pub mod reports;
 pub mod repro;
+pub mod repro_status;
 pub mod rules;
+pub mod rules_disable;
 pub mod search;
 pub mod trend;
 pub mod webhooks;
@@ -20,6 +23,10 @@ use super::auth::PortalUser;
 
 /// The stylesheet, embedded so the binary is self-contained.
 const APP_CSS: &str = include_str!("../../../static/app.css");
+/// The report page's one script (progressive enhancement: a pending reproduction updates in
+/// place); same-origin, so the CSP's `default-src 'self'` allows it and inline script stays
+/// forbidden.
+const REPORT_JS: &str = include_str!("../../../static/report.js");
 
 /// What every page's frame needs: version, who is signed in, the CSRF token for its forms.
 #[derive(Clone, Debug)]
@@ -67,5 +74,16 @@ pub async fn stylesheet() -> impl IntoResponse {
             (header::CACHE_CONTROL, "public, max-age=3600"),
         ],
         APP_CSS,
+    )
+}
+
+/// `GET /static/report.js`.
+pub async fn report_script() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        REPORT_JS,
     )
 }

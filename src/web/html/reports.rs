@@ -13,6 +13,7 @@ use serde::Deserialize;
 use super::Layout;
 use super::logview::{self, LogWindow};
 use super::repro::{self, ReproSection};
+use super::repro_status::{JobStatus, StatusContext};
 use crate::api_types::ErrorCode;
 use crate::app::similar::SimilarFailure;
 use crate::app::upload::{self, Meta, Uploader};
@@ -508,7 +509,23 @@ pub async fn show_report(
         fix: f.clone(),
     });
     let can_write = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
-    let repro = repro::section(d.jobs, d.basis.as_ref(), &reported, can_write);
+    // Who could take a pending job: read only while one is queued or running.
+    let seen = if d.jobs.iter().any(|j| !j.state.is_finished()) {
+        Some(app::reproduce::workers::seen_recently(&state.db).await?)
+    } else {
+        None
+    };
+    let status = seen.as_ref().map(|seen| StatusContext {
+        seen,
+        server_url: &state.public_url,
+    });
+    let repro = repro::section(
+        d.jobs,
+        d.basis.as_ref(),
+        &reported,
+        can_write,
+        status.as_ref(),
+    );
     Ok(ReportPage {
         layout: Layout::for_user(Some(&user)),
         id,
@@ -564,7 +581,7 @@ enum Pane {
 
 /// Typed facts as label/value rows, sizes in human units with exact bytes; the other facts in
 /// the order of their names.
-fn fact_rows(facts: &Facts) -> Vec<(String, String)> {
+pub(super) fn fact_rows(facts: &Facts) -> Vec<(String, String)> {
     let mut rows = Vec::new();
     let mem = &facts.memory;
     for (value, label) in [

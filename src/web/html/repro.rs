@@ -1,7 +1,8 @@
-//! The reproduction part of the report page: each job with its state, attempts and reason, a
-//! re-queue button, and for a finished run the originally reported traceback beside the
-//! synchronous one with the failing lines marked in both, plus the sentence that says where the
-//! synchronous run moved the error. Also `POST /jobs/{id}/requeue`, the re-queue form.
+//! The reproduction part of the report page: each job with its state, attempts and reason,
+//! what a pending one is doing ([`super::repro_status`]), a re-queue button, and for a finished
+//! run the originally reported traceback beside the synchronous one with the failing lines
+//! marked in both, plus the sentence that says where the synchronous run moved the error (and
+//! the true line for the header card). Also `POST /jobs/{id}/requeue`, the re-queue form.
 //!
 //! Who may re-queue: any signed-in portal user whose token has the `ingest` (or `admin`) scope,
 //! the same people who may upload the report in the first place; the form carries the session's
@@ -13,6 +14,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use super::repro_status::{JobStatus, REFRESH_SECS, StatusContext, TrueLine};
 use crate::api_types::ErrorCode;
 use crate::api_types::{CategorySource, JobState, Sandbox};
 use crate::app::reproduce::{self as repro, Requeue, UserFrame};
@@ -90,6 +92,8 @@ pub struct ReproPanel {
     pub environment: Option<String>,
     /// The reported and the synchronous trace, in that order.
     pub traces: Vec<TraceView>,
+    /// The user's frame where the synchronous run failed (the true failing line).
+    pub truth: Option<UserFrame>,
     pub stdout: String,
     pub stderr: String,
 }
@@ -111,6 +115,8 @@ pub struct JobRow {
     pub history: Vec<AttemptView>,
     pub can_requeue: bool,
     pub repro: Option<ReproPanel>,
+    /// What it is doing while queued or running.
+    pub status: Option<JobStatus>,
 }
 
 /// The reproduction section of the report page.
@@ -120,6 +126,13 @@ pub struct ReproSection {
     /// Set when the report's category followed a reproduction: says so, and what the log
     /// alone gave.
     pub category_note: Option<String>,
+    /// A job is queued or running: the page refreshes itself every `refresh_secs`.
+    pub pending: bool,
+    pub refresh_secs: u32,
+    /// The pending job's status in one sentence, for the header card.
+    pub headline: Option<String>,
+    /// The true failing line the newest run found, for the header card.
+    pub true_line: Option<TrueLine>,
 }
 
 /// The log's traceback and root-cause line, computed once per page from an excerpt of the log
@@ -177,12 +190,14 @@ fn root_line(classification: &Classification) -> Option<usize> {
     classification.root_cause.as_ref().map(|r| r.line)
 }
 
-/// Builds the section from the report's jobs.
+/// Builds the section from the report's jobs; `status` (the workers seen, the server's URL) is
+/// needed only while a job is pending.
 pub fn section(
     jobs: Vec<JobView>,
     basis: Option<&CategoryBasis>,
     reported: &Reported,
     can_write: bool,
+    status: Option<&StatusContext<'_>>,
 ) -> ReproSection {
     let pending = jobs.iter().any(|j| !j.state.is_finished());
     let reported_loc = reported.tb.as_ref().and_then(repro::location);
@@ -195,9 +210,10 @@ pub fn section(
         .collect();
     with_output.sort_unstable_by(|a, b| b.cmp(a));
     with_output.truncate(FULL_PANELS);
-    let jobs = jobs
+    let jobs: Vec<JobRow> = jobs
         .into_iter()
         .map(|j| JobRow {
+            status: status.and_then(|ctx| JobStatus::of(&j, ctx)),
             can_requeue: can_write && !pending && j.state.is_finished(),
             retrying: j.state == JobState::Queued && !j.last_error.is_empty(),
             repro: j
@@ -217,7 +233,25 @@ pub fn section(
             history: j.history,
         })
         .collect();
+    // The newest run that names a failing line in the user's code.
+    let true_line = jobs.iter().rev().find_map(|j| {
+        let r = j.repro.as_ref()?;
+        let frame = r.truth.as_ref()?;
+        Some(TrueLine::new(
+            j.id,
+            frame,
+            r.cpu_translation,
+            r.moved.is_some(),
+        ))
+    });
     ReproSection {
+        headline: jobs
+            .iter()
+            .find_map(|j| j.status.as_ref())
+            .map(JobStatus::headline),
+        true_line,
+        pending,
+        refresh_secs: REFRESH_SECS,
         jobs,
         category_note: basis.and_then(category_note),
     }
@@ -330,6 +364,7 @@ fn panel(
         .collect(),
         stdout: shown_output(&r.stdout),
         stderr: shown_output(&r.stderr),
+        truth: sync_loc,
     }
 }
 

@@ -15,10 +15,12 @@ use serde_json::Value;
 
 use super::Layout;
 use crate::api_types::ErrorCode;
-use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, reclassify};
+use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, Toggled, reclassify};
 use crate::auth::Scope;
 use crate::rules::Category;
+use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
+use crate::rules::team::Captured;
 use crate::storage::reclassify::Run;
 use crate::storage::reports::ReportSummary;
 use crate::storage::rules::HistoryEntry;
@@ -311,6 +313,10 @@ pub struct ExampleRow {
     pub kind: &'static str,
     pub ok: bool,
     pub matched: bool,
+    /// The rule's named captures on the line, each with the fact it feeds.
+    pub captures: Vec<Captured>,
+    /// The typed facts the line gives, as the report page shows them (label, value).
+    pub facts: Vec<(String, String)>,
 }
 
 /// The dry run as the form shows it.
@@ -318,10 +324,13 @@ pub struct PreviewView {
     pub ok: bool,
     pub problems: Vec<String>,
     pub examples: Vec<ExampleRow>,
+    /// The pattern's named groups and the fact each feeds (none: advice only).
+    pub groups: Vec<(String, Option<FactKind>)>,
     pub scanned: usize,
     pub stored: i64,
     pub newly_matched: usize,
     pub matched: usize,
+    pub no_longer_matched: usize,
     pub shadowed: usize,
     pub category_changed: usize,
     pub changed: Vec<(i64, String, String)>,
@@ -348,12 +357,16 @@ impl From<&Preview> for PreviewView {
                     },
                     ok: e.ok(),
                     matched: e.matched,
+                    captures: e.captures.clone(),
+                    facts: super::reports::fact_rows(&e.facts),
                 })
                 .collect(),
+            groups: p.check.groups.clone(),
             scanned: p.reports.scanned,
             stored: p.reports.stored,
             newly_matched: p.reports.newly_matched,
             matched: p.reports.matched,
+            no_longer_matched: p.reports.no_longer_matched,
             shadowed: p.reports.shadowed,
             category_changed: p.reports.category_changed,
             changed: p
@@ -389,10 +402,13 @@ pub struct RuleFormPage {
     categories: Vec<(&'static str, bool)>,
     error: Option<String>,
     preview: Option<PreviewView>,
+    /// Capture names that become typed facts, for the pattern's help text.
+    fact_names: Vec<&'static str>,
 }
 
 fn form_page(user: &PortalUser, form: RuleForm) -> RuleFormPage {
     RuleFormPage {
+        fact_names: FactKind::ALL.iter().map(|k| k.capture_name()).collect(),
         layout: Layout::for_user(Some(user)),
         categories: Category::ALL
             .iter()
@@ -499,9 +515,14 @@ pub struct ActionForm {
     csrf: String,
     #[serde(default)]
     enabled: String,
+    /// Sent by the disable page's confirm button.
+    #[serde(default)]
+    confirm: String,
 }
 
-/// `POST /rules/{id}/enabled`: turn a rule on (`enabled=true`) or off.
+/// `POST /rules/{id}/enabled`: turn a rule on (`enabled=true`) or off. Turning a built-in rule
+/// off takes `confirm=yes` from the disable page; without it the answer is that page
+/// (`GET /rules/{id}/disable`), and nothing changes.
 pub async fn set_enabled(
     State(state): State<AppState>,
     user: PortalUser,
@@ -513,14 +534,34 @@ pub async fn set_enabled(
         form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
-    let change = Change::SetEnabled {
-        id: id.clone(),
-        enabled: form.enabled == "true",
+    let toggled = team_rules::set_enabled(
+        &state.db,
+        &state.ruleset,
+        &id,
+        form.enabled == "true",
+        &user.0.token.name,
+        form.confirm == "yes",
+    )
+    .await
+    .map_err(AppError::from)?;
+    let next = match toggled {
+        Toggled::Saved(_) => format!("/rules/{}", path_segment(&id)),
+        Toggled::NeedsConfirmation => format!("/rules/{}/disable", path_segment(&id)),
     };
-    team_rules::save(&state.db, &state.ruleset, change, &user.0.token.name, false)
-        .await
-        .map_err(AppError::from)?;
-    Ok(Redirect::to(&format!("/rules/{id}")).into_response())
+    Ok(Redirect::to(&next).into_response())
+}
+
+/// A rule id as one path segment (ids are `[a-z0-9_.-]` in practice; anything else is
+/// percent-encoded so a redirect cannot leave the rule's pages).
+pub(super) fn path_segment(id: &str) -> String {
+    id.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                char::from(b).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// `POST /rules/{id}/delete`: remove a team rule, or an override (restoring the built-in rule).

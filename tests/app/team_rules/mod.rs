@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::support::{TestApp, TestResponse, fresh_db};
 
 mod deploy;
+mod editor;
 mod portal;
 mod races;
 

@@ -93,7 +93,7 @@ async fn the_portal_previews_before_saving_and_shows_hits_and_history() {
     );
     assert_eq!(select(&res.body, ".examples td.ok", None).len(), 3);
     assert_eq!(
-        select(&res.body, "input[name=pattern]", Some("value")),
+        select(&res.body, "textarea[name=pattern]", None),
         [FORM[3].1]
     );
     assert_eq!(app.count("team_rules").await, 0, "a preview stores nothing");
