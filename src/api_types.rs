@@ -9,8 +9,11 @@ use crate::rules::{Category, Classification};
 
 mod groups;
 pub use groups::{
-    GroupAction, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupState, GroupTags, TagCount,
+    GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
+    GroupState, GroupTags, TagCount,
 };
+pub mod rules;
+pub mod search;
 pub mod webhooks;
 
 /// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
@@ -110,6 +113,21 @@ impl std::fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// Every JSON error body (DESIGN.md section 5): `{"error": {"code", "message"}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// The `error` of an [`ErrorBody`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    /// Stable; clients match on it.
+    pub code: ErrorCode,
+    /// For people; may change between releases.
+    pub message: String,
 }
 
 /// How a worker isolates the scripts it runs.

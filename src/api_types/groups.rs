@@ -1,6 +1,7 @@
 //! The wire types of group triage (issue 18 items 4 and 5): a group's state, the change a
-//! client asks for (`PATCH /api/v1/groups/{id}`), the activity history, the tag breakdowns and
-//! a page of the group list (`GET /api/v1/groups`). Declared once here, used by the handlers,
+//! client asks for (`PATCH /api/v1/groups/{id}`), the activity history, the tag breakdowns,
+//! a page of the group list (`GET /api/v1/groups`) and one group with its reports, fixes and
+//! triage (`GET`/`PATCH /api/v1/groups/{id}`). Declared once here, used by the handlers,
 //! the storage layer (the same shapes are read back) and any client.
 
 use serde::{Deserialize, Serialize};
@@ -197,6 +198,52 @@ pub struct GroupList {
     pub total: i64,
     /// The next page's number, `null` on the last page.
     pub next_page: Option<u32>,
+}
+
+/// A report of a group, as `GET /api/v1/groups/{id}` lists it (the 50 newest).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupReport {
+    pub id: i64,
+    pub created_at: Timestamp,
+    pub project: String,
+    pub category: Category,
+    pub title: String,
+    pub root_cause_text: String,
+    /// The report page.
+    pub url: String,
+}
+
+/// `GET` and `PATCH /api/v1/groups/{id}` response: a group of recurring failures, its newest
+/// reports, its fixes and its triage.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct GroupDetail {
+    pub id: i64,
+    /// The normalized root-cause signature's hash the group is keyed by.
+    pub fingerprint: String,
+    pub category: Category,
+    pub title: String,
+    pub root_cause_text: String,
+    /// Reports in the group.
+    pub count: i64,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+    /// The latest reproduction verdict with repeats ("flaky: fails 2/5"), or empty.
+    pub verdict: String,
+    /// The group page.
+    pub url: String,
+    pub state: GroupState,
+    /// The commit or version a resolution names; empty when none.
+    pub resolved_in: String,
+    pub state_changed_at: Timestamp,
+    /// The assigned token name; empty for nobody.
+    pub assignee: String,
+    /// Newest first.
+    pub history: Vec<GroupEvent>,
+    pub tags: GroupTags,
+    /// The newest reports, newest first.
+    pub reports: Vec<GroupReport>,
+    /// Newest first.
+    pub fixes: Vec<super::Fix>,
 }
 
 #[cfg(test)]

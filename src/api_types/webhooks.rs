@@ -360,3 +360,31 @@ pub struct Attempt {
     pub duration_ms: u64,
     pub at: crate::time::Timestamp,
 }
+
+/// `GET /api/v1/webhooks` response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EndpointList {
+    pub webhooks: Vec<Endpoint>,
+}
+
+/// `DELETE /api/v1/webhooks/{id}` response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointDeleted {
+    /// The id removed.
+    pub deleted: i64,
+}
+
+/// `POST /api/v1/webhooks/{id}/test` (202) response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestQueued {
+    /// The queued `test` delivery (see the endpoint's deliveries).
+    pub delivery_id: i64,
+}
+
+/// `GET /api/v1/webhooks/{id}/deliveries` response: the endpoint and its newest deliveries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeliveryLog {
+    pub webhook: Endpoint,
+    /// The newest 50, newest first.
+    pub deliveries: Vec<Delivery>,
+}

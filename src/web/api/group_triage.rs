@@ -6,9 +6,8 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use serde_json::Value;
 
-use crate::api_types::{ErrorCode, GroupList, GroupListItem, GroupPatch};
+use crate::api_types::{ErrorCode, GroupDetail, GroupList, GroupListItem, GroupPatch};
 use crate::app::group_triage::{self, ListRequest};
 use crate::auth::Scope;
 use crate::web::auth::ApiToken;
@@ -56,8 +55,8 @@ pub async fn update_group(
     token: ApiToken,
     GroupId(id): GroupId,
     JsonBody(patch): JsonBody<GroupPatch>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<GroupDetail>, AppError> {
     token.require(&[Scope::Ingest, Scope::Admin])?;
     let d = group_triage::change(&state.db, id, patch, &token.0.name).await?;
-    Ok(Json(super::groups::group_json(&state, d)))
+    Ok(Json(super::groups::group_detail(&state, d)))
 }

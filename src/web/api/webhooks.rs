@@ -5,9 +5,11 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde_json::{Value, json};
 
-use crate::api_types::webhooks::{Endpoint, EndpointCreated, EndpointRequest};
+use crate::api_types::webhooks::{
+    DeliveryLog, Endpoint, EndpointCreated, EndpointDeleted, EndpointList, EndpointRequest,
+    TestQueued,
+};
 use crate::app::webhooks;
 use crate::auth::Scope;
 use crate::web::auth::ApiToken;
@@ -18,10 +20,10 @@ use crate::web::{AppError, AppState};
 pub async fn list_webhooks(
     State(state): State<AppState>,
     token: ApiToken,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<EndpointList>, AppError> {
     token.require(&[Scope::Admin])?;
-    let list = webhooks::list(&state.db).await?;
-    Ok(Json(json!({ "webhooks": list })))
+    let webhooks = webhooks::list(&state.db).await?;
+    Ok(Json(EndpointList { webhooks }))
 }
 
 /// `POST /api/v1/webhooks`: 201 with the endpoint and its secret (shown this once).
@@ -63,10 +65,10 @@ pub async fn delete_webhook(
     State(state): State<AppState>,
     token: ApiToken,
     WebhookId(id): WebhookId,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<EndpointDeleted>, AppError> {
     token.require(&[Scope::Admin])?;
     webhooks::delete(&state.db, id).await?;
-    Ok(Json(json!({ "deleted": id })))
+    Ok(Json(EndpointDeleted { deleted: id }))
 }
 
 /// `POST /api/v1/webhooks/{id}/test`: 202 with the queued test delivery's id.
@@ -74,13 +76,10 @@ pub async fn test_webhook(
     State(state): State<AppState>,
     token: ApiToken,
     WebhookId(id): WebhookId,
-) -> Result<(StatusCode, Json<Value>), AppError> {
+) -> Result<(StatusCode, Json<TestQueued>), AppError> {
     token.require(&[Scope::Admin])?;
-    let delivery = webhooks::send_test(&state.db, id).await?;
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({ "delivery_id": delivery })),
-    ))
+    let delivery_id = webhooks::send_test(&state.db, id).await?;
+    Ok((StatusCode::ACCEPTED, Json(TestQueued { delivery_id })))
 }
 
 /// `GET /api/v1/webhooks/{id}/deliveries`: the newest deliveries with every attempt.
@@ -88,10 +87,11 @@ pub async fn list_deliveries(
     State(state): State<AppState>,
     token: ApiToken,
     WebhookId(id): WebhookId,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<DeliveryLog>, AppError> {
     token.require(&[Scope::Admin])?;
-    let (endpoint, deliveries) = webhooks::deliveries(&state.db, id).await?;
-    Ok(Json(
-        json!({ "webhook": endpoint, "deliveries": deliveries }),
-    ))
+    let (webhook, deliveries) = webhooks::deliveries(&state.db, id).await?;
+    Ok(Json(DeliveryLog {
+        webhook,
+        deliveries,
+    }))
 }
