@@ -10,7 +10,7 @@ use crate::rules::Category;
 use crate::time::Timestamp;
 
 /// Where a group stands in triage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupState {
     /// New or reopened by hand: someone should look at it.
@@ -59,7 +59,7 @@ impl std::fmt::Display for GroupState {
 }
 
 /// What an entry of a group's history records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupAction {
     /// The state changed (`from` → `to`; `detail` names the fix's commit or version, or why an
@@ -97,7 +97,7 @@ impl GroupAction {
 }
 
 /// One entry of a group's activity history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupEvent {
     pub id: i64,
     pub at: Timestamp,
@@ -108,12 +108,13 @@ pub struct GroupEvent {
     pub to: String,
     pub detail: String,
     /// The report whose upload caused the entry, if one did.
+    #[schema(required)]
     pub report_id: Option<i64>,
 }
 
 /// `PATCH /api/v1/groups/{id}` (and the portal's state form): every field optional, at least
 /// one given. `assignee: ""` unassigns; `resolved_in` goes only with the `resolved` state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupPatch {
     /// `open`, `resolved` or `ignored` (`regressed` is set by uploads, not by hand).
@@ -128,7 +129,7 @@ pub struct GroupPatch {
 }
 
 /// How often one value of a tag occurs among a group's reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagCount {
     pub value: String,
     pub count: i64,
@@ -136,7 +137,7 @@ pub struct TagCount {
 
 /// A group's reports counted by where they come from: the ten most frequent values of each
 /// tag, most frequent first. A tag with no data is an empty list.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupTags {
     pub project: Vec<TagCount>,
     pub branch: Vec<TagCount>,
@@ -172,7 +173,7 @@ impl GroupTags {
 }
 
 /// A group in `GET /api/v1/groups`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupListItem {
     pub id: i64,
     pub url: String,
@@ -189,7 +190,7 @@ pub struct GroupListItem {
 }
 
 /// `GET /api/v1/groups` response: one page of groups and where the next begins.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupList {
     pub groups: Vec<GroupListItem>,
     pub page: u32,
@@ -197,11 +198,12 @@ pub struct GroupList {
     /// Groups matching the filters, on all pages.
     pub total: i64,
     /// The next page's number, `null` on the last page.
+    #[schema(required)]
     pub next_page: Option<u32>,
 }
 
 /// A report of a group, as `GET /api/v1/groups/{id}` lists it (the 50 newest).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupReport {
     pub id: i64,
     pub created_at: Timestamp,
@@ -215,7 +217,7 @@ pub struct GroupReport {
 
 /// `GET` and `PATCH /api/v1/groups/{id}` response: a group of recurring failures, its newest
 /// reports, its fixes and its triage.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupDetail {
     pub id: i64,
     /// The normalized root-cause signature's hash the group is keyed by.

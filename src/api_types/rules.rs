@@ -9,7 +9,7 @@ use crate::rules::Category;
 use crate::time::Timestamp;
 
 /// Where a rule comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleOrigin {
     /// Shipped in `builtin.toml`.
@@ -20,7 +20,7 @@ pub enum RuleOrigin {
 
 /// One rule as `GET /api/v1/rules` lists it: the rule in effect (a team override's fields
 /// when it overrides a built-in rule).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleListing {
     pub id: String,
     pub origin: RuleOrigin,
@@ -38,14 +38,16 @@ pub struct RuleListing {
     pub examples: Vec<String>,
     pub counter_examples: Vec<String>,
     /// The team entry's last change; null for a built-in rule without one.
+    #[schema(required)]
     pub updated_at: Option<Timestamp>,
+    #[schema(required)]
     pub updated_by: Option<String>,
     /// Stored reports whose classification names this rule (0 in save answers).
     pub hits: i64,
 }
 
 /// `GET /api/v1/rules` response: built-in rules (file order), then team rules (oldest first).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleList {
     /// The stored ruleset version.
     pub version: i64,
@@ -53,18 +55,20 @@ pub struct RuleList {
 }
 
 /// `POST /api/v1/rules` (201) and `PUT /api/v1/rules/{id}` (200) response.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleSaved {
     /// The rule as saved; null when the change left no rule of that id.
+    #[schema(required)]
     pub rule: Option<RuleListing>,
     /// The ruleset version now stored and in use.
     pub version: i64,
     /// The corpus dry run, when a corpus is configured and the change adds or edits a rule.
+    #[schema(required)]
     pub corpus: Option<CorpusEffect>,
 }
 
 /// `DELETE /api/v1/rules/{id}` response.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RuleDeleted {
     /// The id removed.
     pub deleted: String,
@@ -72,7 +76,7 @@ pub struct RuleDeleted {
 }
 
 /// How one example or counter-example fared.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ExampleCheck {
     pub line: String,
     /// An example (true) or a counter-example (false).
@@ -84,7 +88,7 @@ pub struct ExampleCheck {
 }
 
 /// A stored report whose category the rule would change.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ChangedReport {
     pub report_id: i64,
     pub before: Category,
@@ -92,7 +96,7 @@ pub struct ChangedReport {
 }
 
 /// A rule's effect on the newest stored reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportsEffect {
     /// Reports classified (the newest, up to the scan cap).
     pub scanned: usize,
@@ -113,7 +117,7 @@ pub struct ReportsEffect {
 }
 
 /// A rule's effect on the labelled corpus (accuracies in percent).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CorpusEffect {
     pub cases: usize,
     pub correct_before: usize,
@@ -126,12 +130,13 @@ pub struct CorpusEffect {
     pub rule_root: usize,
     /// Of those, the share labelled with the rule's category; null when it never is the root
     /// cause.
+    #[schema(required)]
     pub precision: Option<f64>,
     pub lowers_accuracy: bool,
 }
 
 /// `POST /api/v1/rules/preview` response: the dry run of a rule, nothing stored.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RulePreview {
     /// The rule may be saved (`problems` is empty).
     pub ok: bool,
@@ -141,6 +146,7 @@ pub struct RulePreview {
     pub examples: Vec<ExampleCheck>,
     pub reports: ReportsEffect,
     /// Null when no corpus is configured.
+    #[schema(required)]
     pub corpus: Option<CorpusEffect>,
     pub warnings: Vec<String>,
 }

@@ -9,7 +9,7 @@ use crate::rules::Category;
 use crate::time::Timestamp;
 
 /// What a search result is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchHitKind {
     Report,
@@ -18,7 +18,7 @@ pub enum SearchHitKind {
 }
 
 /// Where a result matched, in rank order: root cause, then fix, symptom, log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchTier {
     /// A report's title and root-cause line, a group's.
@@ -32,21 +32,21 @@ pub enum MatchTier {
 }
 
 /// A piece of a snippet; `marked` pieces are what matched.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SnippetSegment {
     pub text: String,
     pub marked: bool,
 }
 
 /// The text around a match: whole (`text`) and in pieces with the match marked (`segments`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Snippet {
     pub text: String,
     pub segments: Vec<SnippetSegment>,
 }
 
 /// One search result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchHit {
     pub kind: SearchHitKind,
     /// The report's, group's or fix's id.
@@ -67,24 +67,30 @@ pub struct SearchHit {
 }
 
 /// `GET /api/v1/search` response: one page of results.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchResults {
     /// The words asked, trimmed.
     pub query: String,
     /// When the words asked found nothing and their spelling correction did: the corrected
     /// words, whose results these are.
+    #[schema(required)]
     pub corrected: Option<String>,
     /// When some words are unknown and the words asked found something: the same search with
     /// those words corrected.
+    #[schema(required)]
     pub suggestion: Option<String>,
+    #[schema(required)]
     pub category: Option<Category>,
+    #[schema(required)]
     pub project: Option<String>,
     pub page: u32,
     pub per_page: u32,
     /// Results in all, counted up to 1,000; with `total_exact: false`, at least this many.
     pub total: i64,
     pub total_exact: bool,
+    #[schema(required)]
     pub next_page: Option<u32>,
+    #[schema(required)]
     pub prev_page: Option<u32>,
     pub results: Vec<SearchHit>,
 }
