@@ -11,7 +11,7 @@ use axum::response::IntoResponse;
 use crate::api_types::search::{
     MatchTier, SearchHit, SearchHitKind, SearchResults, Snippet, SnippetSegment,
 };
-use crate::api_types::{ErrorCode, Fix, GroupDetail, GroupReport};
+use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::search::{self, SearchRequest};
 use crate::app::triage::{self, FixRequest};
 use crate::auth::Scope;
@@ -20,7 +20,8 @@ use crate::web::auth::ApiToken;
 use crate::web::extract::GroupId;
 use crate::web::{AppError, AppState};
 
-/// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`
+/// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`: reports, groups
+/// and fixes that match, ranked.
 ///
 /// `total` counts every hit up to 1,000 (`total_exact: false` means "at least `total`");
 /// `corrected` names the words whose results these are when the words asked found nothing,
@@ -28,6 +29,19 @@ use crate::web::{AppError, AppState};
 /// (`root_cause`, `fix`, `symptom` or `log`, the order results are ranked in) and carries its
 /// `snippet` as plain `text` and as `segments` (`{"text", "marked"}` in order; the marked ones
 /// are the match).
+#[utoipa::path(
+    get,
+    path = "/api/v1/search",
+    tag = "search",
+    params(SearchRequest),
+    responses(
+        (status = 200, description = "One page of results, ranked root cause > fix > symptom > \
+            log, newest first within each.", body = SearchResults),
+        (status = 400, description = "`bad_query`: a missing or empty `q`, an unknown \
+            parameter, category or page out of range.", body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn search(
     State(state): State<AppState>,
     token: ApiToken,
@@ -103,7 +117,19 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
     }
 }
 
-/// `GET /api/v1/groups/{id}`
+/// `GET /api/v1/groups/{id}`: a group with its newest reports, fixes and triage.
+#[utoipa::path(
+    get,
+    path = "/api/v1/groups/{id}",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The group's id.")),
+    responses(
+        (status = 200, description = "The group, its newest reports, fixes and triage.",
+            body = GroupDetail),
+        (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn show_group(
     State(state): State<AppState>,
     token: ApiToken,
@@ -151,7 +177,24 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
     }
 }
 
-/// `POST /api/v1/groups/{id}/fixes`
+/// `POST /api/v1/groups/{id}/fixes`: record what fixed a group's failure.
+#[utoipa::path(
+    post,
+    path = "/api/v1/groups/{id}/fixes",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The group's id.")),
+    request_body(content = FixRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The recorded fix (secrets in it scrubbed).", body = Fix),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: not `application/json`.",
+            body = ErrorBody),
+        (status = 422, description = "`bad_fix`: a missing, empty or too long summary, or an \
+            unknown field.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"]), ("bearer" = ["admin"])),
+)]
 pub async fn create_fix(
     State(state): State<AppState>,
     token: ApiToken,

@@ -10,11 +10,11 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 
-use crate::api_types::ErrorCode;
 use crate::api_types::rules::{
     ChangedReport, CorpusEffect, ExampleCheck, ReportsEffect, RuleDeleted, RuleList, RuleListing,
     RulePreview, RuleSaved,
 };
+use crate::api_types::{ErrorBody, ErrorCode};
 use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
 use crate::auth::Scope;
 use crate::rules::Category;
@@ -46,7 +46,7 @@ impl From<TeamRulesError> for AppError {
 
 /// A rule as written by a client: the fields of `builtin.toml`, plus `enabled` and `confirm`.
 /// Without any rule field, the body only turns the rule on or off (`enabled`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleBody {
     pub id: Option<String>,
@@ -155,6 +155,16 @@ pub fn rule_listing(r: &RuleInfo) -> RuleListing {
 }
 
 /// `GET /api/v1/rules`: every rule (built-in, then team) with hit counts.
+#[utoipa::path(
+    get,
+    path = "/api/v1/rules",
+    tag = "rules",
+    responses(
+        (status = 200, description = "Every rule, built-in then team, with hit counts.",
+            body = RuleList),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn list_rules(
     State(state): State<AppState>,
     token: ApiToken,
@@ -177,6 +187,22 @@ async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSav
 }
 
 /// `POST /api/v1/rules`: create a team rule (or an override, with a built-in id).
+#[utoipa::path(
+    post,
+    path = "/api/v1/rules",
+    tag = "rules",
+    request_body(content = RuleBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The rule was saved and is in use.", body = RuleSaved),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 409, description = "`rule_exists`: a rule of that id exists (change it with \
+            PUT); `busy`: another rule change is being saved.", body = ErrorBody),
+        (status = 422, description = "`invalid_rule`: a missing field, a pattern over the \
+            limits, failing examples, too many rules; `lowers_accuracy`: the rule lowers corpus \
+            accuracy (send `confirm: true` to save it anyway).", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn create_rule(
     State(state): State<AppState>,
     token: ApiToken,
@@ -211,6 +237,24 @@ pub async fn create_rule(
 }
 
 /// `PUT /api/v1/rules/{id}`: replace a rule, override a built-in one, or turn it on or off.
+#[utoipa::path(
+    put,
+    path = "/api/v1/rules/{id}",
+    tag = "rules",
+    params(("id" = String, Path, description = "The rule's id.")),
+    request_body(content = RuleBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The rule was saved and is in use.", body = RuleSaved),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no rule of that id (to turn on or off).",
+            body = ErrorBody),
+        (status = 409, description = "`busy`: another rule change is being saved.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_rule` (including a body id that differs from \
+            the path's) or `lowers_accuracy`.", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn update_rule(
     State(state): State<AppState>,
     token: ApiToken,
@@ -232,6 +276,22 @@ pub async fn update_rule(
 }
 
 /// `DELETE /api/v1/rules/{id}`: remove a team rule or an override.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/rules/{id}",
+    tag = "rules",
+    params(("id" = String, Path, description = "The rule's id.")),
+    responses(
+        (status = 200, description = "The rule was removed (an override's built-in rule is \
+            back).", body = RuleDeleted),
+        (status = 404, description = "`not_found`: no team rule or override of that id.",
+            body = ErrorBody),
+        (status = 409, description = "`busy`: another rule change is being saved.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_rule`: the change is refused.", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn delete_rule(
     State(state): State<AppState>,
     token: ApiToken,
@@ -247,6 +307,22 @@ pub async fn delete_rule(
 }
 
 /// `POST /api/v1/rules/preview`: the dry run of a rule, nothing stored.
+#[utoipa::path(
+    post,
+    path = "/api/v1/rules/preview",
+    tag = "rules",
+    request_body(content = RuleBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The dry run: examples, effect on the newest stored \
+            reports and on the corpus.", body = RulePreview),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 409, description = "`busy`: another rule change is being saved.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_rule`: a missing field or a pattern that does \
+            not compile within the limits.", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn preview_rule(
     State(state): State<AppState>,
     token: ApiToken,
