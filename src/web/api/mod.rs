@@ -5,6 +5,8 @@
 //! Routes are registered only through utoipa-axum's `routes!`, which reads each handler's path
 //! and methods from its `#[utoipa::path]`: the router and the OpenAPI document served at
 //! `/api/v1/openapi.json` come from this one list, so a route cannot be served undescribed.
+//! The list also holds the probes DESIGN.md section 5 puts in the API's table (`/healthz`,
+//! `/readyz`, `/metrics`): they are not under `/api/`, but monitoring is a client too.
 
 pub(crate) mod group_triage;
 pub(crate) mod groups;
@@ -20,9 +22,10 @@ use utoipa::OpenApi;
 use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
 use utoipa_axum::routes;
 
-use super::AppState;
+use super::{AppState, health, metrics};
 
-/// The `/api/v1` routes; also keeps their OpenAPI document for `GET /api/v1/openapi.json`.
+/// The `/api/v1` routes and the probes; also keeps their OpenAPI document for
+/// `GET /api/v1/openapi.json`.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let (router, mut spec) = documented_routes(state).split_for_parts();
     openapi::add_common_errors(&mut spec);
@@ -30,8 +33,8 @@ pub fn routes(state: &AppState) -> Router<AppState> {
     router
 }
 
-/// Every API route with its description. Per-route layers (body caps) go on the method
-/// router `routes!` returns; they change no path or method.
+/// Every API route and probe with its description. Per-route layers (body caps) go on the
+/// method router `routes!` returns; they change no path or method.
 fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
     // Uploads are capped while streaming (413 before anything is stored), not by a buffer.
     let upload_cap = DefaultBodyLimit::disable();
@@ -60,4 +63,7 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(webhooks::test_webhook))
         .routes(routes!(webhooks::list_deliveries))
         .routes(routes!(openapi::show_openapi))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(metrics::show_metrics))
 }

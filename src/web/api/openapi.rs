@@ -21,7 +21,7 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, ToSchema};
 
 use crate::api_types::ErrorBody;
-use crate::web::AppError;
+use crate::web::{AppError, limits};
 
 /// The name of the bearer-token security scheme. Operations name it as the literal `"bearer"`
 /// in their `security(...)` (the attribute takes literals only); the tests check every
@@ -50,6 +50,8 @@ const BEARER: &str = "bearer";
         (name = "webhooks", description = "Endpoints notified of new groups, regressions, \
             reproductions and rule changes."),
         (name = "meta", description = "This document."),
+        (name = "probes", description = "Liveness, readiness and metrics, for load balancers \
+            and monitoring; no token."),
     )
 )]
 pub(super) struct ApiDoc;
@@ -165,14 +167,16 @@ const COMMON_ERRORS: [CommonError; 7] = [
         name: "Unavailable",
         description: "`unavailable`: the database is unreachable; `overloaded`: the server sheds load.",
         retry: true,
-        applies: Applies::All,
+        applies: Applies::DatabaseOrShed,
     },
 ];
 
 /// Which operations a common error applies to.
 #[derive(Clone, Copy)]
 enum Applies {
-    All,
+    /// Operations that read the database (every one that takes a token) or that the load
+    /// shedder covers (all but the probes and the worker's long-poll).
+    DatabaseOrShed,
     /// Operations that take a token.
     Authenticated,
     /// Operations that read a request body.
@@ -186,7 +190,7 @@ pub(super) fn add_common_errors(spec: &mut OpenApi) {
     for e in &COMMON_ERRORS {
         (components.responses).insert(e.name.to_owned(), error_response(e.description, e.retry));
     }
-    for item in spec.paths.paths.values_mut() {
+    for (path, item) in spec.paths.paths.iter_mut() {
         let operations = [
             &mut item.get,
             &mut item.put,
@@ -199,7 +203,7 @@ pub(super) fn add_common_errors(spec: &mut OpenApi) {
             let with_body = op.request_body.is_some();
             for e in &COMMON_ERRORS {
                 let applies = match e.applies {
-                    Applies::All => true,
+                    Applies::DatabaseOrShed => authenticated || !limits::exempt(path),
                     Applies::Authenticated => authenticated,
                     Applies::WithBody => with_body,
                 };
