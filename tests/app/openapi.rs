@@ -5,11 +5,15 @@
 //!   documented methods answer (every other method gets 405);
 //! - the scopes: each operation's security requirement names exactly the scopes the handler
 //!   lets through (each single-scope token is tried on every operation);
-//! - the bodies (`answers`): real answers, successes and errors, of every operation are checked
-//!   against the schema documented for their status, with undescribed fields refused
-//!   (`schema`, a strict validator); documented fields that may be null are always sent.
+//! - the bodies (`answers`, `admin_answers`): real answers, successes and errors, of every
+//!   operation are checked against the schema documented for their status, with undescribed
+//!   fields refused (`schema`, a strict validator); documented fields that may be null are
+//!   always sent; the schemas written by hand for the engine's types match real values
+//!   (`engine`).
 
+mod admin_answers;
 mod answers;
+mod engine;
 mod schema;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -2,17 +2,14 @@
 //! API v1 through successes and refusals (upload, reproduce, read, search, triage, fix, rules,
 //! webhooks), each answer checked by `Checker` (a documented status, a body that matches its
 //! schema with no undescribed field), then a check that every operation was seen succeeding
-//! and refusing. The rules engine's types, whose schemas are written by hand, are also checked
-//! with every optional field present and with none.
+//! and refusing. The admins' part of the story (rules, webhooks) is in `admin_answers`.
 
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
-use gpu_triage::rules::facts::{Facts, Memory};
-use gpu_triage::rules::{Category, Classification, Confidence, Finding, Role, RootCause, Stats};
 use gpu_triage::web::limits::LoadLimits;
 use serde_json::{Value, json};
 
-use super::schema::Validator;
+use super::admin_answers::{rules, webhooks};
 use super::{Checker, Spec};
 use crate::support::{TestApp, TestResponse};
 
@@ -67,11 +64,11 @@ fn gpu() -> Value {
            "total_memory_bytes": 85045231616u64, "compute_capability": "9.0"})
 }
 
-struct Tokens {
-    admin: String,
-    ingest: String,
-    read: String,
-    worker: String,
+pub(super) struct Tokens {
+    pub admin: String,
+    pub ingest: String,
+    pub read: String,
+    pub worker: String,
 }
 
 #[tokio::test]
@@ -120,7 +117,7 @@ async fn real_answers_of_every_operation_match_their_documented_schemas() {
 }
 
 /// Asserts the status; the body as JSON (null when there is none or it is text).
-fn expect(res: &TestResponse, status: StatusCode) -> Value {
+pub(super) fn expect(res: &TestResponse, status: StatusCode) -> Value {
     assert_eq!(res.status, status, "{}", res.body);
     let json = (res.headers.get("content-type"))
         .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
@@ -510,334 +507,4 @@ async fn fixes(c: &mut Checker<'_>, t: &Tokens, group: i64) {
         &c.get(&t.read, &format!("/api/v1/groups/{group}")).await,
         StatusCode::OK,
     );
-}
-
-async fn rules(c: &mut Checker<'_>, t: &Tokens) {
-    let rule = json!({"id": "team.mykernel", "category": "library_error", "title": "MyKernel failed",
-        "source": "mykernel/launch.cu", "pattern": r"MyKernel failed: code (?P<code>\d+)",
-        "specificity": 90, "consequence": false,
-        "advice": ["MyKernel error code {code}: see the kernel's runbook."],
-        "examples": ["MyKernel failed: code 3 (launch 17)"], "counter_examples": ["MyKernel started"]});
-    expect(&c.get(&t.read, "/api/v1/rules").await, StatusCode::OK);
-    expect(
-        &c.json(&t.admin, "post", "/api/v1/rules/preview", &rule)
-            .await,
-        StatusCode::OK,
-    );
-    expect(
-        &c.json(&t.admin, "post", "/api/v1/rules", &rule).await,
-        StatusCode::CREATED,
-    );
-    expect(
-        &c.json(&t.admin, "post", "/api/v1/rules", &rule).await,
-        StatusCode::CONFLICT,
-    );
-    let mut bad = rule.clone();
-    bad["pattern"] = json!("MyKernel (unclosed");
-    expect(
-        &c.json(&t.admin, "post", "/api/v1/rules/preview", &bad)
-            .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    );
-    bad["id"] = json!("team.other");
-    expect(
-        &c.json(&t.admin, "post", "/api/v1/rules", &bad).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    );
-    expect(
-        &c.raw(
-            &t.admin,
-            "post",
-            "/api/v1/rules",
-            "application/json",
-            b"{".to_vec(),
-        )
-        .await,
-        StatusCode::BAD_REQUEST,
-    );
-    expect(
-        &c.raw(
-            &t.admin,
-            "post",
-            "/api/v1/rules/preview",
-            "application/json",
-            b"[".to_vec(),
-        )
-        .await,
-        StatusCode::BAD_REQUEST,
-    );
-    let path = "/api/v1/rules/team.mykernel";
-    let mut changed = rule.clone();
-    changed["title"] = json!("MyKernel launch failed");
-    let saved = expect(
-        &c.json(&t.admin, "put", path, &changed).await,
-        StatusCode::OK,
-    );
-    assert_eq!(saved["rule"]["title"], "MyKernel launch failed", "{saved}");
-    expect(
-        &c.json(&t.admin, "put", path, &json!({"enabled": false}))
-            .await,
-        StatusCode::OK,
-    );
-    expect(
-        &c.json(
-            &t.admin,
-            "put",
-            path,
-            &json!({"id": "team.renamed", "enabled": true}),
-        )
-        .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    );
-    expect(
-        &c.json(&t.read, "put", path, &json!({"enabled": true}))
-            .await,
-        StatusCode::FORBIDDEN,
-    );
-    // A built-in rule can be turned off (an override) and back on.
-    expect(
-        &c.json(
-            &t.admin,
-            "put",
-            "/api/v1/rules/cuda.assert.index",
-            &json!({"enabled": false}),
-        )
-        .await,
-        StatusCode::OK,
-    );
-    expect(&c.get(&t.read, "/api/v1/rules").await, StatusCode::OK);
-    expect(
-        &c.bodyless(&t.admin, "delete", "/api/v1/rules/cuda.assert.index")
-            .await,
-        StatusCode::OK,
-    );
-    expect(&c.bodyless(&t.admin, "delete", path).await, StatusCode::OK);
-    expect(
-        &c.bodyless(&t.admin, "delete", path).await,
-        StatusCode::NOT_FOUND,
-    );
-    expect(
-        &c.bodyless(&t.read, "delete", path).await,
-        StatusCode::FORBIDDEN,
-    );
-    expect(
-        &c.json(&t.read, "post", "/api/v1/rules/preview", &rule)
-            .await,
-        StatusCode::FORBIDDEN,
-    );
-    expect(
-        &c.json(&t.ingest, "post", "/api/v1/rules", &rule).await,
-        StatusCode::FORBIDDEN,
-    );
-    expect(
-        &c.get(&t.worker, "/api/v1/rules").await,
-        StatusCode::FORBIDDEN,
-    );
-}
-
-async fn webhooks(c: &mut Checker<'_>, t: &Tokens) {
-    let endpoint = json!({"url": "http://127.0.0.1:9/hook", "events": ["new_group", "regression"],
-        "format": "json", "projects": ["vision"], "categories": ["out_of_bounds"],
-        "description": "on-call", "enabled": true});
-    let created = expect(
-        &c.json(&t.admin, "post", "/api/v1/webhooks", &endpoint)
-            .await,
-        StatusCode::CREATED,
-    );
-    let id = created["id"].as_i64().unwrap();
-    assert!(created["secret"].is_string(), "{created}");
-    let mut bad = endpoint.clone();
-    bad["events"] = json!(["everything"]);
-    expect(
-        &c.json(&t.admin, "post", "/api/v1/webhooks", &bad).await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    );
-    expect(
-        &c.raw(
-            &t.admin,
-            "post",
-            "/api/v1/webhooks",
-            "application/json",
-            b"{\"colour\": 1}".to_vec(),
-        )
-        .await,
-        StatusCode::BAD_REQUEST,
-    );
-    expect(&c.get(&t.admin, "/api/v1/webhooks").await, StatusCode::OK);
-    expect(
-        &c.get(&t.read, "/api/v1/webhooks").await,
-        StatusCode::FORBIDDEN,
-    );
-    let path = format!("/api/v1/webhooks/{id}");
-    expect(&c.get(&t.admin, &path).await, StatusCode::OK);
-    expect(
-        &c.json(
-            &t.admin,
-            "patch",
-            &path,
-            &json!({"format": "slack", "secret": "a-new-secret-of-enough-length"}),
-        )
-        .await,
-        StatusCode::OK,
-    );
-    expect(
-        &c.json(&t.admin, "patch", &path, &json!({"format": "xml"}))
-            .await,
-        StatusCode::UNPROCESSABLE_ENTITY,
-    );
-    expect(
-        &c.raw(&t.admin, "patch", &path, "application/json", b"{".to_vec())
-            .await,
-        StatusCode::BAD_REQUEST,
-    );
-    expect(
-        &c.bodyless(&t.admin, "post", &format!("{path}/test")).await,
-        StatusCode::ACCEPTED,
-    );
-    let log = expect(
-        &c.get(&t.admin, &format!("{path}/deliveries")).await,
-        StatusCode::OK,
-    );
-    assert!(!log["deliveries"].as_array().unwrap().is_empty(), "{log}");
-    expect(
-        &c.bodyless(&t.ingest, "post", &format!("{path}/test")).await,
-        StatusCode::FORBIDDEN,
-    );
-    expect(
-        &c.get(&t.read, &format!("{path}/deliveries")).await,
-        StatusCode::FORBIDDEN,
-    );
-    expect(&c.bodyless(&t.admin, "delete", &path).await, StatusCode::OK);
-    expect(&c.get(&t.admin, &path).await, StatusCode::NOT_FOUND);
-    expect(
-        &c.bodyless(&t.admin, "delete", &path).await,
-        StatusCode::NOT_FOUND,
-    );
-    expect(
-        &c.json(&t.admin, "patch", &path, &json!({"description": "x"}))
-            .await,
-        StatusCode::NOT_FOUND,
-    );
-    expect(
-        &c.bodyless(&t.admin, "post", &format!("{path}/test")).await,
-        StatusCode::NOT_FOUND,
-    );
-    expect(
-        &c.get(&t.admin, &format!("{path}/deliveries")).await,
-        StatusCode::NOT_FOUND,
-    );
-}
-
-/// A classification with every optional part present, and one with none.
-fn classifications() -> [Classification; 2] {
-    let full = Classification {
-        source: "train.log".into(),
-        category: Category::OutOfMemory,
-        title: "CUDA out of memory".into(),
-        confidence: Confidence::High,
-        root_cause: Some(RootCause {
-            line: 3,
-            text: "torch.OutOfMemoryError: CUDA out of memory.".into(),
-            rule: "cuda.oom".into(),
-        }),
-        findings: vec![Finding {
-            rule: "cuda.oom".into(),
-            category: Category::OutOfMemory,
-            role: Role::RootCause,
-            line: 3,
-            text: "torch.OutOfMemoryError".into(),
-        }],
-        facts: Facts {
-            memory: Memory {
-                requested_bytes: Some(1),
-                total_bytes: Some(2),
-                free_bytes: Some(3),
-                allocated_bytes: Some(4),
-                reserved_bytes: Some(5),
-            },
-            devices: vec!["cuda:0".into(), "cpu".into()],
-            dtypes: vec!["Half".into(), "Float".into()],
-            shapes: vec!["1x2".into()],
-            ranks: vec![0, 3],
-            gpu: Some("NVIDIA A100-SXM4-80GB".into()),
-            arch: Some("sm_80".into()),
-            torch_version: Some("2.3.1".into()),
-            cuda_version: Some("12.1".into()),
-            driver_version: Some("535.54".into()),
-            nccl_version: Some("2.18.1".into()),
-        },
-        async_hint: true,
-        next_steps: vec!["Lower the batch size.".into()],
-        fingerprint: "ab".repeat(32),
-        signature: "torch.OutOfMemoryError train.py:step".into(),
-        notes: vec!["the log was truncated".into()],
-        stats: Stats {
-            bytes: 10,
-            lines: 3,
-        },
-    };
-    let none = Classification {
-        source: "-".into(),
-        category: Category::Unknown,
-        title: "Unknown failure".into(),
-        confidence: Confidence::Low,
-        root_cause: None,
-        findings: Vec::new(),
-        facts: Facts::default(),
-        async_hint: false,
-        next_steps: Vec::new(),
-        fingerprint: "cd".repeat(32),
-        signature: String::new(),
-        notes: Vec::new(),
-        stats: Stats::default(),
-    };
-    [full, none]
-}
-
-#[tokio::test]
-async fn the_engine_types_written_by_hand_match_full_and_empty_values() {
-    // Constructing every field here means a field added to the engine's types fails to
-    // compile until it is set, and then fails below until its schema describes it.
-    let app = TestApp::spawn().await;
-    let spec = Spec::of(&app).await;
-    let v = Validator::new(&spec.doc);
-    let schema = json!({"$ref": "#/components/schemas/Classification"});
-    for c in classifications() {
-        let value = serde_json::to_value(&c).unwrap();
-        v.assert_valid(&schema, &value, "a classification");
-    }
-    // Every category, confidence and role spelling is in its enum, and nothing else is.
-    for (name, values) in [
-        (
-            "Category",
-            Category::ALL.iter().map(|c| json!(c)).collect::<Vec<_>>(),
-        ),
-        (
-            "Confidence",
-            [Confidence::High, Confidence::Medium, Confidence::Low]
-                .iter()
-                .map(|c| json!(c))
-                .collect(),
-        ),
-        (
-            "Role",
-            [Role::RootCause, Role::Symptom]
-                .iter()
-                .map(|r| json!(r))
-                .collect(),
-        ),
-    ] {
-        assert_eq!(
-            spec.doc["components"]["schemas"][name]["enum"],
-            json!(values),
-            "{name}"
-        );
-    }
-    // The classification is checked, not waved through: a stray or missing field fails.
-    let mut stray = serde_json::to_value(&classifications()[1]).unwrap();
-    stray["facts"]["colour"] = json!("red");
-    assert!(!v.errors(&schema, &stray).is_empty());
-    let mut missing = serde_json::to_value(&classifications()[1]).unwrap();
-    missing.as_object_mut().unwrap().remove("stats");
-    assert!(!v.errors(&schema, &missing).is_empty());
 }
