@@ -1,6 +1,7 @@
 //! The wire contract of API v1 (DESIGN.md section 5) as plain serde types, written once and
 //! shared by the server's handlers, the GPU worker's client and the `upload` command, so the
-//! two sides of each request cannot drift apart. Pure: no I/O, no web or storage types.
+//! two sides of each request cannot drift apart. Each derives its OpenAPI schema (utoipa), so
+//! `/api/v1/openapi.json` describes exactly these types. Pure: no I/O, no web or storage types.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -9,13 +10,17 @@ use crate::rules::{Category, Classification};
 
 mod groups;
 pub use groups::{
-    GroupAction, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupState, GroupTags, TagCount,
+    GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
+    GroupState, GroupTags, TagCount,
 };
+pub mod rules;
+mod schemas;
+pub mod search;
 pub mod webhooks;
 
 /// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
 /// clients match on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum ErrorCode {
@@ -112,6 +117,21 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
+/// Every JSON error body (DESIGN.md section 5): `{"error": {"code", "message"}}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+/// The `error` of an [`ErrorBody`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ErrorDetail {
+    /// Stable; clients match on it.
+    pub code: ErrorCode,
+    /// For people; may change between releases.
+    pub message: String,
+}
+
 /// How a worker isolates the scripts it runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "String", into = "String")]
@@ -159,7 +179,7 @@ impl std::fmt::Display for Sandbox {
 }
 
 /// A reproduction job's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum JobState {
     /// Waiting for a worker.
@@ -211,7 +231,7 @@ impl std::fmt::Display for JobState {
 }
 
 /// `POST /api/v1/jobs/claim` request.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimRequest {
     /// Free text shown in the portal.
     pub worker: String,
@@ -229,7 +249,7 @@ pub struct ClaimRequest {
 }
 
 /// `POST /api/v1/jobs/claim` 200 response: a leased job.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimedJob {
     /// Job id (path of heartbeat and result).
     pub job_id: i64,
@@ -251,6 +271,7 @@ pub struct ClaimedJob {
     pub timeout_secs: u32,
     /// Runs asked for (1-5): the worker runs the script this many times and reports each.
     #[serde(default = "one_run")]
+    #[schema(required)]
     pub repeats: u8,
 }
 
@@ -259,21 +280,21 @@ fn one_run() -> u8 {
 }
 
 /// `POST /api/v1/jobs/{id}/heartbeat` request.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LeaseRequest {
     /// The lease the job was claimed with.
     pub lease_token: String,
 }
 
 /// `POST /api/v1/jobs/{id}/heartbeat` 200 response.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct HeartbeatReply {
     /// The lease's new length.
     pub lease_secs: u32,
 }
 
 /// `POST /api/v1/jobs/{id}/result` request: one attempt's outcome.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct JobResult {
     /// The lease the job was claimed with.
     pub lease_token: String,
@@ -329,18 +350,20 @@ pub struct JobResult {
 }
 
 /// `POST /api/v1/jobs/{id}/result` 200 response.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ResultReply {
     /// The stored reproduction; `None` for a failed attempt.
+    #[schema(required)]
     pub reproduction_id: Option<i64>,
     /// The job's state after the result.
     pub state: JobState,
     /// The classification of the run's output; `None` for a failed attempt.
+    #[schema(required)]
     pub classification: Option<Classification>,
 }
 
 /// The reproduction job an upload queued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct QueuedJob {
     /// The job's id.
     pub job_id: i64,
@@ -349,7 +372,7 @@ pub struct QueuedJob {
 }
 
 /// `POST /api/v1/reports` 201/200 response.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportCreated {
     /// The report's id.
     pub id: i64,
@@ -359,23 +382,27 @@ pub struct ReportCreated {
     pub group_id: i64,
     /// The same bytes were already stored for the project: this is that report.
     #[serde(default)]
+    #[schema(required)]
     pub duplicate: bool,
     /// The stored report's classification.
     pub classification: Classification,
     /// The reproduction queued for an attached script.
+    #[schema(required)]
     pub repro: Option<QueuedJob>,
     /// What fixed this failure before: the newest fix of its group, else of the most similar
     /// group at least 50% alike (its `group_id` then differs from the report's).
     #[serde(default)]
+    #[schema(required)]
     pub known_fix: Option<Fix>,
     /// Other groups whose failure has nearly the same shape, most alike first.
     #[serde(default)]
+    #[schema(required)]
     pub similar: Vec<SimilarFailure>,
 }
 
 /// A group of failures shaped like a report's (its root cause with numbers taken out, and the
 /// user's stack frames), as report responses list it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SimilarFailure {
     pub group_id: i64,
     /// The group page.
@@ -393,7 +420,7 @@ pub struct SimilarFailure {
 
 /// A fix recorded for a group, as `GET /api/v1/groups/{id}` and `GET /api/v1/reports/{id}`
 /// list it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Fix {
     pub id: i64,
     pub group_id: i64,
@@ -410,41 +437,58 @@ pub struct Fix {
 
 /// One reproduction job of a report, as `GET /api/v1/reports/{id}` lists it under
 /// `reproductions`: the result's fields are null until a result is recorded.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Reproduction {
     pub job_id: i64,
     pub state: JobState,
     pub attempt: u32,
     pub max_attempts: u32,
+    #[schema(required)]
     pub exit_code: Option<i32>,
+    #[schema(required)]
     pub signal: Option<i32>,
     pub timed_out: bool,
+    #[schema(required)]
     pub duration_ms: Option<u64>,
+    #[schema(required)]
     pub gpu: Option<Value>,
+    #[schema(required)]
     pub stdout: Option<String>,
+    #[schema(required)]
     pub stderr: Option<String>,
     pub truncated: bool,
+    #[schema(required)]
     pub classification: Option<Classification>,
+    #[schema(required)]
     pub no_gpu: Option<bool>,
+    #[schema(required)]
     pub cpu_translation: Option<bool>,
     /// The follow-up run on the CPU, when there was one.
+    #[schema(required)]
     pub cpu_run: Option<CpuRun>,
     /// With repeats: every run's outcome.
     pub runs: Vec<RunOutcome>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
     /// What the run ran on.
+    #[schema(required)]
     pub environment: Option<RunEnvironment>,
+    #[schema(required)]
     pub sandbox: Option<Sandbox>,
+    #[schema(required)]
     pub worker: Option<String>,
+    #[schema(required)]
     pub reproduction_id: Option<i64>,
+    #[schema(required)]
     pub dead_reason: Option<String>,
+    #[schema(required)]
     pub error: Option<String>,
+    #[schema(required)]
     pub requeued_from: Option<i64>,
 }
 
 /// Where a report's headline category comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CategorySource {
     /// The uploaded log's classification.
@@ -454,7 +498,7 @@ pub enum CategorySource {
 }
 
 /// `GET /api/v1/reports/{id}` response.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportDetail {
     pub id: i64,
     pub url: String,
@@ -466,6 +510,7 @@ pub struct ReportDetail {
     pub environment: String,
     /// The version of the build the log comes from (`meta.version`), or empty.
     #[serde(default)]
+    #[schema(required)]
     pub version: String,
     pub filename: String,
     pub log_bytes: i64,
@@ -477,6 +522,7 @@ pub struct ReportDetail {
     pub fixes: Vec<Fix>,
     /// What fixed this failure before: the newest of `fixes`, else the newest fix of the most
     /// similar group at least 45% alike.
+    #[schema(required)]
     pub known_fix: Option<Fix>,
     /// Other groups whose failure has nearly the same shape, most alike first.
     pub similar: Vec<SimilarFailure>,
@@ -486,27 +532,33 @@ pub struct ReportDetail {
     pub title: String,
     pub category_source: CategorySource,
     /// The log's category when the headline follows a reproduction.
+    #[schema(required)]
     pub original_category: Option<Category>,
 }
 
 /// What a run ran on: the interpreter's versions and build, and the device. Facts a worker
 /// reports (at most a few short strings each).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunEnvironment {
     /// Python's version (`3.11.2`).
     #[serde(default)]
+    #[schema(required)]
     pub python: Option<String>,
     /// `torch.__version__`, when torch imports.
     #[serde(default)]
+    #[schema(required)]
     pub torch: Option<String>,
     /// `torch.version.cuda`: the CUDA version torch was built with.
     #[serde(default)]
+    #[schema(required)]
     pub cuda_build: Option<String>,
     /// `torch.version.hip`: the HIP version of a ROCm build.
     #[serde(default)]
+    #[schema(required)]
     pub hip_build: Option<String>,
     /// The GPU's name and compute capability (`NVIDIA H100 80GB HBM3, sm 9.0`), or `cpu`.
     #[serde(default)]
+    #[schema(required)]
     pub device: String,
 }
 
@@ -543,7 +595,7 @@ impl RunEnvironment {
 }
 
 /// What a reproduction job needs to run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Needs {
     /// A worker with a GPU.
@@ -586,18 +638,23 @@ impl Needs {
 pub const MAX_REPEATS: u8 = 5;
 
 /// One of a job's repeated runs: how it ended and where it failed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunOutcome {
     #[serde(default)]
+    #[schema(required)]
     pub exit_code: Option<i32>,
     #[serde(default)]
+    #[schema(required)]
     pub signal: Option<i32>,
     #[serde(default)]
+    #[schema(required)]
     pub timed_out: bool,
     #[serde(default)]
+    #[schema(required)]
     pub duration_ms: u64,
     /// The user's failing line (`repro.py:13`), when the run raised.
     #[serde(default)]
+    #[schema(required)]
     pub failing_line: Option<String>,
 }
 
@@ -611,24 +668,32 @@ impl RunOutcome {
 
 /// A follow-up run of a script under CPU translation (`JobResult::cpu`), and as stored and shown
 /// with its classification.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct CpuRun {
     #[serde(default)]
+    #[schema(required)]
     pub exit_code: Option<i32>,
     #[serde(default)]
+    #[schema(required)]
     pub signal: Option<i32>,
     #[serde(default)]
+    #[schema(required)]
     pub timed_out: bool,
     #[serde(default)]
+    #[schema(required)]
     pub duration_ms: u64,
     #[serde(default)]
+    #[schema(required)]
     pub stdout: String,
     #[serde(default)]
+    #[schema(required)]
     pub stderr: String,
     #[serde(default)]
+    #[schema(required)]
     pub truncated: bool,
-    /// The server's classification of its output (a worker's own is ignored).
+    /// The server's classification of its output (a worker's own is ignored); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub classification: Option<Classification>,
 }
 

@@ -1,6 +1,7 @@
 //! The wire types of group triage (issue 18 items 4 and 5): a group's state, the change a
-//! client asks for (`PATCH /api/v1/groups/{id}`), the activity history, the tag breakdowns and
-//! a page of the group list (`GET /api/v1/groups`). Declared once here, used by the handlers,
+//! client asks for (`PATCH /api/v1/groups/{id}`), the activity history, the tag breakdowns,
+//! a page of the group list (`GET /api/v1/groups`) and one group with its reports, fixes and
+//! triage (`GET`/`PATCH /api/v1/groups/{id}`). Declared once here, used by the handlers,
 //! the storage layer (the same shapes are read back) and any client.
 
 use serde::{Deserialize, Serialize};
@@ -9,7 +10,7 @@ use crate::rules::Category;
 use crate::time::Timestamp;
 
 /// Where a group stands in triage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupState {
     /// New or reopened by hand: someone should look at it.
@@ -58,7 +59,7 @@ impl std::fmt::Display for GroupState {
 }
 
 /// What an entry of a group's history records.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GroupAction {
     /// The state changed (`from` → `to`; `detail` names the fix's commit or version, or why an
@@ -96,7 +97,7 @@ impl GroupAction {
 }
 
 /// One entry of a group's activity history.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupEvent {
     pub id: i64,
     pub at: Timestamp,
@@ -107,12 +108,13 @@ pub struct GroupEvent {
     pub to: String,
     pub detail: String,
     /// The report whose upload caused the entry, if one did.
+    #[schema(required)]
     pub report_id: Option<i64>,
 }
 
 /// `PATCH /api/v1/groups/{id}` (and the portal's state form): every field optional, at least
 /// one given. `assignee: ""` unassigns; `resolved_in` goes only with the `resolved` state.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupPatch {
     /// `open`, `resolved` or `ignored` (`regressed` is set by uploads, not by hand).
@@ -127,7 +129,7 @@ pub struct GroupPatch {
 }
 
 /// How often one value of a tag occurs among a group's reports.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct TagCount {
     pub value: String,
     pub count: i64,
@@ -135,7 +137,7 @@ pub struct TagCount {
 
 /// A group's reports counted by where they come from: the ten most frequent values of each
 /// tag, most frequent first. A tag with no data is an empty list.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupTags {
     pub project: Vec<TagCount>,
     pub branch: Vec<TagCount>,
@@ -171,7 +173,7 @@ impl GroupTags {
 }
 
 /// A group in `GET /api/v1/groups`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupListItem {
     pub id: i64,
     pub url: String,
@@ -188,7 +190,7 @@ pub struct GroupListItem {
 }
 
 /// `GET /api/v1/groups` response: one page of groups and where the next begins.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupList {
     pub groups: Vec<GroupListItem>,
     pub page: u32,
@@ -196,7 +198,54 @@ pub struct GroupList {
     /// Groups matching the filters, on all pages.
     pub total: i64,
     /// The next page's number, `null` on the last page.
+    #[schema(required)]
     pub next_page: Option<u32>,
+}
+
+/// A report of a group, as `GET /api/v1/groups/{id}` lists it (the 50 newest).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct GroupReport {
+    pub id: i64,
+    pub created_at: Timestamp,
+    pub project: String,
+    pub category: Category,
+    pub title: String,
+    pub root_cause_text: String,
+    /// The report page.
+    pub url: String,
+}
+
+/// `GET` and `PATCH /api/v1/groups/{id}` response: a group of recurring failures, its newest
+/// reports, its fixes and its triage.
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct GroupDetail {
+    pub id: i64,
+    /// The normalized root-cause signature's hash the group is keyed by.
+    pub fingerprint: String,
+    pub category: Category,
+    pub title: String,
+    pub root_cause_text: String,
+    /// Reports in the group.
+    pub count: i64,
+    pub first_seen: Timestamp,
+    pub last_seen: Timestamp,
+    /// The latest reproduction verdict with repeats ("flaky: fails 2/5"), or empty.
+    pub verdict: String,
+    /// The group page.
+    pub url: String,
+    pub state: GroupState,
+    /// The commit or version a resolution names; empty when none.
+    pub resolved_in: String,
+    pub state_changed_at: Timestamp,
+    /// The assigned token name; empty for nobody.
+    pub assignee: String,
+    /// Newest first.
+    pub history: Vec<GroupEvent>,
+    pub tags: GroupTags,
+    /// The newest reports, newest first.
+    pub reports: Vec<GroupReport>,
+    /// Newest first.
+    pub fixes: Vec<super::Fix>,
 }
 
 #[cfg(test)]

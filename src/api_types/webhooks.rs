@@ -9,7 +9,7 @@ use super::{Fix, JobState};
 use crate::rules::{Category, Classification};
 
 /// The kinds of event an endpoint can subscribe to, plus `test` (the "send test" button).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// An upload created a new group: a failure never seen before.
@@ -215,7 +215,7 @@ impl Event {
 }
 
 /// How an endpoint wants its bodies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Format {
     /// The JSON payload below.
@@ -244,7 +244,7 @@ impl Format {
 }
 
 /// Where a delivery stands in the outbox.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeliveryState {
     /// Not delivered yet: due at `next_attempt_at` (a first attempt, or a retry).
@@ -288,7 +288,7 @@ impl std::fmt::Display for DeliveryState {
 /// The body of `POST /api/v1/webhooks` (`url` and `events` required) and of
 /// `PATCH /api/v1/webhooks/{id}` (only the fields given change). Names are strings here so an
 /// unknown event or category is a 422 naming it, not a JSON error.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointRequest {
     pub url: Option<String>,
@@ -307,7 +307,7 @@ pub struct EndpointRequest {
 }
 
 /// A webhook endpoint as the API and the portal show it: never its secret.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Endpoint {
     pub id: i64,
     pub url: String,
@@ -323,7 +323,7 @@ pub struct Endpoint {
 }
 
 /// The answer to creating an endpoint: the endpoint, and its secret shown this once.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct EndpointCreated {
     #[serde(flatten)]
     pub endpoint: Endpoint,
@@ -331,7 +331,7 @@ pub struct EndpointCreated {
 }
 
 /// One delivery of an event to an endpoint, with its attempts.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Delivery {
     pub id: i64,
     pub endpoint_id: i64,
@@ -340,23 +340,55 @@ pub struct Delivery {
     /// Attempts made so far.
     pub attempts: u32,
     /// When the next attempt is due (pending deliveries).
+    #[schema(required)]
     pub next_attempt_at: Option<crate::time::Timestamp>,
     /// The last attempt's HTTP status; null when it got no response.
+    #[schema(required)]
     pub last_status: Option<u16>,
     pub last_error: String,
     pub created_at: crate::time::Timestamp,
+    #[schema(required)]
     pub delivered_at: Option<crate::time::Timestamp>,
     /// Every attempt, first first.
     pub log: Vec<Attempt>,
 }
 
 /// One attempt to deliver.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Attempt {
     pub attempt: u32,
     /// The HTTP status; null when no response came (refused, timed out, unreachable).
+    #[schema(required)]
     pub status: Option<u16>,
     pub error: String,
     pub duration_ms: u64,
     pub at: crate::time::Timestamp,
+}
+
+/// `GET /api/v1/webhooks` response.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EndpointList {
+    pub webhooks: Vec<Endpoint>,
+}
+
+/// `DELETE /api/v1/webhooks/{id}` response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct EndpointDeleted {
+    /// The id removed.
+    pub deleted: i64,
+}
+
+/// `POST /api/v1/webhooks/{id}/test` (202) response.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TestQueued {
+    /// The queued `test` delivery (see the endpoint's deliveries).
+    pub delivery_id: i64,
+}
+
+/// `GET /api/v1/webhooks/{id}/deliveries` response: the endpoint and its newest deliveries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DeliveryLog {
+    pub webhook: Endpoint,
+    /// The newest 50, newest first.
+    pub deliveries: Vec<Delivery>,
 }

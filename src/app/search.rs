@@ -17,13 +17,20 @@ use crate::storage::search::{self as find, Hit, Mode, Total};
 use crate::storage::{Db, DbError};
 
 /// A search as asked (`GET /api/v1/search`, the portal's search form).
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct SearchRequest {
+    /// The words to find, web-search style: all words match, `"quoted words"` as a phrase,
+    /// `or` between words, `-word` excludes.
     pub q: String,
+    /// Only this category (any letter case).
     pub category: Option<String>,
+    /// Only reports of this project (any letter case).
     pub project: Option<String>,
+    /// 1-based page (1-1000).
     pub page: Option<u32>,
+    /// Results per page (1-100, default 20).
     pub per_page: Option<u32>,
 }
 

@@ -46,12 +46,14 @@ pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, Error> {
 }
 
 /// A fix as submitted (`POST /api/v1/groups/{id}/fixes`, the portal's fix form).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FixRequest {
+    /// What fixed it, in a line (1-500 characters).
     pub summary: String,
     #[serde(default)]
     pub details: String,
+    /// A link to the change (commit, pull request).
     #[serde(default)]
     pub link: String,
 }

@@ -7,9 +7,8 @@ use askama::Template;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
-use serde::Serialize;
 
-use crate::api_types::ErrorCode;
+use crate::api_types::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::app;
 use crate::storage::DbError;
 
@@ -85,17 +84,6 @@ impl From<app::Error> for AppError {
             app::Error::Internal(e) => AppError::Internal(e),
         }
     }
-}
-
-#[derive(Serialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-
-#[derive(Serialize)]
-struct ErrorDetail {
-    code: ErrorCode,
-    message: String,
 }
 
 impl AppError {

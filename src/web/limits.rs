@@ -176,7 +176,7 @@ impl InFlight {
 
 /// Paths the cap leaves alone: probes and metrics must answer under load, and a worker's
 /// long-poll claim waits by design.
-fn exempt(path: &str) -> bool {
+pub(crate) fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics") || path == "/api/v1/jobs/claim"
 }
 

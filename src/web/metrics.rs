@@ -221,7 +221,15 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
     res
 }
 
-/// `GET /metrics`
+/// `GET /metrics`: the counters in the Prometheus text format.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "probes",
+    responses((status = 200, description = "Prometheus text exposition format 0.0.4: reports \
+        ingested by category, job events, requests shed and rate-limited, request latency.",
+        content_type = "text/plain", body = String)),
+)]
 pub async fn show_metrics(State(state): State<AppState>) -> impl IntoResponse {
     (
         [(

@@ -124,8 +124,6 @@ impl AppState {
 /// The whole application's routes.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
         .route("/", get(html::reports::home))
         .route(
             "/reports",
@@ -175,7 +173,8 @@ pub fn router(state: AppState) -> Router {
             get(html::login::show_login).post(html::login::create_session),
         )
         .route("/logout", post(html::login::delete_session))
-        .route("/metrics", get(metrics::show_metrics))
+        // The JSON API and the probes (`/healthz`, `/readyz`, `/metrics`), registered with
+        // their OpenAPI document in `api::routes`.
         .merge(api::routes(&state))
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed)

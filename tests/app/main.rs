@@ -13,6 +13,7 @@ mod jobs;
 mod limits;
 mod logviewer;
 mod migrations;
+mod openapi;
 mod portal;
 mod repro_status;
 mod search;

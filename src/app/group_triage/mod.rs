@@ -29,18 +29,25 @@ const HISTORY_SHOWN: i64 = 100;
 
 /// A group list as asked (`GET /api/v1/groups`, the portal's filter form). Empty values leave
 /// a filter out, so a form's "any" choice is an empty field.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ListRequest {
+    /// `open`, `resolved`, `ignored` or `regressed`.
     pub state: Option<String>,
+    /// Groups with a report of this project (any letter case).
     pub project: Option<String>,
+    /// A category of the taxonomy.
     pub category: Option<String>,
     /// `true` or `false`.
     pub has_fix: Option<String>,
+    /// A token name.
     pub assignee: Option<String>,
-    /// `last_seen` (default), `count` or `first_seen`.
+    /// `last_seen` (default), `count` or `first_seen`, newest or largest first.
     pub sort: Option<String>,
+    /// 1-based page (1-1000).
     pub page: Option<u32>,
+    /// Groups per page (1-100, default 50).
     pub per_page: Option<u32>,
 }
 

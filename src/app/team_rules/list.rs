@@ -10,15 +10,8 @@ use crate::rules::team;
 use crate::storage::rules::{self as store, StoredRule};
 use crate::storage::{Db, DbError};
 
-/// Where a rule comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// Shipped in `builtin.toml`.
-    Builtin,
-    /// Written by the team.
-    Team,
-}
+/// Where a rule comes from (a wire type: the API lists it as it is).
+pub use crate::api_types::rules::RuleOrigin as Origin;
 
 /// One rule as listed.
 #[derive(Debug, Clone)]

@@ -45,8 +45,9 @@ impl Default for Limits {
 }
 
 /// Uploader metadata (the `meta` part): where the log comes from.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ReportMeta)]
 pub struct Meta {
     /// Project (repository, team); duplicates are detected per project.
     #[serde(default)]

@@ -6,16 +6,29 @@
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use serde_json::Value;
 
-use crate::api_types::{ErrorCode, GroupList, GroupListItem, GroupPatch};
+use crate::api_types::{ErrorBody, ErrorCode, GroupDetail, GroupList, GroupListItem, GroupPatch};
 use crate::app::group_triage::{self, ListRequest};
 use crate::auth::Scope;
 use crate::web::auth::ApiToken;
 use crate::web::extract::{GroupId, JsonBody};
 use crate::web::{AppError, AppState};
 
-/// `GET /api/v1/groups?state=&project=&category=&has_fix=&assignee=&sort=&page=&per_page=`
+/// `GET /api/v1/groups?state=&project=&category=&has_fix=&assignee=&sort=&page=&per_page=`:
+/// one page of groups, filtered and sorted.
+#[utoipa::path(
+    get,
+    path = "/api/v1/groups",
+    tag = "groups",
+    params(ListRequest),
+    responses(
+        (status = 200, description = "One page of the groups that pass every given filter.",
+            body = GroupList),
+        (status = 400, description = "`bad_query`: an unknown filter value, sort or parameter.",
+            body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn list_groups(
     State(state): State<AppState>,
     token: ApiToken,
@@ -51,13 +64,31 @@ pub async fn list_groups(
 
 /// `PATCH /api/v1/groups/{id}` with `{"state", "resolved_in", "assignee"}` (each optional):
 /// 200 + the group as `GET` shows it, with its history.
+#[utoipa::path(
+    patch,
+    path = "/api/v1/groups/{id}",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The group's id.")),
+    request_body(content = GroupPatch, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The group as `GET` answers it, the change in its history.",
+            body = GroupDetail),
+        (status = 400, description = "`bad_json`: malformed JSON or an unknown field.",
+            body = ErrorBody),
+        (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+        (status = 422, description = "`bad_triage`: an unknown or hand-set `regressed` state, \
+            `resolved_in` without `resolved` or neither a commit nor a version, an unknown \
+            assignee, or nothing to change.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"]), ("bearer" = ["admin"])),
+)]
 pub async fn update_group(
     State(state): State<AppState>,
     token: ApiToken,
     GroupId(id): GroupId,
     JsonBody(patch): JsonBody<GroupPatch>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<GroupDetail>, AppError> {
     token.require(&[Scope::Ingest, Scope::Admin])?;
     let d = group_triage::change(&state.db, id, patch, &token.0.name).await?;
-    Ok(Json(super::groups::group_json(&state, d)))
+    Ok(Json(super::groups::group_detail(&state, d)))
 }

@@ -7,18 +7,21 @@ use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
 
-use crate::api_types::{ErrorCode, Fix};
+use crate::api_types::search::{
+    MatchTier, SearchHit, SearchHitKind, SearchResults, Snippet, SnippetSegment,
+};
+use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::search::{self, SearchRequest};
 use crate::app::triage::{self, FixRequest};
 use crate::auth::Scope;
-use crate::storage::search::{HitKind, Total};
+use crate::storage::search::{Hit, HitKind, Tier, Total};
 use crate::web::auth::ApiToken;
 use crate::web::extract::GroupId;
 use crate::web::{AppError, AppState};
 
-/// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`
+/// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`: reports, groups
+/// and fixes that match, ranked.
 ///
 /// `total` counts every hit up to 1,000 (`total_exact: false` means "at least `total`");
 /// `corrected` names the words whose results these are when the words asked found nothing,
@@ -26,86 +29,172 @@ use crate::web::{AppError, AppState};
 /// (`root_cause`, `fix`, `symptom` or `log`, the order results are ranked in) and carries its
 /// `snippet` as plain `text` and as `segments` (`{"text", "marked"}` in order; the marked ones
 /// are the match).
+#[utoipa::path(
+    get,
+    path = "/api/v1/search",
+    tag = "search",
+    params(SearchRequest),
+    responses(
+        (status = 200, description = "One page of results, ranked root cause > fix > symptom > \
+            log, newest first within each.", body = SearchResults),
+        (status = 400, description = "`bad_query`: a missing or empty `q`, an unknown \
+            parameter, category or page out of range.", body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn search(
     State(state): State<AppState>,
     token: ApiToken,
     params: Result<Query<SearchRequest>, QueryRejection>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<SearchResults>, AppError> {
     token.require(&[Scope::Read])?;
     let Query(params) =
         params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let found = search::search(&state.db, &params).await?;
-    let results: Vec<Value> = found
-        .hits
-        .iter()
-        .map(|h| {
-            let url = match h.kind {
-                HitKind::Report => format!("{}/reports/{}", state.public_url, h.id),
-                HitKind::Group | HitKind::Fix => {
-                    format!("{}/groups/{}", state.public_url, h.group_id)
-                }
-            };
-            let text: String = h.snippet.iter().map(|s| s.text.as_str()).collect();
-            let segments: Vec<Value> = h
-                .snippet
-                .iter()
-                .map(|s| json!({"text": s.text, "marked": s.marked}))
-                .collect();
-            json!({
-                "kind": h.kind.as_str(), "id": h.id, "group_id": h.group_id, "title": h.title,
-                "category": h.category, "project": h.project, "created_at": h.created_at,
-                "url": url, "matched": h.tier.as_str(),
-                "snippet": {"text": text, "segments": segments},
-            })
-        })
-        .collect();
-    let (total, exact) = match found.total {
+    let (total, total_exact) = match found.total {
         Total::Exact(n) => (n, true),
         Total::AtLeast(n) => (n, false),
     };
-    Ok(Json(json!({
-        "query": found.text, "corrected": found.corrected, "suggestion": found.suggestion,
-        "category": found.category, "project": found.project,
-        "page": found.page, "per_page": found.per_page,
-        "total": total, "total_exact": exact,
-        "next_page": found.next_page, "prev_page": found.prev_page,
-        "results": results,
-    })))
+    let results = (found.hits.into_iter())
+        .map(|h| search_hit(&state.public_url, h))
+        .collect();
+    Ok(Json(SearchResults {
+        query: found.text,
+        corrected: found.corrected,
+        suggestion: found.suggestion,
+        category: found.category,
+        project: found.project,
+        page: found.page,
+        per_page: found.per_page,
+        total,
+        total_exact,
+        next_page: found.next_page,
+        prev_page: found.prev_page,
+        results,
+    }))
 }
 
-/// `GET /api/v1/groups/{id}`
+/// A hit as the API lists it, with its page's URL.
+fn search_hit(public_url: &str, h: Hit) -> SearchHit {
+    let (kind, url) = match h.kind {
+        HitKind::Report => (
+            SearchHitKind::Report,
+            format!("{public_url}/reports/{}", h.id),
+        ),
+        HitKind::Group => (
+            SearchHitKind::Group,
+            format!("{public_url}/groups/{}", h.group_id),
+        ),
+        HitKind::Fix => (
+            SearchHitKind::Fix,
+            format!("{public_url}/groups/{}", h.group_id),
+        ),
+    };
+    let matched = match h.tier {
+        Tier::RootCause => MatchTier::RootCause,
+        Tier::Fix => MatchTier::Fix,
+        Tier::Symptom => MatchTier::Symptom,
+        Tier::Log => MatchTier::Log,
+    };
+    let text: String = h.snippet.iter().map(|s| s.text.as_str()).collect();
+    let segments = (h.snippet.into_iter())
+        .map(|s| SnippetSegment {
+            text: s.text,
+            marked: s.marked,
+        })
+        .collect();
+    SearchHit {
+        kind,
+        id: h.id,
+        group_id: h.group_id,
+        title: h.title,
+        category: h.category,
+        project: h.project,
+        created_at: h.created_at,
+        url,
+        matched,
+        snippet: Snippet { text, segments },
+    }
+}
+
+/// `GET /api/v1/groups/{id}`: a group with its newest reports, fixes and triage.
+#[utoipa::path(
+    get,
+    path = "/api/v1/groups/{id}",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The group's id.")),
+    responses(
+        (status = 200, description = "The group, its newest reports, fixes and triage.",
+            body = GroupDetail),
+        (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn show_group(
     State(state): State<AppState>,
     token: ApiToken,
     GroupId(id): GroupId,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<GroupDetail>, AppError> {
     token.require(&[Scope::Read])?;
     let d = triage::group(&state.db, id).await?;
-    Ok(Json(group_json(&state, d)))
+    Ok(Json(group_detail(&state, d)))
 }
 
 /// A group as `GET` and `PATCH /api/v1/groups/{id}` answer it.
-pub(super) fn group_json(state: &AppState, d: triage::GroupDetail) -> Value {
+pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDetail {
     let g = d.group;
     let t = d.triage;
-    json!({
-        "id": g.id, "fingerprint": g.fingerprint, "category": g.category, "title": g.title,
-        "root_cause_text": g.root_cause_text, "count": g.report_count,
-        "first_seen": g.first_seen, "last_seen": g.last_seen, "verdict": g.verdict,
-        "url": format!("{}/groups/{}", state.public_url, g.id),
-        "state": t.triage.state, "resolved_in": t.triage.resolved_in,
-        "state_changed_at": t.triage.state_changed_at, "assignee": t.triage.assignee,
-        "history": t.history, "tags": t.tags,
-        "reports": d.reports.iter().map(|r| json!({
-            "id": r.id, "created_at": r.created_at, "project": r.project, "category": r.category,
-            "title": r.title, "root_cause_text": r.root_cause_text,
-            "url": format!("{}/reports/{}", state.public_url, r.id),
-        })).collect::<Vec<_>>(),
-        "fixes": d.fixes,
-    })
+    let reports = (d.reports.into_iter())
+        .map(|r| GroupReport {
+            url: format!("{}/reports/{}", state.public_url, r.id),
+            id: r.id,
+            created_at: r.created_at,
+            project: r.project,
+            category: r.category,
+            title: r.title,
+            root_cause_text: r.root_cause_text,
+        })
+        .collect();
+    GroupDetail {
+        url: format!("{}/groups/{}", state.public_url, g.id),
+        id: g.id,
+        fingerprint: g.fingerprint,
+        category: g.category,
+        title: g.title,
+        root_cause_text: g.root_cause_text,
+        count: g.report_count,
+        first_seen: g.first_seen,
+        last_seen: g.last_seen,
+        verdict: g.verdict,
+        state: t.triage.state,
+        resolved_in: t.triage.resolved_in,
+        state_changed_at: t.triage.state_changed_at,
+        assignee: t.triage.assignee,
+        history: t.history,
+        tags: t.tags,
+        reports,
+        fixes: d.fixes,
+    }
 }
 
-/// `POST /api/v1/groups/{id}/fixes`
+/// `POST /api/v1/groups/{id}/fixes`: record what fixed a group's failure.
+#[utoipa::path(
+    post,
+    path = "/api/v1/groups/{id}/fixes",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The group's id.")),
+    request_body(content = FixRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The recorded fix (secrets in it scrubbed).", body = Fix),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: not `application/json`.",
+            body = ErrorBody),
+        (status = 422, description = "`bad_fix`: a missing, empty or too long summary, or an \
+            unknown field.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"]), ("bearer" = ["admin"])),
+)]
 pub async fn create_fix(
     State(state): State<AppState>,
     token: ApiToken,

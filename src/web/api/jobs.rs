@@ -9,7 +9,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::api_types::{
-    ClaimRequest, HeartbeatReply, JobResult, JobState, LeaseRequest, ResultReply,
+    ClaimRequest, ClaimedJob, ErrorBody, HeartbeatReply, JobResult, JobState, LeaseRequest,
+    ResultReply,
 };
 use crate::app::reproduce;
 use crate::auth::Scope;
@@ -27,6 +28,20 @@ pub(crate) fn result_body_cap(state: &AppState) -> usize {
 
 /// `POST /api/v1/jobs/claim`: the oldest queued job with a fresh lease, waiting up to
 /// `wait_secs` for one; 204 when none came.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/claim",
+    tag = "jobs",
+    request_body(content = ClaimRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "A leased job.", body = ClaimedJob),
+        (status = 204, description = "No job came within `wait_secs` (at most 30)."),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 422, description = "`bad_worker`, `bad_gpu`, `bad_sandbox` or `no_gpu` (a \
+            worker with neither a GPU nor `no_gpu`).", body = ErrorBody),
+    ),
+    security(("bearer" = ["worker"])),
+)]
 pub async fn claim_job(
     State(state): State<AppState>,
     token: ApiToken,
@@ -47,6 +62,21 @@ pub async fn claim_job(
 }
 
 /// `POST /api/v1/jobs/{id}/heartbeat`: extends the lease; 409 when it is lost.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{id}/heartbeat",
+    tag = "jobs",
+    params(("id" = i64, Path, description = "The job's id.")),
+    request_body(content = LeaseRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The lease was extended.", body = HeartbeatReply),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such job.", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: the lease expired or went to another \
+            worker; stop working on the job.", body = ErrorBody),
+    ),
+    security(("bearer" = ["worker"])),
+)]
 pub async fn heartbeat_job(
     State(state): State<AppState>,
     token: ApiToken,
@@ -60,6 +90,24 @@ pub async fn heartbeat_job(
 
 /// `POST /api/v1/jobs/{id}/result`: records the attempt's result exactly once; 409 on a stale
 /// lease.
+#[utoipa::path(
+    post,
+    path = "/api/v1/jobs/{id}/result",
+    tag = "jobs",
+    params(("id" = i64, Path, description = "The job's id.")),
+    request_body(content = JobResult, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The result was recorded (a retried post gets the stored \
+            answer).", body = ResultReply),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no such job.", body = ErrorBody),
+        (status = 409, description = "`lease_lost`: a stale lease; the result is ignored.",
+            body = ErrorBody),
+        (status = 422, description = "`bad_body`, `bad_gpu` or `bad_sandbox`: a field out of \
+            bounds.", body = ErrorBody),
+    ),
+    security(("bearer" = ["worker"])),
+)]
 pub async fn post_result(
     State(state): State<AppState>,
     token: ApiToken,

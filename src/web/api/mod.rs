@@ -1,70 +1,69 @@
 //! The JSON API v1 (DESIGN.md section 5): paths, methods, status codes and the error shape are
 //! a contract. Every rejection, including malformed paths, queries and bodies, answers with the
 //! JSON error body, never axum's plain-text defaults.
+//!
+//! Routes are registered only through utoipa-axum's `routes!`, which reads each handler's path
+//! and methods from its `#[utoipa::path]`: the router and the OpenAPI document served at
+//! `/api/v1/openapi.json` come from this one list, so a route cannot be served undescribed.
+//! The list also holds the probes DESIGN.md section 5 puts in the API's table (`/healthz`,
+//! `/readyz`, `/metrics`): they are not under `/api/`, but monitoring is a client too.
 
 pub(crate) mod group_triage;
 pub(crate) mod groups;
 pub(crate) mod jobs;
+pub(crate) mod openapi;
 pub(crate) mod reports;
 pub(crate) mod rules;
 pub(crate) mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use utoipa::OpenApi;
+use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouterExt};
+use utoipa_axum::routes;
 
-use super::AppState;
+use super::{AppState, health, metrics};
 
-/// The `/api/v1` routes.
+/// The `/api/v1` routes and the probes; also keeps their OpenAPI document for
+/// `GET /api/v1/openapi.json`.
 pub fn routes(state: &AppState) -> Router<AppState> {
+    let (router, mut spec) = documented_routes(state).split_for_parts();
+    openapi::add_common_errors(&mut spec);
+    openapi::publish(&spec);
+    router
+}
+
+/// Every API route and probe with its description. Per-route layers (body caps) go on the
+/// method router `routes!` returns; they change no path or method.
+fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
     // Uploads are capped while streaming (413 before anything is stored), not by a buffer.
     let upload_cap = DefaultBodyLimit::disable();
     let classify_cap = DefaultBodyLimit::max(state.limits.max_classify_bytes);
-    Router::new()
-        .route(
-            "/api/v1/classify",
-            post(reports::classify_log).layer(classify_cap),
-        )
-        .route(
-            "/api/v1/reports",
-            post(reports::create_report).layer(upload_cap),
-        )
-        .route("/api/v1/reports/{id}", get(reports::show_report))
-        .route("/api/v1/search", get(groups::search))
-        .route("/api/v1/groups", get(group_triage::list_groups))
-        .route(
-            "/api/v1/groups/{id}",
-            get(groups::show_group).patch(group_triage::update_group),
-        )
-        .route("/api/v1/groups/{id}/fixes", post(groups::create_fix))
-        .route("/api/v1/jobs/claim", post(jobs::claim_job))
-        .route("/api/v1/jobs/{id}/heartbeat", post(jobs::heartbeat_job))
-        .route(
-            "/api/v1/jobs/{id}/result",
-            post(jobs::post_result).layer(DefaultBodyLimit::max(jobs::result_body_cap(state))),
-        )
-        .route(
-            "/api/v1/rules",
-            get(rules::list_rules).post(rules::create_rule),
-        )
-        .route("/api/v1/rules/preview", post(rules::preview_rule))
-        .route(
-            "/api/v1/rules/{id}",
-            axum::routing::put(rules::update_rule).delete(rules::delete_rule),
-        )
-        .route(
-            "/api/v1/webhooks",
-            get(webhooks::list_webhooks).post(webhooks::create_webhook),
-        )
-        .route(
-            "/api/v1/webhooks/{id}",
-            get(webhooks::show_webhook)
-                .patch(webhooks::update_webhook)
-                .delete(webhooks::delete_webhook),
-        )
-        .route("/api/v1/webhooks/{id}/test", post(webhooks::test_webhook))
-        .route(
-            "/api/v1/webhooks/{id}/deliveries",
-            get(webhooks::list_deliveries),
-        )
+    let result_cap = DefaultBodyLimit::max(jobs::result_body_cap(state));
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(reports::classify_log).layer(classify_cap))
+        .routes(routes!(reports::create_report).layer(upload_cap))
+        .routes(routes!(reports::show_report))
+        .routes(routes!(groups::search))
+        .routes(routes!(group_triage::list_groups))
+        .routes(routes!(groups::show_group, group_triage::update_group))
+        .routes(routes!(groups::create_fix))
+        .routes(routes!(jobs::claim_job))
+        .routes(routes!(jobs::heartbeat_job))
+        .routes(routes!(jobs::post_result).layer(result_cap))
+        .routes(routes!(rules::list_rules, rules::create_rule))
+        .routes(routes!(rules::preview_rule))
+        .routes(routes!(rules::update_rule, rules::delete_rule))
+        .routes(routes!(webhooks::list_webhooks, webhooks::create_webhook))
+        .routes(routes!(
+            webhooks::show_webhook,
+            webhooks::update_webhook,
+            webhooks::delete_webhook
+        ))
+        .routes(routes!(webhooks::test_webhook))
+        .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(openapi::show_openapi))
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(metrics::show_metrics))
 }

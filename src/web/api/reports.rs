@@ -8,7 +8,7 @@ use axum::extract::{Extension, Multipart, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 
-use crate::api_types::{self as wire, CategorySource, ErrorCode, ReportCreated};
+use crate::api_types::{self as wire, CategorySource, ErrorBody, ErrorCode, ReportCreated};
 use crate::app::upload::{self, Meta, UploadError, Uploader};
 use crate::app::{self, reports};
 use crate::auth::Scope;
@@ -22,6 +22,25 @@ use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_u
 use crate::web::{AppError, AppState};
 
 /// `POST /api/v1/classify`: classify the body, store nothing.
+#[utoipa::path(
+    post,
+    path = "/api/v1/classify",
+    tag = "reports",
+    request_body(
+        content = String,
+        content_type = "text/plain",
+        description = "The log as raw text (16 MiB at most by default). Nothing is stored.",
+    ),
+    responses(
+        (status = 200, description = "The classification (DESIGN.md section 3); `source` is `-`.",
+            body = Classification),
+        (status = 400, description = "`bad_body`: the body could not be read.", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: the log looks binary.",
+            body = ErrorBody),
+        (status = 422, description = "`empty_log`: the body is empty or blank.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"]), ("bearer" = ["read"])),
+)]
 pub async fn classify_log(
     State(state): State<AppState>,
     token: ApiToken,
@@ -49,7 +68,46 @@ pub async fn classify_log(
     Ok(Json(c))
 }
 
+/// The multipart body of `POST /api/v1/reports`. A schema only: the handler reads the parts
+/// one by one as they stream in (`read_upload`), under their own caps.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)] // Never built: it describes the parts `read_upload` accepts.
+struct ReportUpload {
+    /// The log file (128 MiB at most by default, streamed; 413 over the cap).
+    #[schema(value_type = String, format = Binary)]
+    log: Vec<u8>,
+    /// A minimal reproduction script (Python, 64 KiB at most by default); queues a
+    /// reproduction job. A script that contains a secret is refused with 422 `bad_script`.
+    #[schema(value_type = String, format = Binary, required = false)]
+    script: Vec<u8>,
+    /// Where the log comes from, as JSON.
+    #[schema(required = false)]
+    meta: Meta,
+}
+
 /// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`).
+#[utoipa::path(
+    post,
+    path = "/api/v1/reports",
+    tag = "reports",
+    request_body(content = ReportUpload, content_type = "multipart/form-data"),
+    params(
+        ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1,
+            max_length = 200, description = "1-200 printable ASCII characters: a retry with the same key and \
+                body gets the first answer; the same key with another body is 422."),
+    ),
+    responses(
+        (status = 201, description = "The stored report (or, for identical bytes of the same \
+            project, the existing one with `duplicate: true`).", body = ReportCreated),
+        (status = 400, description = "`bad_multipart`, `missing_log`, `unexpected_field` or \
+            `bad_idempotency_key`.", body = ErrorBody),
+        (status = 415, description = "`unsupported_media_type`: not a multipart/form-data \
+            body, or the log looks binary.", body = ErrorBody),
+        (status = 422, description = "`empty_log`, `bad_meta`, `bad_script` or \
+            `idempotency_key_reused`.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"])),
+)]
 pub async fn create_report(
     State(state): State<AppState>,
     token: ApiToken,
@@ -153,7 +211,20 @@ async fn read_upload(
     })
 }
 
-/// `GET /api/v1/reports/{id}`
+/// `GET /api/v1/reports/{id}`: a report with its classification, fixes, similar failures and
+/// reproductions.
+#[utoipa::path(
+    get,
+    path = "/api/v1/reports/{id}",
+    tag = "reports",
+    params(("id" = i64, Path, description = "The report's id.")),
+    responses(
+        (status = 200, description = "The report, its classification, fixes, similar failures \
+            and reproductions.", body = wire::ReportDetail),
+        (status = 404, description = "`not_found`: no such report.", body = ErrorBody),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn show_report(
     State(state): State<AppState>,
     token: ApiToken,

@@ -8,10 +8,13 @@ use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde::Deserialize;
 
-use crate::api_types::ErrorCode;
+use crate::api_types::rules::{
+    ChangedReport, CorpusEffect, ExampleCheck, ReportsEffect, RuleDeleted, RuleList, RuleListing,
+    RulePreview, RuleSaved,
+};
+use crate::api_types::{ErrorBody, ErrorCode};
 use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
 use crate::auth::Scope;
 use crate::rules::Category;
@@ -43,7 +46,7 @@ impl From<TeamRulesError> for AppError {
 
 /// A rule as written by a client: the fields of `builtin.toml`, plus `enabled` and `confirm`.
 /// Without any rule field, the body only turns the rule on or off (`enabled`).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleBody {
     pub id: Option<String>,
@@ -131,54 +134,80 @@ fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
     })
 }
 
-/// A listed rule as JSON.
-pub fn rule_json(r: &RuleInfo) -> Value {
-    json!({
-        "id": r.spec.id,
-        "origin": r.origin,
-        "enabled": r.enabled,
-        "overridden": r.overridden,
-        "category": r.spec.category,
-        "title": r.spec.title,
-        "pattern": r.spec.pattern,
-        "specificity": r.spec.specificity,
-        "advice": r.spec.advice,
-        "examples": r.spec.examples,
-        "counter_examples": r.spec.counter_examples,
-        "updated_at": r.updated_at,
-        "updated_by": r.updated_by,
-        "hits": r.hits,
-    })
+/// A listed rule as the API shows it.
+pub fn rule_listing(r: &RuleInfo) -> RuleListing {
+    RuleListing {
+        id: r.spec.id.clone(),
+        origin: r.origin,
+        enabled: r.enabled,
+        overridden: r.overridden,
+        category: r.spec.category,
+        title: r.spec.title.clone(),
+        pattern: r.spec.pattern.clone(),
+        specificity: r.spec.specificity,
+        advice: r.spec.advice.clone(),
+        examples: r.spec.examples.clone(),
+        counter_examples: r.spec.counter_examples.clone(),
+        updated_at: r.updated_at,
+        updated_by: r.updated_by.clone(),
+        hits: r.hits,
+    }
 }
 
 /// `GET /api/v1/rules`: every rule (built-in, then team) with hit counts.
+#[utoipa::path(
+    get,
+    path = "/api/v1/rules",
+    tag = "rules",
+    responses(
+        (status = 200, description = "Every rule, built-in then team, with hit counts.",
+            body = RuleList),
+    ),
+    security(("bearer" = ["read"])),
+)]
 pub async fn list_rules(
     State(state): State<AppState>,
     token: ApiToken,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<RuleList>, AppError> {
     token.require(&[Scope::Read])?;
     let (rules, version) = team_rules::list(&state.db, true).await?;
-    Ok(Json(json!({
-        "version": version,
-        "rules": rules.iter().map(rule_json).collect::<Vec<_>>(),
-    })))
-}
-
-async fn saved_json(state: &AppState, id: &str, saved: &Saved) -> Result<Value, AppError> {
-    let (rules, _) = team_rules::list(&state.db, false).await?;
-    Ok(json!({
-        "rule": rules.iter().find(|r| r.spec.id == id).map(rule_json),
-        "version": saved.version,
-        "corpus": saved.corpus.as_ref().map(corpus_json),
+    Ok(Json(RuleList {
+        version,
+        rules: rules.iter().map(rule_listing).collect(),
     }))
 }
 
+async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSaved, AppError> {
+    let (rules, _) = team_rules::list(&state.db, false).await?;
+    Ok(RuleSaved {
+        rule: rules.iter().find(|r| r.spec.id == id).map(rule_listing),
+        version: saved.version,
+        corpus: saved.corpus.as_ref().map(corpus_effect),
+    })
+}
+
 /// `POST /api/v1/rules`: create a team rule (or an override, with a built-in id).
+#[utoipa::path(
+    post,
+    path = "/api/v1/rules",
+    tag = "rules",
+    request_body(content = RuleBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The rule was saved and is in use.", body = RuleSaved),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 409, description = "`rule_exists`: a rule of that id exists (change it with \
+            PUT); `busy`: another rule change is being saved.", body = ErrorBody),
+        (status = 422, description = "`invalid_rule`: a missing field, a pattern over the \
+            limits, failing examples, too many rules; `lowers_accuracy`: the rule lowers corpus \
+            accuracy (send `confirm: true` to save it anyway).", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn create_rule(
     State(state): State<AppState>,
     token: ApiToken,
     b: Result<Json<RuleBody>, JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), AppError> {
+) -> Result<(StatusCode, Json<RuleSaved>), AppError> {
     token.require(&[Scope::Admin])?;
     let b = body(b)?;
     let id = b
@@ -203,17 +232,35 @@ pub async fn create_rule(
         team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
     Ok((
         StatusCode::CREATED,
-        Json(saved_json(&state, &id, &saved).await?),
+        Json(rule_saved(&state, &id, &saved).await?),
     ))
 }
 
 /// `PUT /api/v1/rules/{id}`: replace a rule, override a built-in one, or turn it on or off.
+#[utoipa::path(
+    put,
+    path = "/api/v1/rules/{id}",
+    tag = "rules",
+    params(("id" = String, Path, description = "The rule's id.")),
+    request_body(content = RuleBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The rule was saved and is in use.", body = RuleSaved),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no rule of that id (to turn on or off).",
+            body = ErrorBody),
+        (status = 409, description = "`busy`: another rule change is being saved.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_rule` (including a body id that differs from \
+            the path's) or `lowers_accuracy`.", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn update_rule(
     State(state): State<AppState>,
     token: ApiToken,
     Path(id): Path<String>,
     b: Result<Json<RuleBody>, JsonRejection>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<RuleSaved>, AppError> {
     token.require(&[Scope::Admin])?;
     let b = body(b)?;
     if b.id.as_ref().is_some_and(|bid| bid != &id) {
@@ -225,27 +272,62 @@ pub async fn update_rule(
     let change = b.change(&id)?;
     let saved =
         team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
-    Ok(Json(saved_json(&state, &id, &saved).await?))
+    Ok(Json(rule_saved(&state, &id, &saved).await?))
 }
 
 /// `DELETE /api/v1/rules/{id}`: remove a team rule or an override.
+#[utoipa::path(
+    delete,
+    path = "/api/v1/rules/{id}",
+    tag = "rules",
+    params(("id" = String, Path, description = "The rule's id.")),
+    responses(
+        (status = 200, description = "The rule was removed (an override's built-in rule is \
+            back).", body = RuleDeleted),
+        (status = 404, description = "`not_found`: no team rule or override of that id.",
+            body = ErrorBody),
+        (status = 409, description = "`busy`: another rule change is being saved.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_rule`: the change is refused.", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn delete_rule(
     State(state): State<AppState>,
     token: ApiToken,
     Path(id): Path<String>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<RuleDeleted>, AppError> {
     token.require(&[Scope::Admin])?;
     let change = Change::Delete { id: id.clone() };
     let saved = team_rules::save(&state.db, &state.ruleset, change, &token.0.name, false).await?;
-    Ok(Json(json!({ "deleted": id, "version": saved.version })))
+    Ok(Json(RuleDeleted {
+        deleted: id,
+        version: saved.version,
+    }))
 }
 
 /// `POST /api/v1/rules/preview`: the dry run of a rule, nothing stored.
+#[utoipa::path(
+    post,
+    path = "/api/v1/rules/preview",
+    tag = "rules",
+    request_body(content = RuleBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The dry run: examples, effect on the newest stored \
+            reports and on the corpus.", body = RulePreview),
+        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
+        (status = 409, description = "`busy`: another rule change is being saved.",
+            body = ErrorBody),
+        (status = 422, description = "`invalid_rule`: a missing field or a pattern that does \
+            not compile within the limits.", body = ErrorBody),
+    ),
+    security(("bearer" = ["admin"])),
+)]
 pub async fn preview_rule(
     State(state): State<AppState>,
     token: ApiToken,
     b: Result<Json<RuleBody>, JsonRejection>,
-) -> Result<Json<Value>, AppError> {
+) -> Result<Json<RulePreview>, AppError> {
     token.require(&[Scope::Admin])?;
     let b = body(b)?;
     let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
@@ -256,53 +338,57 @@ pub async fn preview_rule(
         )
     })?;
     let p = team_rules::preview(&state.db, &state.ruleset, spec).await?;
-    Ok(Json(preview_json(&p)))
+    Ok(Json(rule_preview(&p)))
 }
 
-#[derive(Serialize)]
-struct Changed {
-    report_id: i64,
-    before: Category,
-    after: Category,
+/// The dry run as the API shows it.
+pub fn rule_preview(p: &Preview) -> RulePreview {
+    RulePreview {
+        ok: p.check.problems.is_empty(),
+        problems: p.check.problems.clone(),
+        examples: (p.check.examples.iter())
+            .map(|e| ExampleCheck {
+                line: e.line.clone(),
+                should_match: e.should_match,
+                matched: e.matched,
+                ok: e.ok(),
+            })
+            .collect(),
+        reports: reports_effect(&p.reports),
+        corpus: p.corpus.as_ref().map(corpus_effect),
+        warnings: p.warnings(),
+    }
 }
 
-/// The dry run as JSON.
-pub fn preview_json(p: &Preview) -> Value {
-    json!({
-        "ok": p.check.problems.is_empty(),
-        "problems": p.check.problems,
-        "examples": p.check.examples.iter().map(|e| json!({
-            "line": e.line, "should_match": e.should_match, "matched": e.matched, "ok": e.ok(),
-        })).collect::<Vec<_>>(),
-        "reports": reports_json(&p.reports),
-        "corpus": p.corpus.as_ref().map(corpus_json),
-        "warnings": p.warnings(),
-    })
+fn reports_effect(r: &ReportsDryRun) -> ReportsEffect {
+    ReportsEffect {
+        scanned: r.scanned,
+        stored: r.stored,
+        capped: r.capped(),
+        matched: r.matched,
+        newly_matched: r.newly_matched,
+        shadowed: r.shadowed,
+        category_changed: r.category_changed,
+        changed: (r.changed.iter())
+            .map(|&(report_id, before, after)| ChangedReport {
+                report_id,
+                before,
+                after,
+            })
+            .collect(),
+    }
 }
 
-fn reports_json(r: &ReportsDryRun) -> Value {
-    json!({
-        "scanned": r.scanned,
-        "stored": r.stored,
-        "capped": r.capped(),
-        "matched": r.matched,
-        "newly_matched": r.newly_matched,
-        "shadowed": r.shadowed,
-        "category_changed": r.category_changed,
-        "changed": r.changed.iter().map(|(id, b, a)| Changed { report_id: *id, before: *b, after: *a }).collect::<Vec<_>>(),
-    })
-}
-
-fn corpus_json(c: &CorpusDryRun) -> Value {
-    json!({
-        "cases": c.cases,
-        "correct_before": c.correct_before,
-        "correct_after": c.correct_after,
-        "accuracy_before": c.accuracy_before(),
-        "accuracy_after": c.accuracy_after(),
-        "rule_matched": c.rule_matched,
-        "rule_root": c.rule_root,
-        "precision": c.precision(),
-        "lowers_accuracy": c.lowers_accuracy(),
-    })
+fn corpus_effect(c: &CorpusDryRun) -> CorpusEffect {
+    CorpusEffect {
+        cases: c.cases,
+        correct_before: c.correct_before,
+        correct_after: c.correct_after,
+        accuracy_before: c.accuracy_before(),
+        accuracy_after: c.accuracy_after(),
+        rule_matched: c.rule_matched,
+        rule_root: c.rule_root,
+        precision: c.precision(),
+        lowers_accuracy: c.lowers_accuracy(),
+    }
 }
