@@ -412,7 +412,8 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
     assert_eq!(texts(&suggested.body, "p.count"), vec!["1 result"]);
     assert_eq!(
         attr(&suggested.body, ".hit a", "href"),
-        Some(format!("/reports/{}", ima["id"]))
+        // A hit in the log opens the lines with the marked words.
+        Some(format!("/reports/{}?grep=resnet50#log", ima["id"]))
     );
     let marks = texts(&suggested.body, ".hit mark");
     assert_eq!(marks, vec!["resnet50"]);
