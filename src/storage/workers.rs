@@ -112,8 +112,6 @@ pub struct SeenWorker {
 /// Workers in touch within the last `window_secs`, most recent first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
-    /// The database's clock when read (what "3 minutes ago" counts from).
-    pub now: Timestamp,
     /// How many workers were seen in the window.
     pub count: i64,
     /// How many of them can run a job that needs a GPU.
@@ -134,9 +132,7 @@ pub async fn seen_within(
              WHERE last_seen_at >= now() - make_interval(secs => $1)), \
          counts AS (SELECT count(*) AS n, \
              count(*) FILTER (WHERE NOT no_gpu AND gpu IS NOT NULL) AS n_gpu FROM recent) \
-         SELECT c.n, c.n_gpu, ",
-        rfc3339!("now()"),
-        " AS now, w.name, w.gpu ->> 'name' AS gpu_name, w.no_gpu, ",
+         SELECT c.n, c.n_gpu, w.name, w.gpu ->> 'name' AS gpu_name, w.no_gpu, ",
         rfc3339!("w.last_seen_at"),
         " AS seen FROM counts c LEFT JOIN LATERAL ( \
              SELECT * FROM recent ORDER BY last_seen_at DESC, name LIMIT $2) w ON true"
@@ -146,13 +142,11 @@ pub async fn seen_within(
     .fetch_all(ex)
     .await?;
     let mut seen = Seen {
-        now: Timestamp::from_unix(0),
         count: 0,
         with_gpu: 0,
         workers: Vec::with_capacity(rows.len()),
     };
     for r in &rows {
-        seen.now = r.try_get("now")?;
         seen.count = r.try_get("n")?;
         seen.with_gpu = r.try_get("n_gpu")?;
         if let Some(name) = r.try_get::<Option<String>, _>("name")? {

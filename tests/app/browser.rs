@@ -753,6 +753,12 @@ fn a_pending_reproduction_updates_in_place_and_the_page_reloads_with_the_result(
         .unwrap_or(0.0);
     assert!(before > 200.0, "the page scrolls: {before}");
     let anchored = d.js(log_top).as_f64().unwrap_or(f64::NAN);
+    // Where axe-core is installed, the pending page and the finished one pass its audit too
+    // (the portal walk has no report with a reproduction).
+    let axe = axe_source("a_pending_reproduction_updates_in_place (its axe audit)");
+    if let Some(axe) = &axe {
+        assert_eq!(d.axe(axe), Vec::<String>::new(), "the pending page");
+    }
 
     // A worker takes the job: the section says so within a refresh, without a reload.
     let claim = json!({"worker": "gpu-box-1", "wait_secs": 0, "no_gpu": false, "sandbox": "bwrap",
@@ -801,4 +807,7 @@ fn a_pending_reproduction_updates_in_place_and_the_page_reloads_with_the_result(
         after > 200.0,
         "the reload keeps the reader down the page: {after}"
     );
+    if let Some(axe) = &axe {
+        assert_eq!(d.axe(axe), Vec::<String>::new(), "the finished page");
+    }
 }

@@ -515,9 +515,11 @@ pub async fn show_report(
     } else {
         None
     };
+    let layout = Layout::for_user(Some(&user));
     let status = seen.as_ref().map(|seen| StatusContext {
         seen,
         server_url: &state.public_url,
+        now: layout.now,
     });
     let repro = repro::section(
         d.jobs,
@@ -527,7 +529,7 @@ pub async fn show_report(
         status.as_ref(),
     );
     Ok(ReportPage {
-        layout: Layout::for_user(Some(&user)),
+        layout,
         id,
         title: r.title,
         category: r.category,

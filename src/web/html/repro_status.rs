@@ -2,8 +2,9 @@
 //! waited and whether any worker is there to take it (naming the workers seen recently, or how
 //! to start one), and for a running job which worker has it, for how long, which attempt, and
 //! its last heartbeat; plus the line the header card shows once a run found the true failing
-//! line. Pure: built from the job rows, the workers seen and the database's clock, so every
-//! sentence is unit-tested without a server.
+//! line. Pure: built from the job rows, the workers seen and the page's clock (`Layout::now`,
+//! so the page reads one clock; "3 minutes ago" is the portal's [`When`]), so every sentence is
+//! unit-tested without a server.
 
 use crate::api_types::{JobState, Needs};
 use crate::app::reproduce::UserFrame;
@@ -12,25 +13,30 @@ use crate::storage::reproductions::JobView;
 use crate::storage::workers::Seen;
 use crate::time::Timestamp;
 
+use super::when::When;
+
 /// How often a page with a pending job refreshes itself, in seconds.
 pub const REFRESH_SECS: u32 = 10;
 
 /// A heartbeat older than this is overdue (workers send one every ~15 s).
 const OVERDUE_SECS: i64 = 60;
 
-/// What a pending job's status needs beyond the job: the workers seen and how to start one.
+/// What a pending job's status needs beyond the job: the workers seen, how to start one, and
+/// the page's clock.
 #[derive(Clone, Copy, Debug)]
 pub struct StatusContext<'a> {
     pub seen: &'a Seen,
     /// Where workers reach this server (`--server`).
     pub server_url: &'a str,
+    /// When the page is drawn.
+    pub now: Timestamp,
 }
 
 /// A moment and how long before the page it was.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ago {
     pub at: Timestamp,
-    /// "3 minutes ago", "just now".
+    /// "3 minutes ago", "just now" (the portal's [`When`] words).
     pub ago: String,
     /// "3 minutes": how long since.
     pub span: String,
@@ -40,11 +46,10 @@ impl Ago {
     /// `at` as seen at `now`.
     #[must_use]
     pub fn new(at: Timestamp, now: Timestamp) -> Ago {
-        let secs = now.unix() - at.unix();
         Ago {
             at,
-            ago: ago(secs),
-            span: span(secs),
+            ago: When::new(at, now).words(),
+            span: span(now.unix() - at.unix()),
         }
     }
 }
@@ -63,16 +68,6 @@ pub fn span(secs: i64) -> String {
         format!("1 {unit}")
     } else {
         format!("{n} {unit}s")
-    }
-}
-
-/// "just now" under five seconds, else "[`span`] ago".
-#[must_use]
-pub fn ago(secs: i64) -> String {
-    if secs < 5 {
-        "just now".into()
-    } else {
-        format!("{} ago", span(secs))
     }
 }
 
@@ -140,7 +135,7 @@ impl JobStatus {
     /// The status of pending job `j`; `None` for a finished one.
     #[must_use]
     pub fn of(j: &JobView, ctx: &StatusContext<'_>) -> Option<JobStatus> {
-        let now = ctx.seen.now;
+        let now = ctx.now;
         match j.state {
             JobState::Queued => Some(JobStatus::Queued {
                 since: Ago::new(j.updated_at, now),
@@ -266,7 +261,6 @@ mod tests {
 
     fn seen(workers: &[(&str, Option<&str>, bool)], count: i64) -> Seen {
         Seen {
-            now: at(0),
             count,
             with_gpu: workers.iter().filter(|w| !w.2).count() as i64,
             workers: workers
@@ -305,21 +299,19 @@ mod tests {
     #[test]
     fn spans_read_in_the_largest_whole_unit() {
         let cases = [
-            (-3, "0 seconds", "just now"),
-            (0, "0 seconds", "just now"),
-            (4, "4 seconds", "just now"),
-            (5, "5 seconds", "5 seconds ago"),
-            (59, "59 seconds", "59 seconds ago"),
-            (60, "1 minute", "1 minute ago"),
-            (179, "2 minutes", "2 minutes ago"),
-            (3600, "1 hour", "1 hour ago"),
-            (7300, "2 hours", "2 hours ago"),
-            (86_400, "1 day", "1 day ago"),
-            (3 * 86_400 + 5, "3 days", "3 days ago"),
+            (-3, "0 seconds"),
+            (0, "0 seconds"),
+            (1, "1 second"),
+            (59, "59 seconds"),
+            (60, "1 minute"),
+            (179, "2 minutes"),
+            (3600, "1 hour"),
+            (7300, "2 hours"),
+            (86_400, "1 day"),
+            (3 * 86_400 + 5, "3 days"),
         ];
-        for (secs, want_span, want_ago) in cases {
-            assert_eq!(span(secs), want_span, "{secs}");
-            assert_eq!(ago(secs), want_ago, "{secs}");
+        for (secs, want) in cases {
+            assert_eq!(span(secs), want, "{secs}");
         }
     }
 
@@ -329,6 +321,7 @@ mod tests {
         let ctx = StatusContext {
             seen: &nobody,
             server_url: "https://triage.example.com",
+            now: at(0),
         };
         let status = JobStatus::of(&job(JobState::Queued, Needs::Any), &ctx).expect("pending");
         let JobStatus::Queued {
@@ -366,6 +359,7 @@ mod tests {
         let ctx = StatusContext {
             seen: &two,
             server_url: "http://x",
+            now: at(0),
         };
         let Some(JobStatus::Queued { workers, .. }) =
             JobStatus::of(&job(JobState::Queued, Needs::Gpu), &ctx)
@@ -395,6 +389,7 @@ mod tests {
         let ctx = StatusContext {
             seen: &cpu_only,
             server_url: "http://x",
+            now: at(0),
         };
         let gpu_job = JobStatus::of(&job(JobState::Queued, Needs::Gpu), &ctx).expect("pending");
         let JobStatus::Queued { workers, .. } = &gpu_job else {
@@ -418,6 +413,7 @@ mod tests {
         let ctx = StatusContext {
             seen: &nobody,
             server_url: "http://x",
+            now: at(0),
         };
         let mut j = job(JobState::Running, Needs::Gpu);
         j.worker = "gpu-box-1".into();
@@ -439,10 +435,7 @@ mod tests {
         assert_eq!(worker, "gpu-box-1");
         assert_eq!((since.span.as_str(), since.at), ("2 minutes", at(125)));
         assert_eq!((*attempt, *max_attempts), (2, 3));
-        assert_eq!(
-            heartbeat.as_ref().map(|h| h.ago.as_str()),
-            Some("12 seconds ago")
-        );
+        assert_eq!(heartbeat.as_ref().map(|h| h.ago.as_str()), Some("just now"));
         assert!(!overdue);
         assert_eq!(
             status.headline(),
