@@ -442,8 +442,9 @@ pub async fn insert_requeued(
     by: &str,
 ) -> Result<i64, DbError> {
     Ok(sqlx::query_scalar(
-        "INSERT INTO jobs (report_id, max_attempts, requeued_from, requeued_by) \
-         SELECT report_id, max_attempts, id, $2 FROM jobs WHERE id = $1 RETURNING id",
+        "INSERT INTO jobs (report_id, max_attempts, requeued_from, requeued_by, needs, repeats) \
+         SELECT report_id, max_attempts, id, $2, needs, repeats FROM jobs WHERE id = $1 \
+         RETURNING id",
     )
     .bind(job_id)
     .bind(by)

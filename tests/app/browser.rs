@@ -453,7 +453,12 @@ fn long_log() -> String {
 }
 
 impl Driver {
-    /// Runs `script` in the page and returns its value.
+    /// Runs `script` (without arguments) in the page and returns its value.
+    fn js(&self, script: &str) -> Value {
+        self.run_js(script, json!([]))
+    }
+
+    /// Runs `script` in the page with `args` and returns its value.
     fn run_js(&self, script: &str, args: Value) -> Value {
         self.cmd(
             "POST",
@@ -664,17 +669,6 @@ fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
         d.screenshot(&format!("login-{width}"));
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-}
-
-impl Driver {
-    /// Runs `script` in the page and returns its value.
-    fn js(&self, script: &str) -> Value {
-        self.cmd(
-            "POST",
-            "execute/sync",
-            Some(json!({"script": script, "args": []})),
-        )
-    }
 }
 
 /// A worker's call to the server, over a real socket: (status, body).

@@ -594,8 +594,21 @@ async fn a_finished_job_is_requeued_from_the_report_page_once() {
     assert_eq!(res.status, StatusCode::FORBIDDEN);
     assert_eq!(app.count("jobs").await, 1);
 
+    // What the job asked for (a GPU, three runs) is asked for again.
+    sqlx::query("UPDATE jobs SET needs = 'gpu', repeats = 3 WHERE id = $1")
+        .bind(job)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
     let res = post_form(&app, &b.cookie, &action, format!("csrf={}", b.csrf)).await;
     assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let copied: (String, i16) =
+        sqlx::query_as("SELECT needs, repeats FROM jobs WHERE requeued_from = $1")
+            .bind(job)
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert_eq!(copied, ("gpu".to_owned(), 3));
     let location = res.headers["location"].to_str().unwrap().to_owned();
     assert!(
         location.starts_with(&format!("/reports/{report}#job-")),
