@@ -13,6 +13,7 @@ pub use groups::{
     GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
     GroupState, GroupTags, TagCount,
 };
+pub mod retention;
 pub mod rules;
 mod schemas;
 pub mod search;
@@ -44,6 +45,7 @@ pub enum ErrorCode {
     Forbidden,
     IdempotencyKeyReused,
     Internal,
+    InvalidRetention,
     InvalidRule,
     InvalidWebhook,
     JobPending,
@@ -89,6 +91,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
+            ErrorCode::InvalidRetention => "invalid_retention",
             ErrorCode::InvalidRule => "invalid_rule",
             ErrorCode::InvalidWebhook => "invalid_webhook",
             ErrorCode::JobPending => "job_pending",

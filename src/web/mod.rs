@@ -59,6 +59,9 @@ pub struct AppState {
     /// Webhook settings (whether endpoints may reach private addresses; delivery itself runs
     /// in the background task `serve` starts).
     pub webhooks: crate::app::webhooks::WebhookSettings,
+    /// Retention defaults and pass settings (shown on the retention page; the pass itself runs
+    /// in the background task `serve` starts).
+    pub retention: crate::app::retention::RetentionSettings,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -108,6 +111,7 @@ impl AppState {
                 wake: Arc::default(),
             },
             webhooks: crate::app::webhooks::WebhookSettings::default(),
+            retention: crate::app::retention::RetentionSettings::default(),
             db,
         }
     }
