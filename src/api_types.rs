@@ -43,6 +43,7 @@ pub enum ErrorCode {
     Busy,
     EmptyLog,
     Forbidden,
+    Gone,
     IdempotencyKeyReused,
     Internal,
     InvalidRetention,
@@ -89,6 +90,7 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::EmptyLog => "empty_log",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Gone => "gone",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidRetention => "invalid_retention",
@@ -537,6 +539,10 @@ pub struct ReportDetail {
     /// The log's category when the headline follows a reproduction.
     #[schema(required)]
     pub original_category: Option<Category>,
+    /// Set when retention removed the raw log (the report and its classification stay).
+    #[serde(default)]
+    #[schema(required)]
+    pub log_removed: Option<retention::LogRemoved>,
 }
 
 /// What a run ran on: the interpreter's versions and build, and the device. Facts a worker

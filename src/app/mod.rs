@@ -28,6 +28,9 @@ pub enum Error {
     /// The thing named does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// The thing named existed and was removed on purpose (410: a log retention removed).
+    #[error("{0}")]
+    Gone(String),
     /// Malformed input (400: a query out of bounds).
     #[error("{1}")]
     Malformed(ErrorCode, String),
