@@ -170,6 +170,11 @@ pub fn router(state: AppState) -> Router {
             "/webhooks/{id}/delete",
             post(html::webhooks::delete_webhook),
         )
+        .route(
+            "/retention",
+            get(html::retention::show_retention).post(html::retention::set_retention),
+        )
+        .route("/retention/reset", post(html::retention::reset_retention))
         .route("/static/app.css", get(html::stylesheet))
         .route("/static/report.js", get(html::report_script))
         .route(
