@@ -429,7 +429,7 @@ async fn an_expired_log_leaves_the_report_and_its_classification_and_search_forg
     assert_eq!(shown.status, StatusCode::OK, "{}", shown.body);
     let note = texts(&shown.body, "#log-removed").concat();
     assert!(
-        note.contains("removed by retention on") && note.contains("after 7 days"),
+        note.contains("removed by retention just now") && note.contains("after 7 days"),
         "{note}"
     );
     assert!(

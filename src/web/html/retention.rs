@@ -15,6 +15,7 @@ use super::Layout;
 use crate::api_types::retention::{Days, MAX_DAYS, ProjectRetention, RetentionRun};
 use crate::app::{self, retention};
 use crate::auth::Scope;
+use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm};
 use crate::web::{AppError, AppState, PageError};
@@ -33,7 +34,8 @@ pub struct ProjectRow {
     pub log_field: String,
     pub report_field: String,
     pub removed: String,
-    pub last_removed: String,
+    /// When retention last removed something from it.
+    pub last_removed: Option<Timestamp>,
 }
 
 impl From<ProjectRetention> for ProjectRow {
@@ -52,9 +54,7 @@ impl From<ProjectRetention> for ProjectRow {
             log_field: field(p.set.log_days),
             report_field: field(p.set.report_days),
             removed: format!("{} reports, {} logs, {}", r.reports, r.logs, bytes(r.bytes)),
-            last_removed: p
-                .last_removed_at
-                .map_or_else(|| "never".to_owned(), |t| t.to_string()),
+            last_removed: p.last_removed_at,
             project: p.project,
         }
     }
@@ -62,8 +62,9 @@ impl From<ProjectRetention> for ProjectRow {
 
 /// A pass in the list.
 pub struct RunRow {
-    pub started: String,
-    pub finished: String,
+    pub started: Timestamp,
+    /// `None` while it runs, or when its server stopped mid-pass.
+    pub finished: Option<Timestamp>,
     pub removed: String,
     pub error: String,
 }
@@ -71,10 +72,8 @@ pub struct RunRow {
 impl From<RetentionRun> for RunRow {
     fn from(r: RetentionRun) -> Self {
         RunRow {
-            started: r.started_at.to_string(),
-            finished: r
-                .finished_at
-                .map_or_else(|| "not finished".to_owned(), |t| t.to_string()),
+            started: r.started_at,
+            finished: r.finished_at,
             removed: format!(
                 "{} reports, {} logs, {}",
                 r.removed.reports,

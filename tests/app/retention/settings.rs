@@ -234,9 +234,9 @@ async fn the_retention_page_is_for_admins_and_refuses_bad_days_with_the_reason()
             StatusCode::UNPROCESSABLE_ENTITY,
             "{log}/{report}"
         );
-        let message = texts(&res.body, ".error-message").concat();
+        let message = texts(&res.body, "#form-error").concat();
         assert!(
-            message.starts_with(&format!("{field} must be a whole number")),
+            message.starts_with(&format!("Not saved: {field} must be a whole number")),
             "{message}"
         );
         // The form shows what was typed, to correct it.
