@@ -13,6 +13,7 @@ pub use groups::{
     GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
     GroupState, GroupTags, TagCount,
 };
+pub mod retention;
 pub mod rules;
 mod schemas;
 pub mod search;
@@ -42,8 +43,10 @@ pub enum ErrorCode {
     Busy,
     EmptyLog,
     Forbidden,
+    Gone,
     IdempotencyKeyReused,
     Internal,
+    InvalidRetention,
     InvalidRule,
     InvalidWebhook,
     JobPending,
@@ -87,8 +90,10 @@ impl ErrorCode {
             ErrorCode::Busy => "busy",
             ErrorCode::EmptyLog => "empty_log",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Gone => "gone",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
+            ErrorCode::InvalidRetention => "invalid_retention",
             ErrorCode::InvalidRule => "invalid_rule",
             ErrorCode::InvalidWebhook => "invalid_webhook",
             ErrorCode::JobPending => "job_pending",
@@ -534,6 +539,10 @@ pub struct ReportDetail {
     /// The log's category when the headline follows a reproduction.
     #[schema(required)]
     pub original_category: Option<Category>,
+    /// Set when retention removed the raw log (the report and its classification stay).
+    #[serde(default)]
+    #[schema(required)]
+    pub log_removed: Option<retention::LogRemoved>,
 }
 
 /// What a run ran on: the interpreter's versions and build, and the device. Facts a worker

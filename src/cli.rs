@@ -35,6 +35,23 @@ pub enum Command {
     Upload(crate::commands::upload::UploadArgs),
     /// Run scripts of reports on this host's GPU, sandboxed, and report back (reproduction agent).
     Worker(crate::commands::worker::WorkerArgs),
+    /// Apply retention: delete raw logs and reports past their time.
+    #[command(subcommand)]
+    Retention(RetentionCommand),
+}
+
+/// `gpu-triage retention ...`
+#[derive(Debug, Subcommand)]
+pub enum RetentionCommand {
+    /// Run one retention pass now (what `serve` runs every --retention-interval-secs) and print
+    /// what it removed. Takes the same defaults as `serve`; per-project settings come from the
+    /// database.
+    Run {
+        #[command(flatten)]
+        retention: crate::config::RetentionArgs,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
 }
 
 /// Output format of `classify`.
@@ -169,5 +186,60 @@ mod tests {
         );
         assert_eq!(set.timeout, Duration::from_secs(3));
         assert!(parse(&["gpu-triage", "serve", "--webhook-backoff", "0"]).is_none());
+    }
+
+    #[test]
+    fn retention_flags_give_retention_settings() {
+        use std::time::Duration;
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Serve(s)) => Some(s.retention.settings()),
+            _ => None,
+        };
+        let default = parse(&["gpu-triage", "serve"]).expect("serve parses");
+        assert_eq!(
+            (default.defaults.log_days, default.defaults.report_days),
+            (0, 0)
+        );
+        assert_eq!(default.interval, Duration::from_secs(3600));
+        assert_eq!(default.batch, 500);
+        let set = parse(&[
+            "gpu-triage",
+            "serve",
+            "--log-retention-days",
+            "30",
+            "--report-retention-days",
+            "365",
+            "--retention-interval-secs",
+            "60",
+            "--retention-batch",
+            "100",
+        ])
+        .expect("flags parse");
+        assert_eq!((set.defaults.log_days, set.defaults.report_days), (30, 365));
+        assert_eq!(set.interval, Duration::from_secs(60));
+        assert_eq!(set.batch, 100);
+        for bad in [
+            ["--log-retention-days", "-1"],
+            ["--report-retention-days", "36501"],
+            ["--retention-batch", "0"],
+            ["--retention-interval-secs", "soon"],
+        ] {
+            let args = ["gpu-triage", "serve", bad[0], bad[1]];
+            assert!(parse(&args).is_none(), "{bad:?}");
+        }
+        match Cli::try_parse_from([
+            "gpu-triage",
+            "retention",
+            "run",
+            "--report-retention-days",
+            "7",
+        ])
+        .map(|c| c.command)
+        {
+            Ok(Command::Retention(super::RetentionCommand::Run { retention, .. })) => {
+                assert_eq!(retention.settings().defaults.report_days, 7);
+            }
+            other => panic!("retention run parses: {other:?}"),
+        }
     }
 }

@@ -109,6 +109,49 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub webhooks: WebhookArgs,
+
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+}
+
+/// Retention settings (`serve`, `retention run`): the instance defaults that projects without
+/// their own setting follow, and how the background pass runs.
+#[derive(Clone, Debug, clap::Args)]
+pub struct RetentionArgs {
+    /// Days to keep raw logs (the report and its classification stay); 0 keeps them forever.
+    /// Projects may set their own (portal /retention, API).
+    #[arg(long = "log-retention-days", env = "GPU_TRIAGE_LOG_RETENTION_DAYS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::api_types::retention::MAX_DAYS)))]
+    pub log_days: u32,
+
+    /// Days to keep whole reports (their groups keep counting them); 0 keeps them forever.
+    #[arg(long = "report-retention-days", env = "GPU_TRIAGE_REPORT_RETENTION_DAYS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(crate::api_types::retention::MAX_DAYS)))]
+    pub report_days: u32,
+
+    /// Seconds between retention passes of `serve`'s background task.
+    #[arg(long = "retention-interval-secs", env = "GPU_TRIAGE_RETENTION_INTERVAL_SECS",
+          default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub interval_secs: u64,
+
+    /// Reports removed per transaction (each batch holds its row locks only while it runs).
+    #[arg(long = "retention-batch", env = "GPU_TRIAGE_RETENTION_BATCH", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub batch: u32,
+}
+
+impl RetentionArgs {
+    /// The retention settings these flags give.
+    pub fn settings(&self) -> crate::app::retention::RetentionSettings {
+        crate::app::retention::RetentionSettings {
+            defaults: crate::api_types::retention::Days {
+                log_days: self.log_days,
+                report_days: self.report_days,
+            },
+            interval: std::time::Duration::from_secs(self.interval_secs),
+            batch: self.batch,
+        }
+    }
 }
 
 /// Settings of webhook delivery (`serve`).

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         Command::Rules(cmd) => commands::rules::run(cmd),
         Command::Upload(args) => commands::upload::run(args),
         Command::Worker(args) => commands::worker::run(args),
+        Command::Retention(cmd) => run_async(commands::retention::run(cmd)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

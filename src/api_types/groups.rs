@@ -180,7 +180,11 @@ pub struct GroupListItem {
     pub category: Category,
     pub title: String,
     pub root_cause_text: String,
+    /// Reports in the group, those retention deleted included.
     pub count: i64,
+    /// Of `count`, the reports retention deleted.
+    #[serde(default)]
+    pub removed_by_retention: i64,
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
     pub state: GroupState,
@@ -225,8 +229,11 @@ pub struct GroupDetail {
     pub category: Category,
     pub title: String,
     pub root_cause_text: String,
-    /// Reports in the group.
+    /// Reports in the group, those retention deleted included.
     pub count: i64,
+    /// Of `count`, the reports retention deleted.
+    #[serde(default)]
+    pub removed_by_retention: i64,
     pub first_seen: Timestamp,
     pub last_seen: Timestamp,
     /// The latest reproduction verdict with repeats ("flaky: fails 2/5"), or empty.

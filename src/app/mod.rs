@@ -1,6 +1,7 @@
 //! The use cases, between the edges (`web`, the CLI commands) and the engine and storage:
 //! upload a report, reproduce it on a GPU worker, search, triage groups (state, assignee,
-//! history) and fixes, team rules and reclassification, tokens, webhooks. Each function takes
+//! history) and fixes, team rules and reclassification, tokens, webhooks, retention. Each
+//! function takes
 //! typed input, opens and owns its transaction,
 //! calls the pure `ingest`/`rules` and the `storage` statements, and returns typed output; the
 //! HTTP handlers (JSON and HTML alike) only extract, call one of them and render.
@@ -9,6 +10,7 @@ pub mod group_triage;
 pub mod logstore;
 pub mod reports;
 pub mod reproduce;
+pub mod retention;
 pub mod search;
 pub mod similar;
 pub mod team_rules;
@@ -26,6 +28,9 @@ pub enum Error {
     /// The thing named does not exist.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// The thing named existed and was removed on purpose (410: a log retention removed).
+    #[error("{0}")]
+    Gone(String),
     /// Malformed input (400: a query out of bounds).
     #[error("{1}")]
     Malformed(ErrorCode, String),

@@ -56,7 +56,8 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
 }
 
 /// Lines `first..=last` (1-based) of the report's stored (scrubbed) log, each followed by `\n`
-/// and cut to its first `max_line_bytes` bytes: fewer past the end, 404 for an unknown report.
+/// and cut to its first `max_line_bytes` bytes: fewer past the end, 404 for an unknown report,
+/// 410 when retention removed the log.
 /// Reads and decompresses only the chunks that hold them.
 pub async fn log_lines(
     db: &Db,
@@ -69,11 +70,21 @@ pub async fn log_lines(
     let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
     let chunks = store::log_chunks_for_lines(db.pool(), id, as_i64(first), as_i64(last)).await?;
     if chunks.is_empty() && store::log_chunk_count(db.pool(), id).await? == 0 {
-        return Err(Error::NotFound("report"));
+        return Err(no_log(db, id).await);
     }
     blocking(move || logstore::lines(&chunks, first, last, max_line_bytes))
         .await?
         .map_err(|e| Error::Internal(e.into()))
+}
+
+/// Why report `id` has no log to read: retention removed it (410, saying when), or there is no
+/// such report (404).
+async fn no_log(db: &Db, id: i64) -> Error {
+    match store::log_removed_at(db.pool(), id).await {
+        Ok(Some(Some(at))) => Error::Gone(format!("the log was removed by retention on {at}")),
+        Ok(_) => Error::NotFound("report"),
+        Err(e) => e.into(),
+    }
 }
 
 /// The report's whole stored log, decompressed a chunk at a time as the receiver takes it
@@ -84,7 +95,7 @@ pub async fn log_stream(
 ) -> Result<tokio::sync::mpsc::Receiver<Result<Vec<u8>, Error>>, Error> {
     let count = store::log_chunk_count(db.pool(), id).await?;
     if count == 0 {
-        return Err(Error::NotFound("report"));
+        return Err(no_log(db, id).await);
     }
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let db = db.clone();
@@ -181,7 +192,7 @@ async fn pick_lines(
 ) -> Result<PickedLines, Error> {
     let index = store::log_chunk_index(db.pool(), id).await?;
     if index.is_empty() {
-        return Err(Error::NotFound("report"));
+        return Err(no_log(db, id).await);
     }
     let as_usize = |n: i64| usize::try_from(n).unwrap_or(usize::MAX);
     let mut picked = PickedLines::default();

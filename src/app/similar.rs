@@ -109,6 +109,7 @@ mod tests {
                 root_cause_text: String::new(),
                 verdict: String::new(),
                 report_count: 1,
+                removed_count: 0,
                 first_seen: crate::time::Timestamp::from_unix(1_700_000_000),
                 last_seen: crate::time::Timestamp::from_unix(1_700_000_000),
             },

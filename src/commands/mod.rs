@@ -4,6 +4,7 @@
 pub mod classify;
 pub mod db;
 pub mod eval;
+pub mod retention;
 pub mod rules;
 pub mod serve;
 pub mod token;

@@ -1,7 +1,7 @@
 //! `gpu-triage serve`: open the database (starting the embedded cluster when `DATABASE_URL` is
 //! unset, and restarting it should it die while serving), apply migrations, run the background
-//! tasks (lease reaper, team-rule watcher, webhook delivery), serve HTTP until Ctrl-C or
-//! SIGTERM, then drain requests and stop the cluster.
+//! tasks (lease reaper, team-rule watcher, webhook delivery, retention passes), serve HTTP until
+//! Ctrl-C or SIGTERM, then drain requests and stop the cluster.
 
 use anyhow::Context;
 use tokio::net::TcpListener;
@@ -87,6 +87,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         state.webhooks.clone(),
         public_url.clone(),
     );
+    state.retention = args.retention.settings();
+    let retention = crate::app::retention::spawn(db.clone(), state.retention.clone());
     state.ruleset.set_corpus(args.eval_corpus.clone());
     let rules_watch = start_team_rules(db.clone(), state.ruleset.clone());
     let app = web::router(state);
@@ -100,6 +102,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     reaper.abort();
     rules_watch.abort();
     webhooks.abort();
+    retention.abort();
     db.close().await;
     if let Some(cluster) = cluster {
         // Supervision ends first, so this stop is not restarted as if it were a crash.

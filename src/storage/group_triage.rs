@@ -77,7 +77,9 @@ pub struct GroupFilter {
 
 const FILTER: &str = "($1::text IS NULL OR g.state = $1) \
      AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r \
-          WHERE lower(r.project) = lower($2) AND r.group_id = g.id)) \
+          WHERE lower(r.project) = lower($2) AND r.group_id = g.id) \
+          OR EXISTS (SELECT 1 FROM group_expired_reports e \
+          WHERE lower(e.project) = lower($2) AND e.group_id = g.id)) \
      AND ($3::text IS NULL OR g.category = $3) \
      AND ($4::bool IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) = $4) \
      AND ($5::text IS NULL OR g.assignee = $5)";
@@ -246,7 +248,8 @@ pub async fn group_events(
 /// most frequent values of each, most frequent first. The environment counts only as a short
 /// single-line label (`staging`, `ci-a100`); GPU and torch version come from the log's facts,
 /// else from `collect_env` output in the environment metadata, else from the report's latest
-/// reproduction run.
+/// reproduction run. Reports retention deleted still count by project (migration 0020 keeps
+/// their number per project); their other tags went with them.
 pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, DbError> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
         "WITH r AS ( \
@@ -261,16 +264,20 @@ pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, D
                      nullif(btrim(p.environment ->> 'device'), '')) AS gpu, \
                  coalesce(nullif(btrim(r.classification -> 'facts' ->> 'torch_version'), ''), \
                      substring(r.environment FROM 'PyTorch version: (\\S{1,60})'), \
-                     nullif(btrim(p.environment ->> 'torch'), '')) AS torch_version \
+                     nullif(btrim(p.environment ->> 'torch'), '')) AS torch_version, \
+                 1::int8 AS n \
              FROM reports r \
              LEFT JOIN LATERAL (SELECT environment FROM reproductions \
                  WHERE report_id = r.id AND environment IS NOT NULL \
                  ORDER BY id DESC LIMIT 1) p ON true \
-             WHERE r.group_id = $1), \
+             WHERE r.group_id = $1 \
+             UNION ALL \
+             SELECT e.project, NULL, NULL, NULL, NULL, e.reports \
+             FROM group_expired_reports e WHERE e.group_id = $1), \
          counted AS ( \
-             SELECT v.tag, left(v.value, 200) AS value, count(*) AS n, \
+             SELECT v.tag, left(v.value, 200) AS value, sum(r.n)::int8 AS n, \
                  row_number() OVER (PARTITION BY v.tag \
-                     ORDER BY count(*) DESC, left(v.value, 200)) AS rank \
+                     ORDER BY sum(r.n) DESC, left(v.value, 200)) AS rank \
              FROM r CROSS JOIN LATERAL (VALUES ('project', r.project), ('branch', r.branch), \
                  ('environment', r.environment), ('gpu', r.gpu), \
                  ('torch_version', r.torch_version)) v(tag, value) \
@@ -354,7 +361,8 @@ pub async fn report_build(
 
 /// When `project` first saw `commit` (lowercase hex; a stored commit matches when one is a
 /// prefix of the other, abbreviated hashes included), in microseconds since the epoch, not
-/// counting report `except`; `None` when it never did.
+/// counting report `except`; `None` when it never did. The commits of reports retention deleted
+/// count with the time they were first seen (migration 0020).
 pub async fn commit_first_seen(
     ex: impl PgExecutor<'_>,
     project: &str,
@@ -362,16 +370,22 @@ pub async fn commit_first_seen(
     except: i64,
 ) -> Result<Option<i64>, DbError> {
     Ok(sqlx::query_scalar(
-        "SELECT (extract(epoch FROM created_at) * 1000000)::int8 FROM reports \
-         WHERE project = $1 AND commit_sha <> '' AND id <> $3 \
-           AND (starts_with(lower(btrim(commit_sha)), $2) \
-                OR (length(btrim(commit_sha)) >= 7 \
-                    AND starts_with($2, lower(btrim(commit_sha))))) \
-         ORDER BY created_at LIMIT 1",
+        "SELECT (extract(epoch FROM min(at)) * 1000000)::int8 FROM ( \
+             (SELECT created_at AS at FROM reports \
+              WHERE project = $1 AND commit_sha <> '' AND id <> $3 \
+                AND (starts_with(lower(btrim(commit_sha)), $2) \
+                     OR (length(btrim(commit_sha)) >= 7 \
+                         AND starts_with($2, lower(btrim(commit_sha))))) \
+              ORDER BY created_at LIMIT 1) \
+             UNION ALL \
+             SELECT min(first_seen) FROM expired_commits \
+             WHERE project = $1 \
+               AND (starts_with(commit_sha, $2) \
+                    OR (length(commit_sha) >= 7 AND starts_with($2, commit_sha)))) s",
     )
     .bind(project)
     .bind(commit)
     .bind(except)
-    .fetch_optional(ex)
+    .fetch_one(ex)
     .await?)
 }

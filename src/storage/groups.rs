@@ -16,7 +16,10 @@ pub struct Group {
     pub root_cause_text: String,
     /// The latest reproduction verdict with repeats ("flaky: fails 2/5"), or empty.
     pub verdict: String,
+    /// Reports in the group: those stored and those retention deleted.
     pub report_count: i64,
+    /// Of those, the reports retention deleted (migration 0020).
+    pub removed_count: i64,
     #[sqlx(rename = "first")]
     pub first_seen: crate::time::Timestamp,
     #[sqlx(rename = "last")]
@@ -37,18 +40,25 @@ pub struct NewFix {
 }
 
 /// A group's columns, with its report count and last-seen time read from its reports
-/// (`reports_group` answers both from the index); `FROM groups g` + [`GROUP_STATS`].
+/// (`reports_group` answers both from the index) and from the counts of the reports retention
+/// deleted; `FROM groups g` + [`GROUP_STATS`].
 pub(super) const GROUP_COLUMNS: &str = concat!(
-    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, s.report_count, ",
+    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, s.report_count, \
+     s.removed_count, ",
     rfc3339!("g.first_seen"),
     " AS first, ",
     rfc3339!("coalesce(s.last_seen, g.first_seen)"),
     " AS last"
 );
 
-/// The lateral join that [`GROUP_COLUMNS`] reads `s.` from.
-pub(super) const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT count(*) AS report_count, \
-     max(r.created_at) AS last_seen FROM reports r WHERE r.group_id = g.id) s";
+/// The lateral joins that [`GROUP_COLUMNS`] reads `s.` from: the stored reports plus those
+/// retention deleted (`x.`, per project and day, migration 0020).
+pub(super) const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports, \
+         max(e.last_seen) AS last_seen FROM group_expired_reports e WHERE e.group_id = g.id) x \
+     CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count, \
+         coalesce(x.reports, 0) AS removed_count, \
+         GREATEST(max(r.created_at), x.last_seen) AS last_seen \
+         FROM reports r WHERE r.group_id = g.id) s";
 
 fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
     Ok(sqlx::FromRow::from_row(row)?)
@@ -130,7 +140,8 @@ pub async fn insert_fix(
 }
 
 /// Reports per UTC day over the last `days` days for each of `group_ids`:
-/// (group id, `YYYY-MM-DD`, count), plus today's date as the database sees it.
+/// (group id, `YYYY-MM-DD`, count), plus today's date as the database sees it. Reports that
+/// retention deleted count on the day they were uploaded.
 pub async fn group_trends(
     conn: impl Acquire<'_, Database = Postgres>,
     group_ids: &[i64],
@@ -138,8 +149,15 @@ pub async fn group_trends(
 ) -> Result<(Vec<(i64, String, i64)>, String), DbError> {
     let mut conn = conn.acquire().await?;
     let rows: Vec<(i64, String, i64)> = sqlx::query_as(
-        "SELECT group_id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*) \
-         FROM reports WHERE group_id = ANY($1) AND created_at > now() - make_interval(days => $2) \
+        "SELECT group_id, to_char(day, 'YYYY-MM-DD') AS day, sum(n)::int8 FROM ( \
+             SELECT group_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS n \
+             FROM reports WHERE group_id = ANY($1) \
+               AND created_at > now() - make_interval(days => $2) GROUP BY 1, 2 \
+             UNION ALL \
+             SELECT group_id, day, sum(reports) FROM group_expired_reports \
+             WHERE group_id = ANY($1) \
+               AND day >= ((now() - make_interval(days => $2)) AT TIME ZONE 'UTC')::date \
+             GROUP BY 1, 2) d \
          GROUP BY 1, 2 ORDER BY 1, 2",
     )
     .bind(group_ids)

@@ -9,6 +9,7 @@ pub mod jobs;
 pub mod reclassify;
 pub mod reports;
 pub mod reproductions;
+pub mod retention;
 pub mod rules;
 pub mod search;
 pub mod tokens;

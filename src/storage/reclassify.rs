@@ -131,7 +131,7 @@ pub async fn start_run(
     }
     let id: i64 = sqlx::query_scalar(
         "INSERT INTO reclassify_runs (ruleset_version, total, started_by) \
-         SELECT $1, count(*), $2 FROM reports RETURNING id",
+         SELECT $1, count(*), $2 FROM reports WHERE log_removed_at IS NULL RETURNING id",
     )
     .bind(ruleset_version)
     .bind(actor)
@@ -230,7 +230,8 @@ pub struct StoredLog {
     pub log_gz: Vec<u8>,
 }
 
-/// The next reports after `after_id`, in id order.
+/// The next reports after `after_id` that still have their log, in id order (a report whose log
+/// retention removed keeps the classification it has: there is nothing to read again).
 pub async fn next_reports(
     ex: impl PgExecutor<'_>,
     after_id: i64,
@@ -239,7 +240,7 @@ pub async fn next_reports(
     Ok(sqlx::query_as(concat!(
         "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
-        " AS log_gz FROM reports WHERE id > $1 ORDER BY id LIMIT $2"
+        " AS log_gz FROM reports WHERE id > $1 AND log_removed_at IS NULL ORDER BY id LIMIT $2"
     ))
     .bind(after_id)
     .bind(limit)
@@ -267,17 +268,17 @@ pub async fn settled(ex: impl PgExecutor<'_>, horizon: &str) -> Result<bool, DbE
     )
 }
 
-/// The ids of the stored reports with ids at most `upto`, in order.
+/// The ids of the stored reports with ids at most `upto` that still have their log, in order.
 pub async fn ids_upto(ex: impl PgExecutor<'_>, upto: i64) -> Result<Vec<i64>, DbError> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM reports WHERE id <= $1 ORDER BY id")
-            .bind(upto)
-            .fetch_all(ex)
-            .await?,
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM reports WHERE id <= $1 AND log_removed_at IS NULL ORDER BY id",
     )
+    .bind(upto)
+    .fetch_all(ex)
+    .await?)
 }
 
-/// The reports with these ids (those still stored), in id order.
+/// The reports with these ids (those still stored with their log), in id order.
 pub async fn reports_by_id(
     ex: impl PgExecutor<'_>,
     ids: &[i64],
@@ -285,7 +286,7 @@ pub async fn reports_by_id(
     Ok(sqlx::query_as(concat!(
         "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
-        " AS log_gz FROM reports WHERE id = ANY($1) ORDER BY id"
+        " AS log_gz FROM reports WHERE id = ANY($1) AND log_removed_at IS NULL ORDER BY id"
     ))
     .bind(ids)
     .fetch_all(ex)
@@ -393,15 +394,16 @@ pub async fn apply(
     .await?;
     super::search::add_words(&mut *tx, &new.search_words).await?;
     if group_id != old_group {
-        // Counts are read from reports; a group left with no report and no fix goes. An upload
-        // or a fix landing in it meanwhile makes the delete fail on the foreign key (neither
-        // cascades, migration 0009): then the group stays, and only this savepoint is rolled
-        // back.
+        // Counts are read from reports; a group left with no report, no fix and no report
+        // retention deleted goes. An upload, a fix or a retention pass landing in it meanwhile
+        // makes the delete fail on the foreign key (none cascades, migrations 0009 and 0020):
+        // then the group stays, and only this savepoint is rolled back.
         let mut sp = sqlx::Connection::begin(&mut *tx).await?;
         let deleted = sqlx::query(
             "DELETE FROM groups g WHERE g.id = $1 \
              AND NOT EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) \
-             AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.group_id = g.id)",
+             AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.group_id = g.id) \
+             AND NOT EXISTS (SELECT 1 FROM group_expired_reports e WHERE e.group_id = g.id)",
         )
         .bind(old_group)
         .execute(&mut *sp)

@@ -366,6 +366,11 @@ pub struct Report {
     pub log_bytes: i64,
     pub log_lines: i64,
     pub script: Option<String>,
+    /// When retention removed the log (the row and its classification stay), if it did.
+    #[sqlx(rename = "log_removed")]
+    pub log_removed_at: Option<crate::time::Timestamp>,
+    /// The retention in days that removed it.
+    pub log_removed_after_days: Option<i32>,
 }
 
 /// A timestamptz column as whole seconds since the Unix epoch, which decode into
@@ -384,8 +389,9 @@ pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Repor
         rfc3339!("created_at"),
         " AS created, project, job_url, commit_sha, branch, \
          environment, version, filename, group_id, category, title, root_cause_line, \
-         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script \
-         FROM reports WHERE id = $1"
+         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script, ",
+        rfc3339!("log_removed_at"),
+        " AS log_removed, log_removed_after_days FROM reports WHERE id = $1"
     ))
     .bind(id)
     .fetch_optional(ex)
@@ -484,7 +490,23 @@ pub async fn log_chunk_index(
     .await?)
 }
 
-/// How many chunks report `id`'s log has (0: no such report).
+/// Whether report `id` exists and, when it does, when retention removed its log (`None` inside:
+/// the log is stored).
+pub async fn log_removed_at(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+) -> Result<Option<Option<crate::time::Timestamp>>, DbError> {
+    Ok(sqlx::query_scalar(concat!(
+        "SELECT ",
+        rfc3339!("log_removed_at"),
+        " FROM reports WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?)
+}
+
+/// How many chunks report `id`'s log has (0: no such report, or its log was removed).
 pub async fn log_chunk_count(ex: impl PgExecutor<'_>, id: i64) -> Result<i32, DbError> {
     let n: i64 = sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")
         .bind(id)

@@ -308,9 +308,9 @@ pub async fn reports_naming_rule(
     rows.iter().map(summary_from_row).collect()
 }
 
-/// The newest stored reports as (id, compressed log size in bytes), for a dry run to read in
-/// batches; and how many reports are stored. The sizes come from the stored values' headers,
-/// without reading the logs.
+/// The newest stored reports that still have their log as (id, compressed log size in bytes),
+/// for a dry run to read in batches; and how many such reports are stored. The sizes come from
+/// the stored values' headers, without reading the logs.
 pub async fn recent_log_sizes(
     conn: impl Acquire<'_, Database = Postgres>,
     limit: i64,
@@ -319,12 +319,12 @@ pub async fn recent_log_sizes(
     let sizes = sqlx::query_as(
         "SELECT id, (SELECT sum(octet_length(c.data)) FROM report_log_chunks c \
                      WHERE c.report_id = reports.id)::bigint FROM reports \
-         ORDER BY created_at DESC, id DESC LIMIT $1",
+         WHERE log_removed_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $1",
     )
     .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    let total = sqlx::query_scalar("SELECT count(*) FROM reports")
+    let total = sqlx::query_scalar("SELECT count(*) FROM reports WHERE log_removed_at IS NULL")
         .fetch_one(&mut *conn)
         .await?;
     Ok((sizes, total))

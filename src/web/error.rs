@@ -27,6 +27,9 @@ pub enum AppError {
     /// 404.
     #[error("{0} not found")]
     NotFound(&'static str),
+    /// 410: the thing existed and was removed on purpose (a log retention removed).
+    #[error("{0}")]
+    Gone(String),
     /// 405: the path exists, the method does not.
     #[error("method not allowed on this path")]
     MethodNotAllowed,
@@ -75,6 +78,7 @@ impl From<app::Error> for AppError {
     fn from(err: app::Error) -> Self {
         match err {
             app::Error::NotFound(what) => AppError::NotFound(what),
+            app::Error::Gone(message) => AppError::Gone(message),
             app::Error::Malformed(code, message) => AppError::BadRequest(code, message),
             app::Error::Invalid(code, message) => AppError::Unprocessable(code, message),
             app::Error::TooLarge(message) => AppError::TooLarge(message),
@@ -104,6 +108,7 @@ impl AppError {
             AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
+            AppError::Gone(_) => (StatusCode::GONE, ErrorCode::Gone),
             AppError::MethodNotAllowed => {
                 (StatusCode::METHOD_NOT_ALLOWED, ErrorCode::MethodNotAllowed)
             }

@@ -1,9 +1,10 @@
 //! Extractors that carry their own rejections, so handlers never repeat error mapping: a JSON
 //! body ([`JsonBody`]: 413 over the route's cap, 400 `bad_body`/`bad_json` otherwise), numeric
-//! ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`WebhookId`]: anything but a positive integer is an
-//! unknown id, 404), and a portal form checked against the session's CSRF token and the
-//! request's origin ([`CsrfForm`]: 403). A rejection renders as the JSON error under `/api/`
-//! and as the HTML error page elsewhere.
+//! ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`WebhookId`]: anything but a
+//! positive integer is an unknown id, 404), a project name from the path ([`ProjectName`]), and
+//! a portal form checked against the session's CSRF token and the request's origin
+//! ([`CsrfForm`]: 403). A rejection renders as the JSON error under `/api/` and as the HTML
+//! error page elsewhere.
 
 use axum::body::Bytes;
 use axum::extract::{Form, FromRequest, FromRequestParts, Path, Request};
@@ -120,6 +121,23 @@ id_extractor!(
     WebhookId,
     "webhook"
 );
+
+/// `{project}` of `/api/v1/projects/{project}/...`: one path segment, percent-decoded (so a
+/// project named `team/vision` is `team%2Fvision`); a segment that does not decode is an
+/// unknown project (404).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectName(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ProjectName {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Rejection> {
+        Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|p| ProjectName(p.0))
+            .map_err(|_| Rejection::new(parts, AppError::NotFound("project")))
+    }
+}
 
 /// A portal form that carries the session's CSRF token.
 pub trait CsrfField {

@@ -59,6 +59,9 @@ pub struct AppState {
     /// Webhook settings (whether endpoints may reach private addresses; delivery itself runs
     /// in the background task `serve` starts).
     pub webhooks: crate::app::webhooks::WebhookSettings,
+    /// Retention defaults and pass settings (shown on the retention page; the pass itself runs
+    /// in the background task `serve` starts).
+    pub retention: crate::app::retention::RetentionSettings,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -108,6 +111,7 @@ impl AppState {
                 wake: Arc::default(),
             },
             webhooks: crate::app::webhooks::WebhookSettings::default(),
+            retention: crate::app::retention::RetentionSettings::default(),
             db,
         }
     }
@@ -166,6 +170,11 @@ pub fn router(state: AppState) -> Router {
             "/webhooks/{id}/delete",
             post(html::webhooks::delete_webhook),
         )
+        .route(
+            "/retention",
+            get(html::retention::show_retention).post(html::retention::set_retention),
+        )
+        .route("/retention/reset", post(html::retention::reset_retention))
         .route("/static/app.css", get(html::stylesheet))
         .route("/static/report.js", get(html::report_script))
         .route(

@@ -16,6 +16,7 @@ mod migrations;
 mod openapi;
 mod portal;
 mod repro_status;
+mod retention;
 mod search;
 mod security;
 mod serve_binary;

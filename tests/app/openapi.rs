@@ -418,6 +418,7 @@ fn probe_body(method: &str, template: &str) -> (&'static str, Vec<u8>) {
             json(json!({"url": "http://127.0.0.1:9/hook", "events": ["new_group"]}))
         }
         ("patch", "/api/v1/webhooks/{id}") => json(json!({"description": "probe"})),
+        ("put", "/api/v1/projects/{project}/retention") => json(json!({"log_days": 30})),
         _ => ("application/json", Vec::new()),
     }
 }

@@ -148,15 +148,7 @@ impl Plan {
         for line in frames {
             names.push(&line);
         }
-        for value in [
-            origin.filename,
-            origin.project,
-            origin.branch,
-            origin.commit,
-            origin.job_url,
-        ] {
-            names.push(&clean(value));
-        }
+        push_origin(&mut names, origin);
         Document {
             root,
             symptoms: symptoms.text,
@@ -225,6 +217,28 @@ impl Plan {
             }
         }
         excerpt.text
+    }
+}
+
+/// The names section of a report whose log retention removed: its metadata only, since the
+/// frames were read from the log (the root-cause and symptom sections come from the
+/// classification, which stays).
+#[must_use]
+pub fn names_without_log(origin: &Origin<'_>) -> String {
+    let mut names = Section::new(NAME_BYTES);
+    push_origin(&mut names, origin);
+    names.text
+}
+
+fn push_origin(names: &mut Section, origin: &Origin<'_>) {
+    for value in [
+        origin.filename,
+        origin.project,
+        origin.branch,
+        origin.commit,
+        origin.job_url,
+    ] {
+        names.push(&clean(value));
     }
 }
 
@@ -454,6 +468,26 @@ ERROR: exit code 1
             ]
             .map(String::from)
         );
+    }
+
+    #[test]
+    fn without_its_log_a_report_keeps_only_its_metadata_as_names() {
+        let origin = Origin {
+            filename: "job.log",
+            project: "Vision",
+            branch: "fix/oom",
+            commit: "0123456789abcdef0123456789abcdef01234567",
+            job_url: "https://ci.example.com/vision/-/jobs/42",
+        };
+        let names = names_without_log(&origin);
+        assert_eq!(
+            names,
+            "job.log\nVision\nfix/oom\n0123456789abcdef0123456789abcdef01234567\n\
+             https://ci.example.com/vision/-/jobs/42"
+        );
+        let full = doc_of(LOG).names;
+        assert!(full.ends_with(&names), "{full}");
+        assert!(!names.contains("train.py"));
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub async fn list_groups(
                 title: l.group.title,
                 root_cause_text: l.group.root_cause_text,
                 count: l.group.report_count,
+                removed_by_retention: l.group.removed_count,
                 first_seen: l.group.first_seen,
                 last_seen: l.group.last_seen,
                 state: l.triage.state,

@@ -163,6 +163,7 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
         title: g.title,
         root_cause_text: g.root_cause_text,
         count: g.report_count,
+        removed_by_retention: g.removed_count,
         first_seen: g.first_seen,
         last_seen: g.last_seen,
         verdict: g.verdict,

@@ -13,6 +13,7 @@ pub(crate) mod groups;
 pub(crate) mod jobs;
 pub(crate) mod openapi;
 pub(crate) mod reports;
+pub(crate) mod retention;
 pub(crate) mod rules;
 pub(crate) mod webhooks;
 
@@ -62,6 +63,12 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         ))
         .routes(routes!(webhooks::test_webhook))
         .routes(routes!(webhooks::list_deliveries))
+        .routes(routes!(retention::show_retention))
+        .routes(routes!(
+            retention::show_project_retention,
+            retention::update_project_retention,
+            retention::delete_project_retention
+        ))
         .routes(routes!(openapi::show_openapi))
         .routes(routes!(health::healthz))
         .routes(routes!(health::readyz))

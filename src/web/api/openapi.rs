@@ -34,7 +34,8 @@ const BEARER: &str = "bearer";
     info(
         title = "gpu-triage API v1",
         description = "Classify GPU crash logs, store reports, triage groups of recurring \
-            failures, reproduce scripts on GPU workers, and manage team rules and webhooks.\n\n\
+            failures, reproduce scripts on GPU workers, and manage team rules, webhooks and \
+            retention.\n\n\
             Every error is `{\"error\": {\"code\": \"snake_case\", \"message\": \"...\"}}`; \
             clients match on `code`. Authenticate with `Authorization: Bearer <token>`; each \
             operation lists the scopes that may call it, and `admin` may call every operation."
@@ -49,6 +50,8 @@ const BEARER: &str = "bearer";
         (name = "rules", description = "Built-in and team classification rules."),
         (name = "webhooks", description = "Endpoints notified of new groups, regressions, \
             reproductions and rule changes."),
+        (name = "retention", description = "How long raw logs and reports are kept, per \
+            project, and what was removed."),
         (name = "meta", description = "This document."),
         (name = "probes", description = "Liveness, readiness and metrics, for load balancers \
             and monitoring; no token."),
@@ -67,10 +70,10 @@ impl Modify for Bearer {
             .description(Some(
                 "An API token from `gpu-triage token create --scope S --name N`. Scopes: \
                  `ingest` (upload, classify, record fixes, triage), `read` (reports, groups, \
-                 search, rules), `worker` (reproduction jobs), `admin` (everything, plus rules \
-                 and webhooks). An operation's security requirements name the scopes that may \
-                 call it (any one of them suffices; `admin` always does). Missing or revoked \
-                 token: 401; a token without the scope: 403.",
+                 search, rules), `worker` (reproduction jobs), `admin` (everything, plus rules, \
+                 webhooks and retention). An operation's security requirements name the scopes \
+                 that may call it (any one of them suffices; `admin` always does). Missing or \
+                 revoked token: 401; a token without the scope: 403.",
             ))
             .build();
         openapi

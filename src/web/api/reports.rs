@@ -258,6 +258,12 @@ pub async fn show_report(
         title: r.title,
         category_source: d.basis.as_ref().map_or(CategorySource::Log, |b| b.source),
         original_category: d.basis.and_then(|b| b.original_category),
+        log_removed: r
+            .log_removed_at
+            .map(|at| crate::api_types::retention::LogRemoved {
+                at,
+                after_days: r.log_removed_after_days.and_then(|d| u32::try_from(d).ok()),
+            }),
     }))
 }
 

@@ -9,6 +9,7 @@ pub mod logview;
 pub mod reports;
 pub mod repro;
 pub mod repro_status;
+pub mod retention;
 pub mod rules;
 pub mod rules_disable;
 pub mod search;

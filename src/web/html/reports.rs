@@ -366,8 +366,17 @@ pub struct ReportPage {
     unmatched: bool,
     log: LogWindow,
     log_lines: i64,
+    /// Set when retention removed the log: the page says so instead of showing it.
+    log_removed: Option<LogRemoved>,
     script: Option<String>,
     repro: ReproSection,
+}
+
+/// When and after how many days retention removed a report's log.
+#[derive(Debug)]
+struct LogRemoved {
+    at: crate::time::Timestamp,
+    after_days: Option<i32>,
 }
 
 /// The "Fixed before" banner: the fix, its link text naming the target, and, when the fix
@@ -443,9 +452,15 @@ pub async fn show_report(
         };
     }
     // Only the page's lines (and, beside a reproduction, an excerpt around the root cause)
-    // are read from the stored log, so a view costs the same for any size of log.
+    // are read from the stored log, so a view costs the same for any size of log. A log
+    // retention removed is not read at all.
+    let log_removed = r.log_removed_at.map(|at| LogRemoved {
+        at,
+        after_days: r.log_removed_after_days,
+    });
     let total = usize::try_from(r.log_lines).unwrap_or(0);
     let page = match &mut log_mode {
+        _ if log_removed.is_some() => Pane::Page(0, Vec::new()),
         LogMode::Page => {
             let (start, focus) = match params.line {
                 Some(line) => (None, Some(line)),
@@ -474,7 +489,7 @@ pub async fn show_report(
             )
         }
     };
-    let excerpt = if d.jobs.iter().any(|j| j.reproduction.is_some()) {
+    let excerpt = if log_removed.is_none() && d.jobs.iter().any(|j| j.reproduction.is_some()) {
         let (first, last) = repro::Reported::excerpt_range(total, root_line);
         let bytes = reports::log_lines(&state.db, id, first, last, MAX_VIEW_LINE_BYTES).await?;
         Some((first, bytes))
@@ -557,6 +572,7 @@ pub async fn show_report(
         fixes: d.fixes,
         log,
         log_lines: r.log_lines,
+        log_removed,
         script: r.script,
         repro,
     })

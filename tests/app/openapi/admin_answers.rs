@@ -1,6 +1,7 @@
 //! The admins' part of the answers story (`answers`): team rules (preview, create, conflict,
-//! change, turn a built-in rule off, delete) and webhook endpoints (create, list, change, send
-//! a test, read the delivery log, delete), with refusals, every answer checked by `Checker`.
+//! change, turn a built-in rule off, delete), webhook endpoints (create, list, change, send
+//! a test, read the delivery log, delete) and retention (overview, a project's setting, a pass),
+//! with refusals, every answer checked by `Checker`.
 
 use axum::http::StatusCode;
 use serde_json::json;
@@ -222,4 +223,89 @@ pub(super) async fn webhooks(c: &mut Checker<'_>, t: &Tokens) {
         &c.get(&t.admin, &format!("{path}/deliveries")).await,
         StatusCode::NOT_FOUND,
     );
+}
+
+/// Retention: the overview, a project's setting read, set (and refused), reset; then a pass
+/// removes the story's logs so that the overview's totals and passes and a report's
+/// `log_removed` are real values, not nulls.
+pub(super) async fn retention(c: &mut Checker<'_>, t: &Tokens, report: i64) {
+    let path = "/api/v1/projects/Vision/retention";
+    expect(&c.get(&t.admin, "/api/v1/retention").await, StatusCode::OK);
+    expect(
+        &c.get(&t.read, "/api/v1/retention").await,
+        StatusCode::FORBIDDEN,
+    );
+    expect(&c.get(&t.admin, path).await, StatusCode::OK);
+    expect(&c.get(&t.ingest, path).await, StatusCode::FORBIDDEN);
+    let set = expect(
+        &c.json(
+            &t.admin,
+            "put",
+            path,
+            &json!({"log_days": 30, "report_days": null}),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert_eq!(set["set"], json!({"log_days": 30, "report_days": null}));
+    expect(
+        &c.raw(
+            &t.admin,
+            "put",
+            path,
+            "application/json",
+            b"{\"log_days\": -1}".to_vec(),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    );
+    expect(
+        &c.raw(
+            &t.admin,
+            "put",
+            path,
+            "application/json",
+            b"{\"days\": 1}".to_vec(),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+    );
+    expect(
+        &c.json(&t.read, "put", path, &json!({"log_days": 1})).await,
+        StatusCode::FORBIDDEN,
+    );
+    expect(&c.bodyless(&t.admin, "delete", path).await, StatusCode::OK);
+    expect(
+        &c.bodyless(&t.admin, "delete", path).await,
+        StatusCode::NOT_FOUND,
+    );
+    expect(
+        &c.bodyless(&t.worker, "delete", path).await,
+        StatusCode::FORBIDDEN,
+    );
+
+    // A pass as of two days from now with logs kept one day: every stored log goes.
+    let settings = gpu_triage::app::retention::RetentionSettings {
+        defaults: gpu_triage::api_types::retention::Days {
+            log_days: 1,
+            report_days: 0,
+        },
+        ..Default::default()
+    };
+    let later = gpu_triage::time::Timestamp::from_unix(
+        gpu_triage::app::retention::now().unix() + 2 * 86_400,
+    );
+    gpu_triage::app::retention::run_pass(&c.app.db, &settings, later)
+        .await
+        .unwrap();
+    let overview = expect(&c.get(&t.admin, "/api/v1/retention").await, StatusCode::OK);
+    assert!(
+        !overview["runs"].as_array().unwrap().is_empty(),
+        "{overview}"
+    );
+    let shown = expect(
+        &c.get(&t.read, &format!("/api/v1/reports/{report}")).await,
+        StatusCode::OK,
+    );
+    assert_eq!(shown["log_removed"]["after_days"], 1, "{shown}");
 }

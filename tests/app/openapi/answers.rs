@@ -2,14 +2,15 @@
 //! API v1 through successes and refusals (upload, reproduce, read, search, triage, fix, rules,
 //! webhooks), each answer checked by `Checker` (a documented status, a body that matches its
 //! schema with no undescribed field), then a check that every operation was seen succeeding
-//! and refusing. The admins' part of the story (rules, webhooks) is in `admin_answers`.
+//! and refusing. The admins' part of the story (rules, webhooks, retention) is in
+//! `admin_answers`.
 
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use gpu_triage::web::limits::LoadLimits;
 use serde_json::{Value, json};
 
-use super::admin_answers::{rules, webhooks};
+use super::admin_answers::{retention, rules, webhooks};
 use super::{Checker, Spec};
 use crate::support::{TestApp, TestResponse};
 
@@ -92,6 +93,7 @@ async fn real_answers_of_every_operation_match_their_documented_schemas() {
     fixes(&mut c, &t, group).await;
     rules(&mut c, &t).await;
     webhooks(&mut c, &t).await;
+    retention(&mut c, &t, report).await;
 
     // Every operation was seen succeeding, and every operation that takes input refusing.
     let mut missing = Vec::new();
