@@ -613,6 +613,7 @@ fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
         ("rule", format!("{}/rules/cuda.device_side_assert", s.base)),
         ("rule-new", format!("{}/rules/new", s.base)),
         ("webhooks", format!("{}/webhooks", s.base)),
+        ("retention", format!("{}/retention", s.base)),
         ("not-found", format!("{}/reports/987654", s.base)),
     ];
     // The audit can fail: an image without a text alternative is reported.
