@@ -71,6 +71,20 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT_PER_TOKEN", default_value_t = 32)]
     pub max_in_flight_per_token: usize,
 
+    /// Requests without a valid token or session served at once, apart from `max_in_flight`
+    /// (0: no cap); beyond it, 503. No number of such requests can take a token holder's slot.
+    #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT_ANONYMOUS", default_value_t = 32)]
+    pub max_in_flight_anonymous: usize,
+
+    /// Of those, how many one client address (an IPv6 /64) may hold (0: no share); beyond it,
+    /// 429 `client_busy`.
+    #[arg(
+        long,
+        env = "GPU_TRIAGE_MAX_IN_FLIGHT_PER_ADDRESS",
+        default_value_t = 8
+    )]
+    pub max_in_flight_per_address: usize,
+
     /// Seconds a connection may take to send a request's headers, and to start the next
     /// request on a kept-alive connection; then it is closed (half-open clients hold nothing).
     #[arg(long = "header-read-timeout-secs", env = "GPU_TRIAGE_HEADER_READ_TIMEOUT_SECS",
@@ -90,6 +104,12 @@ pub struct ServeArgs {
     #[arg(long = "body-window-secs", env = "GPU_TRIAGE_BODY_WINDOW_SECS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub body_window_secs: u64,
+
+    /// Seconds the sign-in form's body (at most 1 KiB) may take to arrive; then 408 and the
+    /// anonymous slot is free again.
+    #[arg(long = "sign-in-deadline-secs", env = "GPU_TRIAGE_SIGN_IN_DEADLINE_SECS",
+          default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub sign_in_deadline_secs: u64,
 
     /// A labelled corpus (labels.csv + cases/*.log) that rule previews measure accuracy on.
     #[arg(long, env = "GPU_TRIAGE_EVAL_CORPUS", value_name = "DIR")]

@@ -60,11 +60,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         burst: args.rate_burst,
         max_in_flight: args.max_in_flight,
         max_in_flight_per_token: args.max_in_flight_per_token,
+        max_in_flight_anonymous: args.max_in_flight_anonymous,
+        max_in_flight_per_address: args.max_in_flight_per_address,
     };
     let mut state = AppState::new(db.clone(), &public_url, ruleset).with_load_limits(&load);
     state.queue.settings = args.jobs.settings();
     state.await_team_rules = true;
     state.limits.upload.max_log_bytes = args.max_log_bytes;
+    state.limits.sign_in_deadline = std::time::Duration::from_secs(args.sign_in_deadline_secs);
     state.limits.body_rate = web::limits::BodyRate {
         window: std::time::Duration::from_secs(args.body_window_secs),
         min_bytes_per_sec: args.body_min_rate,

@@ -35,27 +35,71 @@ impl ApiToken {
     }
 }
 
+/// The credentials the admission middleware found valid, kept in the request's extensions
+/// so that extractors need not ask the database again. Present only when both could be checked
+/// (the database answered).
+#[derive(Clone, Debug)]
+pub struct Verified {
+    /// The `Authorization: Bearer` token, when valid.
+    pub token: Option<TokenRecord>,
+    /// The portal session of the cookie, when valid.
+    pub session: Option<Session>,
+}
+
+impl Verified {
+    /// The token whose share of the in-flight slots the request counts against: the bearer
+    /// token's, else the session's; `None` for a request with no valid credentials.
+    pub fn token_id(&self) -> Option<i64> {
+        self.token
+            .as_ref()
+            .map(|t| t.id)
+            .or_else(|| self.session.as_ref().map(|s| s.token.id))
+    }
+}
+
+/// Checks a request's credentials (bearer token and session cookie) before it is admitted
+/// (SECURITY.md item 18): only what is valid counts, so a forged header cannot reach the
+/// slots of token holders. `None` when the database could not say; the request is then
+/// admitted as anonymous and its handler asks again (and answers 503 if it still cannot).
+pub async fn verify(state: &AppState, headers: &HeaderMap) -> Option<Verified> {
+    let token = match bearer(headers) {
+        Ok(secret) => tokens::authenticate(&state.db, secret).await.ok()?,
+        Err(_) => None,
+    };
+    let session = match cookie_value(headers, SESSION_COOKIE) {
+        Some(cookie) => tokens::find_session(&state.db, cookie).await.ok()?,
+        None => None,
+    };
+    Some(Verified { token, session })
+}
+
+/// The secret of the `Authorization: Bearer` header, or why there is none.
+fn bearer(headers: &HeaderMap) -> Result<&str, AppError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or(AppError::Unauthorized(
+            "missing Authorization: Bearer token",
+        ))?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or(AppError::Unauthorized(
+            "the Authorization header must be `Bearer <token>`",
+        ))
+}
+
 impl FromRequestParts<AppState> for ApiToken {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        let value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or(AppError::Unauthorized(
-                "missing Authorization: Bearer token",
-            ))?;
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .ok_or(AppError::Unauthorized(
-                "the Authorization header must be `Bearer <token>`",
-            ))?;
-        let record = tokens::authenticate(&state.db, token)
-            .await?
-            .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
+        let token = bearer(&parts.headers)?;
+        let record = match parts.extensions.get::<Verified>() {
+            Some(verified) => verified.token.clone(),
+            None => tokens::authenticate(&state.db, token).await?,
+        }
+        .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
         if let Err(secs) = state.rate.check(record.id) {
             state.metrics.request_rate_limited();
             return Err(AppError::RateLimited(secs));
@@ -143,7 +187,10 @@ impl FromRequestParts<AppState> for OptionalUser {
         let Some(cookie) = cookie_value(&parts.headers, SESSION_COOKIE) else {
             return Ok(OptionalUser(None));
         };
-        let session = tokens::find_session(&state.db, cookie).await?;
+        let session = match parts.extensions.get::<Verified>() {
+            Some(verified) => verified.session.clone(),
+            None => tokens::find_session(&state.db, cookie).await?,
+        };
         Ok(OptionalUser(session.map(PortalUser)))
     }
 }

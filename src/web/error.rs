@@ -54,6 +54,11 @@ pub enum AppError {
     /// 429: the token already has its share of the in-flight slots (the value).
     #[error("this token already has {0} requests in flight; retry when one of them ends")]
     TokenBusy(usize),
+    /// 429: a client without a token already has its share of the anonymous slots (the value).
+    #[error(
+        "this address already has {0} requests without a token in flight; retry when one of them ends"
+    )]
+    ClientBusy(usize),
     /// 503: the database is down or restarting.
     #[error("the service is temporarily unavailable; retry shortly")]
     Unavailable,
@@ -122,6 +127,7 @@ impl AppError {
             AppError::Unprocessable(code, _) => (StatusCode::UNPROCESSABLE_ENTITY, *code),
             AppError::RateLimited(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::RateLimited),
             AppError::TokenBusy(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::TokenBusy),
+            AppError::ClientBusy(_) => (StatusCode::TOO_MANY_REQUESTS, ErrorCode::ClientBusy),
             AppError::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Unavailable),
             AppError::Overloaded => (StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Overloaded),
             AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal),
@@ -139,7 +145,7 @@ impl AppError {
     fn add_headers(&self, res: &mut Response) {
         let retry = match self {
             AppError::Unavailable => Some(5),
-            AppError::Overloaded | AppError::TokenBusy(_) => Some(1),
+            AppError::Overloaded | AppError::TokenBusy(_) | AppError::ClientBusy(_) => Some(1),
             AppError::RateLimited(secs) => Some(*secs),
             _ => None,
         };

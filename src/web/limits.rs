@@ -4,6 +4,9 @@
 //! token's slow uploads can never hold the whole server), a minimum body rate, and gzip
 //! request bodies decoded as a stream so that every cap downstream counts decoded bytes.
 //!
+//! Requests with no verified token or session take their slot from a pool of their own
+//! ([`super::anonymous`]), so anonymous clients can never take the slots token holders need.
+//!
 //! A request's slots are held by an [`InFlight`] from the moment it is admitted until its
 //! response body has been sent (or dropped), including blocking work it handed off: the cap
 //! bounds the work, not just the time spent extracting the request.
@@ -25,7 +28,8 @@ use flate2::write::GzDecoder;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::Semaphore;
 
-use super::{AppError, AppState, PageError};
+use super::anonymous::{AnonymousPool, AnonymousSlot, ClientAddr, ClientKey};
+use super::{AppError, AppState, PageError, auth};
 
 /// Settings of [`RateLimiter`] and [`Shed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +43,12 @@ pub struct LoadLimits {
     /// Of those, how many one token (its API calls and its portal session together) may hold;
     /// beyond it, 429. 0 turns the share off.
     pub max_in_flight_per_token: usize,
+    /// Requests without a verified token or session the server works on at once, apart from
+    /// `max_in_flight`; beyond it, 503. 0 turns the cap off.
+    pub max_in_flight_anonymous: usize,
+    /// Of those, how many one client address (an IPv6 /64) may hold; beyond it, 429
+    /// `client_busy`. 0 turns the share off.
+    pub max_in_flight_per_address: usize,
 }
 
 impl Default for LoadLimits {
@@ -48,6 +58,8 @@ impl Default for LoadLimits {
             burst: 100,
             max_in_flight: 128,
             max_in_flight_per_token: 32,
+            max_in_flight_anonymous: 32,
+            max_in_flight_per_address: 8,
         }
     }
 }
@@ -103,7 +115,7 @@ impl RateLimiter {
     }
 }
 
-/// The global in-flight cap and each token's share of it.
+/// The global in-flight cap, each token's share of it, and the anonymous pool beside it.
 #[derive(Debug)]
 pub struct Shed {
     permits: Option<Arc<Semaphore>>,
@@ -111,6 +123,8 @@ pub struct Shed {
     /// One semaphore per token that has had a request in flight (tokens are few: an admin
     /// creates them).
     shares: Mutex<HashMap<i64, Arc<Semaphore>>>,
+    /// The slots of requests that carry no verified token or session.
+    anonymous: AnonymousPool,
 }
 
 impl Shed {
@@ -122,7 +136,40 @@ impl Shed {
                 .then(|| Arc::new(Semaphore::new(limits.max_in_flight))),
             per_token: limits.max_in_flight_per_token,
             shares: Mutex::new(HashMap::new()),
+            anonymous: AnonymousPool::new(
+                limits.max_in_flight_anonymous,
+                limits.max_in_flight_per_address,
+            ),
         }
+    }
+
+    /// Admits a request of token `token_id` (verified): a global slot and the token's share.
+    fn admit_verified(&self, token_id: i64) -> Result<InFlight, AppError> {
+        let global = match &self.permits {
+            None => None,
+            Some(permits) => Some(
+                permits
+                    .clone()
+                    .try_acquire_owned()
+                    .map_err(|_| AppError::Overloaded)?,
+            ),
+        };
+        let held = InFlight(Arc::new(Mutex::new(Slots {
+            global,
+            ..Slots::default()
+        })));
+        self.take_token_share(&held, token_id)?;
+        Ok(held)
+    }
+
+    /// Admits a request with no verified credentials from `client`: a slot of the anonymous
+    /// pool, never one of the global slots.
+    fn admit_anonymous(&self, client: ClientKey) -> Result<InFlight, AppError> {
+        let slot = self.anonymous.admit(client)?;
+        Ok(InFlight(Arc::new(Mutex::new(Slots {
+            anonymous: Some(slot),
+            ..Slots::default()
+        }))))
     }
 
     /// Counts the request holding `held` against `token_id`'s share: 429 when the token
@@ -164,6 +211,8 @@ struct Slots {
     #[allow(dead_code)] // Held for its drop.
     global: Option<tokio::sync::OwnedSemaphorePermit>,
     token: Option<tokio::sync::OwnedSemaphorePermit>,
+    #[allow(dead_code)] // Held for its drop.
+    anonymous: Option<AnonymousSlot>,
 }
 
 impl InFlight {
@@ -180,32 +229,44 @@ pub(crate) fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics") || path == "/api/v1/jobs/claim"
 }
 
-/// Middleware: answers 503 with `Retry-After: 1` when `max_in_flight` requests are running;
-/// otherwise the request's [`InFlight`] is held until its response body ends.
+/// Middleware: admits a request under the in-flight caps or refuses it at once. Credentials
+/// are checked first ([`auth::verify`]): a request with a valid token or session takes a global
+/// slot and its token's share (503 / 429 `token_busy` when none is free); any other request
+/// takes a slot of the anonymous pool (503 / 429 `client_busy`). The request's [`InFlight`] is
+/// held until its response body ends, and what was verified rides along so the handler's
+/// extractors do not ask the database again.
 pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) -> Response {
     if exempt(req.uri().path()) {
         return next.run(req).await;
     }
-    let global = match &state.shed.permits {
-        None => None,
-        Some(permits) => match permits.clone().try_acquire_owned() {
-            Ok(permit) => Some(permit),
-            Err(_) => {
-                state.metrics.request_shed();
-                return if req.uri().path().starts_with("/api/") {
-                    AppError::Overloaded.into_response()
-                } else {
-                    PageError(AppError::Overloaded).into_response()
-                };
-            }
-        },
+    let verified = auth::verify(&state, req.headers()).await;
+    let admitted = match verified.as_ref().and_then(auth::Verified::token_id) {
+        Some(token_id) => state.shed.admit_verified(token_id),
+        None => {
+            let peer = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
+            state.shed.admit_anonymous(ClientKey::of(peer))
+        }
     };
-    let held = InFlight(Arc::new(Mutex::new(Slots {
-        global,
-        token: None,
-    })));
+    let held = match admitted {
+        Ok(held) => held,
+        Err(err) => {
+            if matches!(err, AppError::Overloaded) {
+                state.metrics.request_shed();
+            } else {
+                state.metrics.request_rate_limited();
+            }
+            return if req.uri().path().starts_with("/api/") {
+                err.into_response()
+            } else {
+                PageError(err).into_response()
+            };
+        }
+    };
     let mut req = req;
     req.extensions_mut().insert(held.clone());
+    if let Some(verified) = verified {
+        req.extensions_mut().insert(verified);
+    }
     let res = next.run(req).await;
     res.map(|body| {
         Body::new(Holding {

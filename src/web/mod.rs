@@ -2,6 +2,7 @@
 //! security headers every response carries. Handlers are thin: extract, call one domain
 //! function, map the result.
 
+pub mod anonymous;
 mod api;
 pub mod auth;
 mod error;
@@ -73,6 +74,8 @@ pub struct ApiLimits {
     pub max_classify_bytes: usize,
     /// The least rate request bodies must keep.
     pub body_rate: limits::BodyRate,
+    /// How long the sign-in form's body may take to arrive (SECURITY.md item 18).
+    pub sign_in_deadline: std::time::Duration,
 }
 
 impl std::ops::Deref for ApiLimits {
@@ -88,6 +91,7 @@ impl Default for ApiLimits {
             upload: Limits::default(),
             max_classify_bytes: 16 << 20,
             body_rate: limits::BodyRate::default(),
+            sign_in_deadline: std::time::Duration::from_secs(5),
         }
     }
 }

@@ -12,6 +12,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
+
+use super::anonymous::ClientAddr;
 
 /// How long shutdown waits for requests in progress.
 const DRAIN: Duration = Duration::from_secs(30);
@@ -33,9 +36,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "accepting a connection failed");
@@ -45,7 +48,14 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let service = TowerToHyperService::new(app.clone());
+        // Each request knows its connection's peer: requests without a token are counted per
+        // client address (`web::anonymous`).
+        let service = TowerToHyperService::new(app.clone().map_request(
+            move |mut req: axum::extract::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(ClientAddr(peer));
+                req
+            },
+        ));
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)

@@ -130,6 +130,7 @@ async fn requests_beyond_the_in_flight_cap_get_503_and_probes_still_answer() {
             burst: 1,
             max_in_flight: 1,
             max_in_flight_per_token: 0,
+            ..LoadLimits::default()
         })
     })
     .await;
@@ -377,6 +378,7 @@ async fn a_slot_is_held_until_the_response_body_is_done() {
             burst: 1,
             max_in_flight: 1,
             max_in_flight_per_token: 0,
+            ..LoadLimits::default()
         })
     })
     .await;

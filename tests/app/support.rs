@@ -516,9 +516,15 @@ pub fn create_token(url: &str, scopes: &str, name: &str) -> String {
 
 /// The real `serve` binary on `DATABASE_URL=url`, ready on the returned port.
 pub fn spawn_server(url: &str) -> (KillOnDrop, u16) {
+    spawn_server_with(url, &[])
+}
+
+/// [`spawn_server`] with more `serve` flags.
+pub fn spawn_server_with(url: &str, flags: &[&str]) -> (KillOnDrop, u16) {
     let port = free_port();
     let child = binary()
         .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        .args(flags)
         .env("DATABASE_URL", url)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -3,7 +3,10 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
+use std::time::Duration;
+
 use axum::Form;
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -11,9 +14,10 @@ use serde::Deserialize;
 
 use super::Layout;
 
+use crate::api_types::ErrorCode;
 use crate::app::tokens;
 use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, check_origin, cookie_value};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::{AppError, AppState, PageError, limits};
 
 /// How long a portal session lasts.
 const SESSION_DAYS: i32 = 14;
@@ -44,15 +48,79 @@ pub struct LoginForm {
     token: String,
 }
 
+/// The largest sign-in body: the form holds one token (`token=gtr_` and 64 hex digits), so
+/// anything much larger is not a sign-in (SECURITY.md item 18).
+pub const SIGN_IN_MAX_BYTES: usize = 1024;
+
+/// Reads the sign-in form: refused at once when its declared length is over
+/// [`SIGN_IN_MAX_BYTES`], cut off there when it does not declare one, and refused with 408
+/// when it has not arrived within `deadline` (`--sign-in-deadline-secs`): a client that sends
+/// its headers and then stalls gives its anonymous slot back then, not after the general
+/// body-rate window.
+async fn read_sign_in(
+    headers: &HeaderMap,
+    body: Body,
+    deadline: Duration,
+) -> Result<LoginForm, AppError> {
+    let too_large = || {
+        AppError::TooLarge(format!(
+            "a sign-in form is at most {SIGN_IN_MAX_BYTES} bytes"
+        ))
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > SIGN_IN_MAX_BYTES as u64) {
+        return Err(too_large());
+    }
+    let is_form = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .starts_with("application/x-www-form-urlencoded")
+        });
+    if !is_form {
+        return Err(AppError::UnsupportedMediaType(
+            "sign in with the form (application/x-www-form-urlencoded)".into(),
+        ));
+    }
+    let bytes = tokio::time::timeout(deadline, axum::body::to_bytes(body, SIGN_IN_MAX_BYTES))
+        .await
+        .map_err(|_| {
+            AppError::BodyTooSlow(format!(
+                "the sign-in form did not arrive within {} s",
+                deadline.as_secs()
+            ))
+        })?
+        .map_err(|e| {
+            if limits::find_source::<http_body_util::LengthLimitError>(&e).is_some() {
+                too_large()
+            } else if let Some(slow) = limits::BodyTooSlow::find(&e) {
+                AppError::BodyTooSlow(slow.to_string())
+            } else {
+                AppError::BadRequest(
+                    ErrorCode::BadForm,
+                    "the sign-in form could not be read".into(),
+                )
+            }
+        })?;
+    serde_urlencoded::from_bytes(&bytes).map_err(|e| {
+        AppError::BadRequest(ErrorCode::BadForm, format!("a malformed sign-in form: {e}"))
+    })
+}
+
 /// `POST /login`: a valid token starts a session; anything else re-shows the form with 401.
 pub async fn create_session(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Form(form): Form<LoginForm>,
+    body: Body,
 ) -> Result<Response, PageError> {
     // No session yet, so no CSRF token: a cross-site sign-in (into the attacker's account) is
-    // refused by its Origin.
+    // refused by its Origin, before any of the body is read.
     check_origin(&headers)?;
+    let form = read_sign_in(&headers, body, state.limits.sign_in_deadline).await?;
     let record = tokens::authenticate(&state.db, form.token.trim()).await?;
     let Some(record) = record else {
         let page = LoginPage {
