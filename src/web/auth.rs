@@ -217,6 +217,42 @@ pub fn check_origin(headers: &HeaderMap) -> Result<(), AppError> {
     }
 }
 
+/// Middleware: a portal form post whose `Origin` is not this site, scheme included, is refused
+/// with 403 before its handler runs. The handlers' own check compares hosts only, as it has no
+/// settings; here the scheme must be the public URL's too, so `https://host` is a foreign
+/// origin to a plain-http server (and the other way round).
+pub async fn refuse_cross_site_forms(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let is_form_post = !matches!(
+        req.method(),
+        &Method::GET | &Method::HEAD | &Method::OPTIONS
+    ) && !req.uri().path().starts_with("/api/");
+    let scheme = state
+        .public_url
+        .split_once("://")
+        .map_or("http", |(s, _)| s);
+    if is_form_post && !origin_matches(req.headers(), scheme) {
+        return super::PageError(AppError::Forbidden("cross-site form post refused".into()))
+            .into_response();
+    }
+    next.run(req).await
+}
+
+/// Whether the request's `Origin` (when present) is `scheme://` and its `Host`.
+fn origin_matches(headers: &HeaderMap, scheme: &str) -> bool {
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let Some((origin_scheme, _)) = origin.split_once("://") else {
+        return false; // `null` and other opaque origins.
+    };
+    origin_scheme.eq_ignore_ascii_case(scheme) && same_origin(headers)
+}
+
 /// Whether the request's `Origin` (when present) names the same host as its `Host` header.
 fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {

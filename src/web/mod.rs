@@ -193,6 +193,10 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         // Layers run last-added first: the multipart guard sees the body gzip-decoded, so its
         // caps count decoded bytes like every other cap.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::refuse_cross_site_forms,
+        ))
         .layer(middleware::from_fn(multipart_guard::guard_multipart_body))
         .layer(middleware::from_fn(limits::decode_request_body))
         .layer(middleware::from_fn_with_state(

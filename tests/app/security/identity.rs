@@ -282,6 +282,9 @@ async fn every_portal_form_refuses_a_foreign_origin_or_a_missing_csrf_token() {
         "https://evil.example",
         "http://localhost.evil.example",
         "null",
+        // This server is plain http (http://gpu-triage.test): the same host over https is
+        // another origin.
+        "https://localhost",
     ];
 
     let before = dump(&app.db).await;
