@@ -296,6 +296,8 @@ pub async fn change(
 ) -> Result<GroupDetail, Error> {
     let change = validate(patch)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    // The row stays locked until commit, so the change is decided on the triage as it is and
+    // no other change or regression comes in between (SECURITY.md item 19).
     let current = store::lock_triage(&mut tx, id)
         .await?
         .ok_or(Error::NotFound("group"))?;
@@ -312,6 +314,7 @@ pub async fn change(
     }
     let state_changed = next.state != current.state;
     let fix_changed = next.state == GroupState::Resolved && next.resolved_in != current.resolved_in;
+    let at = store::change_moment(&mut tx, id).await?;
     if state_changed || fix_changed {
         let detail = match next.state {
             GroupState::Resolved if !next.resolved_in.is_empty() => {
@@ -323,6 +326,7 @@ pub async fn change(
             &mut *tx,
             &NewEvent {
                 group_id: id,
+                at,
                 actor,
                 action: GroupAction::State,
                 from: current.state.as_str(),
@@ -338,6 +342,7 @@ pub async fn change(
             &mut *tx,
             &NewEvent {
                 group_id: id,
+                at,
                 actor,
                 action: GroupAction::Assignee,
                 from: &current.assignee,
@@ -349,7 +354,7 @@ pub async fn change(
         .await?;
     }
     if next != current {
-        store::set_triage(&mut *tx, id, &next, state_changed).await?;
+        store::set_triage(&mut *tx, id, &next, state_changed.then_some(at)).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     triage::group(db, id).await
@@ -364,6 +369,10 @@ pub(crate) async fn after_upload(
     report_id: i64,
     group_id: i64,
 ) -> Result<bool, Error> {
+    // Only a resolved group can change here, so only a resolved one is locked (uploads of an
+    // open group do not queue behind each other). A change that is resolving the group but has
+    // not committed is not waited for: this upload then comes before it, as if it had committed
+    // first, and the history stays a chain either way.
     let Some(resolved) = store::lock_if_resolved(tx, group_id).await? else {
         return Ok(false);
     };
@@ -392,9 +401,10 @@ pub(crate) async fn after_upload(
             regression::by_commit_order(&fix, &report, seen, &resolution, &incoming)
         }
     };
+    let at = store::change_moment(&mut *tx, group_id).await?;
     let (action, to, detail) = match &verdict {
         Verdict::Regressed(why) => {
-            store::set_state(&mut *tx, group_id, GroupState::Regressed).await?;
+            store::set_state(&mut *tx, group_id, GroupState::Regressed, at).await?;
             (GroupAction::State, GroupState::Regressed.as_str(), why)
         }
         Verdict::OlderBuild(why) => (GroupAction::OlderBuild, "", why),
@@ -408,6 +418,7 @@ pub(crate) async fn after_upload(
         &mut *tx,
         &NewEvent {
             group_id,
+            at,
             actor: SERVICE_ACTOR,
             action,
             from,
