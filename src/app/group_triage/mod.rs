@@ -230,7 +230,16 @@ fn validate(patch: GroupPatch) -> Result<Change, Error> {
     };
     let resolved_in = patch.resolved_in.map(|r| r.trim().to_owned());
     if let Some(r) = &resolved_in {
-        if r.len() > regression::MAX_VERSION_LEN || r.contains('\0') {
+        // Named first: a NUL or an escape sequence is the reason, whatever the length.
+        if let Some((at, c)) = r.chars().enumerate().find(|(_, c)| c.is_control()) {
+            return Err(invalid(format!(
+                "resolved_in must not contain a control character (U+{:04X} at character {}): \
+                 give a commit (7-40 hex digits) or a version such as 2.1",
+                u32::from(c),
+                at + 1
+            )));
+        }
+        if r.len() > regression::MAX_VERSION_LEN {
             return Err(invalid("resolved_in must be at most 100 characters"));
         }
         FixedIn::parse(r).map_err(invalid)?;
@@ -549,6 +558,10 @@ mod tests {
             (
                 patch(Some("resolved"), Some(&"1.".repeat(51)), None),
                 "at most 100 characters",
+            ),
+            (
+                patch(Some("resolved"), Some("2.0\u{0}"), None),
+                "resolved_in must not contain a control character (U+0000 at character 4)",
             ),
         ];
         for (p, want) in cases {
