@@ -109,16 +109,17 @@ fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Err
         None => GroupSort::default(),
     };
     let project = given(&r.project).map(str::to_owned);
+    if let Some(p) = &project {
+        super::project::check_name(p).map_err(bad)?;
+    }
     let assignee = given(&r.assignee).map(str::to_owned);
-    for (name, value) in [("project", &project), ("assignee", &assignee)] {
-        if value
-            .as_ref()
-            .is_some_and(|s| s.len() > 200 || s.contains('\0'))
-        {
-            return Err(bad(format!(
-                "{name} must be at most 200 characters without NUL"
-            )));
-        }
+    if assignee
+        .as_ref()
+        .is_some_and(|s| s.len() > 200 || s.contains('\0'))
+    {
+        return Err(bad(
+            "assignee must be at most 200 characters without NUL".into()
+        ));
     }
     let page = r.page.unwrap_or(1);
     let per_page = r.per_page.unwrap_or(50);
