@@ -8,6 +8,7 @@
 
 pub mod group_triage;
 pub mod logstore;
+pub mod project;
 pub mod reports;
 pub mod reproduce;
 pub mod retention;

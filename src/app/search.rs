@@ -91,8 +91,8 @@ fn check(p: &SearchRequest) -> Result<Checked, Error> {
         .as_deref()
         .map(str::trim)
         .filter(|s| !s.is_empty());
-    if project.is_some_and(|s| s.len() > 200 || s.contains('\0')) {
-        return Err(bad("project must be at most 200 characters without NUL"));
+    if let Some(p) = project {
+        super::project::check_name(p).map_err(|why| bad(&why))?;
     }
     let page = p.page.unwrap_or(1);
     let per_page = p.per_page.unwrap_or(20);

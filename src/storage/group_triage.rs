@@ -150,35 +150,79 @@ pub async fn lock_triage(tx: &mut PgConnection, id: i64) -> Result<Option<Triage
         .await?)
 }
 
-/// Writes group `id`'s triage columns; `state_changed` stamps the state's change time.
+/// The moment of a change to a group, to the microsecond: what its history entries and the
+/// group's state change time record. Read with [`change_moment`] once the row is locked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Moment(i64);
+
+/// SQL for a bound [`Moment`] as a `timestamptz`. Exact: the microseconds are below 2^53, so
+/// the multiplication's `float8` holds them whole (a float of seconds would not).
+macro_rules! moment_sql {
+    ($param:literal) => {
+        concat!(
+            "('epoch'::timestamptz + ",
+            $param,
+            " * interval '1 microsecond')"
+        )
+    };
+}
+
+/// The moment of a change to group `id`, to read after its row is locked: the clock now, or the
+/// moment of the group's newest history entry when the clock reads earlier (set back). Not
+/// `now()`, which is when the transaction began: a change that began first but waited for the
+/// lock would be dated before the change it waited for. So the history's order (moment, then
+/// id, both drawn under the lock) is the order in which changes took the lock: a chain.
+pub async fn change_moment(tx: &mut PgConnection, id: i64) -> Result<Moment, DbError> {
+    let micros: i64 = sqlx::query_scalar(
+        "SELECT (extract(epoch FROM greatest(clock_timestamp(), \
+             (SELECT max(at) FROM group_events WHERE group_id = $1))) * 1000000)::int8",
+    )
+    .bind(id)
+    .fetch_one(tx)
+    .await?;
+    Ok(Moment(micros))
+}
+
+/// Writes group `id`'s triage columns; a `state_changed` moment stamps the state's change time.
 pub async fn set_triage(
     ex: impl PgExecutor<'_>,
     id: i64,
     triage: &Triage,
-    state_changed: bool,
+    state_changed: Option<Moment>,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "UPDATE groups SET state = $2, resolved_in = $3, assignee = $4, \
-             state_changed_at = CASE WHEN $5 THEN now() ELSE state_changed_at END \
-         WHERE id = $1",
-    )
+             state_changed_at = coalesce(",
+        moment_sql!("$5"),
+        ", state_changed_at) WHERE id = $1"
+    ))
     .bind(id)
     .bind(triage.state)
     .bind(&triage.resolved_in)
     .bind(&triage.assignee)
-    .bind(state_changed)
+    .bind(state_changed.map(|m| m.0))
     .execute(ex)
     .await?;
     Ok(())
 }
 
-/// Sets group `id`'s state alone, stamping its change time.
-pub async fn set_state(ex: impl PgExecutor<'_>, id: i64, state: GroupState) -> Result<(), DbError> {
-    sqlx::query("UPDATE groups SET state = $2, state_changed_at = now() WHERE id = $1")
-        .bind(id)
-        .bind(state)
-        .execute(ex)
-        .await?;
+/// Sets group `id`'s state alone, changed at `at`.
+pub async fn set_state(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    state: GroupState,
+    at: Moment,
+) -> Result<(), DbError> {
+    sqlx::query(concat!(
+        "UPDATE groups SET state = $2, state_changed_at = ",
+        moment_sql!("$3"),
+        " WHERE id = $1"
+    ))
+    .bind(id)
+    .bind(state)
+    .bind(at.0)
+    .execute(ex)
+    .await?;
     Ok(())
 }
 
@@ -186,6 +230,8 @@ pub async fn set_state(ex: impl PgExecutor<'_>, id: i64, state: GroupState) -> R
 #[derive(Clone, Debug)]
 pub struct NewEvent<'a> {
     pub group_id: i64,
+    /// The change's moment, shared by the entries it writes.
+    pub at: Moment,
     pub actor: &'a str,
     pub action: GroupAction,
     pub from: &'a str,
@@ -196,10 +242,12 @@ pub struct NewEvent<'a> {
 
 /// Adds an entry to a group's history.
 pub async fn insert_event(ex: impl PgExecutor<'_>, e: &NewEvent<'_>) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query(concat!(
         "INSERT INTO group_events (group_id, actor, action, from_value, to_value, detail, \
-             report_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-    )
+             report_id, at) VALUES ($1, $2, $3, $4, $5, $6, $7, ",
+        moment_sql!("$8"),
+        ")"
+    ))
     .bind(e.group_id)
     .bind(e.actor)
     .bind(e.action)
@@ -207,12 +255,14 @@ pub async fn insert_event(ex: impl PgExecutor<'_>, e: &NewEvent<'_>) -> Result<(
     .bind(e.to)
     .bind(e.detail)
     .bind(e.report_id)
+    .bind(e.at.0)
     .execute(ex)
     .await?;
     Ok(())
 }
 
-/// Group `id`'s newest `limit` history entries, newest first.
+/// Group `id`'s newest `limit` history entries, newest first: by moment, then in the order
+/// written (see [`change_moment`]).
 pub async fn group_events(
     ex: impl PgExecutor<'_>,
     id: i64,

@@ -6,6 +6,7 @@
 //! expired logs leave the report with its classification; batches, idempotence, the background
 //! task, the CLI, and the settings API and page with their refusals and permissions.
 
+mod names;
 mod settings;
 
 use axum::http::StatusCode;

@@ -109,16 +109,17 @@ fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Err
         None => GroupSort::default(),
     };
     let project = given(&r.project).map(str::to_owned);
+    if let Some(p) = &project {
+        super::project::check_name(p).map_err(bad)?;
+    }
     let assignee = given(&r.assignee).map(str::to_owned);
-    for (name, value) in [("project", &project), ("assignee", &assignee)] {
-        if value
-            .as_ref()
-            .is_some_and(|s| s.len() > 200 || s.contains('\0'))
-        {
-            return Err(bad(format!(
-                "{name} must be at most 200 characters without NUL"
-            )));
-        }
+    if assignee
+        .as_ref()
+        .is_some_and(|s| s.len() > 200 || s.contains('\0'))
+    {
+        return Err(bad(
+            "assignee must be at most 200 characters without NUL".into()
+        ));
     }
     let page = r.page.unwrap_or(1);
     let per_page = r.per_page.unwrap_or(50);
@@ -230,7 +231,16 @@ fn validate(patch: GroupPatch) -> Result<Change, Error> {
     };
     let resolved_in = patch.resolved_in.map(|r| r.trim().to_owned());
     if let Some(r) = &resolved_in {
-        if r.len() > regression::MAX_VERSION_LEN || r.contains('\0') {
+        // Named first: a NUL or an escape sequence is the reason, whatever the length.
+        if let Some((at, c)) = r.chars().enumerate().find(|(_, c)| c.is_control()) {
+            return Err(invalid(format!(
+                "resolved_in must not contain a control character (U+{:04X} at character {}): \
+                 give a commit (7-40 hex digits) or a version such as 2.1",
+                u32::from(c),
+                at + 1
+            )));
+        }
+        if r.len() > regression::MAX_VERSION_LEN {
             return Err(invalid("resolved_in must be at most 100 characters"));
         }
         FixedIn::parse(r).map_err(invalid)?;
@@ -296,6 +306,8 @@ pub async fn change(
 ) -> Result<GroupDetail, Error> {
     let change = validate(patch)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    // The row stays locked until commit, so the change is decided on the triage as it is and
+    // no other change or regression comes in between (SECURITY.md item 19).
     let current = store::lock_triage(&mut tx, id)
         .await?
         .ok_or(Error::NotFound("group"))?;
@@ -312,6 +324,7 @@ pub async fn change(
     }
     let state_changed = next.state != current.state;
     let fix_changed = next.state == GroupState::Resolved && next.resolved_in != current.resolved_in;
+    let at = store::change_moment(&mut tx, id).await?;
     if state_changed || fix_changed {
         let detail = match next.state {
             GroupState::Resolved if !next.resolved_in.is_empty() => {
@@ -323,6 +336,7 @@ pub async fn change(
             &mut *tx,
             &NewEvent {
                 group_id: id,
+                at,
                 actor,
                 action: GroupAction::State,
                 from: current.state.as_str(),
@@ -338,6 +352,7 @@ pub async fn change(
             &mut *tx,
             &NewEvent {
                 group_id: id,
+                at,
                 actor,
                 action: GroupAction::Assignee,
                 from: &current.assignee,
@@ -349,7 +364,7 @@ pub async fn change(
         .await?;
     }
     if next != current {
-        store::set_triage(&mut *tx, id, &next, state_changed).await?;
+        store::set_triage(&mut *tx, id, &next, state_changed.then_some(at)).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
     triage::group(db, id).await
@@ -364,6 +379,10 @@ pub(crate) async fn after_upload(
     report_id: i64,
     group_id: i64,
 ) -> Result<bool, Error> {
+    // Only a resolved group can change here, so only a resolved one is locked (uploads of an
+    // open group do not queue behind each other). A change that is resolving the group but has
+    // not committed is not waited for: this upload then comes before it, as if it had committed
+    // first, and the history stays a chain either way.
     let Some(resolved) = store::lock_if_resolved(tx, group_id).await? else {
         return Ok(false);
     };
@@ -392,9 +411,10 @@ pub(crate) async fn after_upload(
             regression::by_commit_order(&fix, &report, seen, &resolution, &incoming)
         }
     };
+    let at = store::change_moment(&mut *tx, group_id).await?;
     let (action, to, detail) = match &verdict {
         Verdict::Regressed(why) => {
-            store::set_state(&mut *tx, group_id, GroupState::Regressed).await?;
+            store::set_state(&mut *tx, group_id, GroupState::Regressed, at).await?;
             (GroupAction::State, GroupState::Regressed.as_str(), why)
         }
         Verdict::OlderBuild(why) => (GroupAction::OlderBuild, "", why),
@@ -408,6 +428,7 @@ pub(crate) async fn after_upload(
         &mut *tx,
         &NewEvent {
             group_id,
+            at,
             actor: SERVICE_ACTOR,
             action,
             from,
@@ -538,6 +559,10 @@ mod tests {
             (
                 patch(Some("resolved"), Some(&"1.".repeat(51)), None),
                 "at most 100 characters",
+            ),
+            (
+                patch(Some("resolved"), Some("2.0\u{0}"), None),
+                "resolved_in must not contain a control character (U+0000 at character 4)",
             ),
         ];
         for (p, want) in cases {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Error;
+use super::{Error, project};
 use crate::api_types::ErrorCode;
 use crate::api_types::retention::{
     Days, MAX_DAYS, ProjectRetention, ProjectSetting, RemovedCounts, RetentionOverview,
@@ -96,19 +96,19 @@ pub fn cutoff(now: Timestamp, days: u32) -> Option<Timestamp> {
     (days > 0).then(|| Timestamp::from_unix(now.unix() - i64::from(days) * 86_400))
 }
 
-/// A project name as settings key it: trimmed, lowercase (settings match any letter case),
-/// 1-200 characters, no control characters.
+/// A project name as settings key it: trimmed, not empty (reports without a project have no
+/// setting of their own), a name an upload takes ([`project::check_name`]: the same rule as
+/// every route that names a project), then lowercase (settings match any letter case).
 pub fn project_key(raw: &str) -> Result<String, Error> {
-    let project = raw.trim().to_lowercase();
-    if project.is_empty() || project.chars().count() > 200 {
-        return Err(invalid("project must be 1-200 characters".into()));
+    let name = raw.trim();
+    if name.is_empty() {
+        return Err(invalid(format!(
+            "project must be named (1-{} bytes)",
+            project::MAX_BYTES
+        )));
     }
-    if project.chars().any(char::is_control) {
-        return Err(invalid(
-            "project must not contain control characters".into(),
-        ));
-    }
-    Ok(project)
+    project::check_name(name).map_err(invalid)?;
+    Ok(name.to_lowercase())
 }
 
 fn invalid(message: String) -> Error {
@@ -370,5 +370,8 @@ mod tests {
         assert!(project_key("   ").is_err());
         assert!(project_key(&"p".repeat(201)).is_err());
         assert!(project_key("a\u{0}b").is_err());
+        // Counted as an upload counts it: in bytes, before lowercasing.
+        assert!(project_key(&"é".repeat(101)).is_err());
+        assert_eq!(project_key(&"É".repeat(100)).ok(), Some("é".repeat(100)));
     }
 }

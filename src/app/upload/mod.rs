@@ -138,8 +138,8 @@ impl Meta {
                 "{e} (expected a JSON object with string fields project, job_url, commit, branch, environment, version, a number repeats and needs \"gpu\" or \"any\")"
             ))
         })?;
+        super::project::check_name(&meta.project).map_err(UploadError::Meta)?;
         for (name, value, max) in [
-            ("project", &meta.project, 200),
             ("job_url", &meta.job_url, 2000),
             ("commit", &meta.commit, 200),
             ("branch", &meta.branch, 300),

@@ -551,3 +551,29 @@ async fn a_triaged_group_emptied_by_reclassification_keeps_its_state_and_history
     );
     assert_eq!(history(&g).len(), 1);
 }
+
+#[tokio::test]
+async fn a_fix_with_a_control_character_is_refused_for_that_reason() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let (_, id) = upload(&app, &alice, &device_log("oscar"), Value::Null).await;
+    for resolved_in in ["2.0\u{0}", "\u{0}", "abcdef1\u{7}", "2.\u{1b}[31m1"] {
+        let body = json!({"state": "resolved", "resolved_in": resolved_in});
+        let res = patch(&app, &alice, id, body).await;
+        assert_eq!(
+            res.status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{resolved_in:?}: {}",
+            res.body
+        );
+        assert_eq!(res.error_code(), "bad_triage");
+        let message = res.json()["error"]["message"].as_str().unwrap().to_owned();
+        assert!(
+            message.contains("resolved_in") && message.contains("control character"),
+            "{resolved_in:?}: {message}"
+        );
+        assert!(!message.contains("100 characters"), "{message}");
+    }
+    assert_eq!(group(&app, &alice, id).await["state"], "open");
+    assert_eq!(app.count("group_events").await, 0);
+}

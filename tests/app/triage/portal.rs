@@ -293,6 +293,29 @@ async fn the_state_form_needs_its_csrf_token_and_records_who_changed_what() {
 }
 
 #[tokio::test]
+async fn the_state_form_refuses_a_fix_with_a_control_character_for_that_reason() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let (_, id) = upload(&app, &token, &device_log("papa"), Value::Null).await;
+    let fields = [
+        ("csrf", b.csrf.as_str()),
+        ("state", "resolved"),
+        ("resolved_in", "2.0\u{0}"),
+        ("assignee", ""),
+    ];
+    let refused = post_state(&app, &b, id, &fields, None).await;
+    assert_eq!(refused.status, StatusCode::UNPROCESSABLE_ENTITY);
+    let said = texts(&refused.body, "main").join(" ");
+    assert!(
+        said.contains("resolved_in") && said.contains("control character"),
+        "{said}: {}",
+        refused.body
+    );
+    assert_eq!(group(&app, &token, id).await["state"], "open");
+}
+
+#[tokio::test]
 async fn a_group_page_shows_tag_breakdowns_and_a_chart_with_both_axes() {
     let app = TestApp::spawn().await;
     let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
