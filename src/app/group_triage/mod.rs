@@ -232,12 +232,10 @@ fn validate(patch: GroupPatch) -> Result<Change, Error> {
     let resolved_in = patch.resolved_in.map(|r| r.trim().to_owned());
     if let Some(r) = &resolved_in {
         // Named first: a NUL or an escape sequence is the reason, whatever the length.
-        if let Some((at, c)) = r.chars().enumerate().find(|(_, c)| c.is_control()) {
+        if let Some(at) = control_character(r) {
             return Err(invalid(format!(
-                "resolved_in must not contain a control character (U+{:04X} at character {}): \
-                 give a commit (7-40 hex digits) or a version such as 2.1",
-                u32::from(c),
-                at + 1
+                "resolved_in must not contain a control character ({at}): give a commit \
+                 (7-40 hex digits) or a version such as 2.1"
             )));
         }
         if r.len() > regression::MAX_VERSION_LEN {
@@ -246,10 +244,12 @@ fn validate(patch: GroupPatch) -> Result<Change, Error> {
         FixedIn::parse(r).map_err(invalid)?;
     }
     let assignee = patch.assignee.map(|a| a.trim().to_owned());
-    if assignee
-        .as_ref()
-        .is_some_and(|a| a.len() > 200 || a.chars().any(char::is_control))
-    {
+    if let Some(at) = assignee.as_deref().and_then(control_character) {
+        return Err(invalid(format!(
+            "assignee must not contain a control character ({at}): give a token name"
+        )));
+    }
+    if assignee.as_ref().is_some_and(|a| a.len() > 200) {
         return Err(invalid(
             "assignee must be a token name (at most 200 characters)",
         ));
@@ -259,6 +259,15 @@ fn validate(patch: GroupPatch) -> Result<Change, Error> {
         resolved_in,
         assignee,
     })
+}
+
+/// The first control character of `text` as a reader can find it (`U+0000 at character 4`),
+/// so a refusal names the real reason rather than a length or format it does not break.
+fn control_character(text: &str) -> Option<String> {
+    text.chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control())
+        .map(|(at, c)| format!("U+{:04X} at character {}", u32::from(c), at + 1))
 }
 
 /// The triage after `change`, or why it cannot apply to the current one: `regressed` is not
@@ -554,7 +563,11 @@ mod tests {
             ),
             (
                 patch(None, None, Some("a\u{7}b")),
-                "assignee must be a token name",
+                "assignee must not contain a control character (U+0007 at character 2)",
+            ),
+            (
+                patch(None, None, Some(&"a".repeat(201))),
+                "assignee must be a token name (at most 200 characters)",
             ),
             (
                 patch(Some("resolved"), Some(&"1.".repeat(51)), None),
