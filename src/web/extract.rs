@@ -43,7 +43,7 @@ impl IntoResponse for Rejection {
     }
 }
 
-/// A JSON request body of type `T`, read under the route's body limit.
+/// A JSON object request body of type `T`, read under the route's body limit.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -61,6 +61,14 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             };
             Rejection::new(&parts, error)
         })?;
+        // serde reads a struct from a JSON array too (fields by position); every body here is
+        // documented as an object, so anything else is refused before it is read as one.
+        if bytes.trim_ascii_start().first().is_some_and(|b| *b != b'{') {
+            return Err(Rejection::new(
+                &parts,
+                AppError::BadRequest(ErrorCode::BadJson, "the body must be a JSON object".into()),
+            ));
+        }
         serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
             Rejection::new(
                 &parts,

@@ -13,6 +13,7 @@
 
 mod admin_answers;
 mod answers;
+mod authz;
 mod engine;
 mod schema;
 

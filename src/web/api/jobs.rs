@@ -13,10 +13,9 @@ use crate::api_types::{
     ResultReply,
 };
 use crate::app::reproduce;
-use crate::auth::Scope;
-use crate::web::auth::ApiToken;
 use crate::web::extract::{JobId, JsonBody};
 use crate::web::metrics::JobEvent;
+use crate::web::scope::{Scoped, Worker};
 use crate::web::{AppError, AppState};
 
 /// The largest result body read: both outputs at their cap, JSON-escaped (control bytes become
@@ -44,10 +43,9 @@ pub(crate) fn result_body_cap(state: &AppState) -> usize {
 )]
 pub async fn claim_job(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Worker>,
     JsonBody(req): JsonBody<ClaimRequest>,
 ) -> Result<Response, AppError> {
-    token.require(&[Scope::Worker])?;
     let claim = reproduce::claim(&state.queue, req).await?;
     for r in &claim.reaped {
         state.metrics.job_event(JobEvent::reaped(r.state));
@@ -79,11 +77,10 @@ pub async fn claim_job(
 )]
 pub async fn heartbeat_job(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Worker>,
     JobId(id): JobId,
     JsonBody(req): JsonBody<LeaseRequest>,
 ) -> Result<Json<HeartbeatReply>, AppError> {
-    token.require(&[Scope::Worker])?;
     let lease_secs = reproduce::heartbeat(&state.queue, id, &req.lease_token).await?;
     Ok(Json(HeartbeatReply { lease_secs }))
 }
@@ -110,11 +107,10 @@ pub async fn heartbeat_job(
 )]
 pub async fn post_result(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Worker>,
     JobId(id): JobId,
     JsonBody(req): JsonBody<JobResult>,
 ) -> Result<Json<ResultReply>, AppError> {
-    token.require(&[Scope::Worker])?;
     let recorded = reproduce::record_result(&state.queue, state.ruleset.current(), id, req).await?;
     if recorded.new {
         if recorded.failed {

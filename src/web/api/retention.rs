@@ -9,9 +9,8 @@ use axum::extract::State;
 use crate::api_types::ErrorBody;
 use crate::api_types::retention::{ProjectRetention, RetentionOverview, RetentionRequest};
 use crate::app::retention;
-use crate::auth::Scope;
-use crate::web::auth::ApiToken;
 use crate::web::extract::{JsonBody, ProjectName};
+use crate::web::scope::{Admin, Scoped};
 use crate::web::{AppError, AppState};
 
 /// `GET /api/v1/retention`: the defaults, every project's retention, the latest passes.
@@ -26,9 +25,8 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn show_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
 ) -> Result<Json<RetentionOverview>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         retention::overview(&state.db, &state.retention).await?,
     ))
@@ -51,10 +49,9 @@ pub async fn show_retention(
 )]
 pub async fn show_project_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     ProjectName(project): ProjectName,
 ) -> Result<Json<ProjectRetention>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         retention::get(&state.db, &state.retention, &project).await?,
     ))
@@ -83,13 +80,12 @@ pub async fn show_project_retention(
 )]
 pub async fn update_project_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     ProjectName(project): ProjectName,
     JsonBody(req): JsonBody<RetentionRequest>,
 ) -> Result<Json<ProjectRetention>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
-        retention::set(&state.db, &state.retention, &project, &req, &token.0.name).await?,
+        retention::set(&state.db, &state.retention, &project, &req, &token.name).await?,
     ))
 }
 
@@ -112,10 +108,9 @@ pub async fn update_project_retention(
 )]
 pub async fn delete_project_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     ProjectName(project): ProjectName,
 ) -> Result<Json<ProjectRetention>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         retention::reset(&state.db, &state.retention, &project).await?,
     ))

@@ -16,11 +16,10 @@ use crate::api_types::rules::{
 };
 use crate::api_types::{ErrorBody, ErrorCode};
 use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
-use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
-use crate::web::auth::ApiToken;
+use crate::web::scope::{Admin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
 impl From<TeamRulesError> for AppError {
@@ -167,9 +166,8 @@ pub fn rule_listing(r: &RuleInfo) -> RuleListing {
 )]
 pub async fn list_rules(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Read>,
 ) -> Result<Json<RuleList>, AppError> {
-    token.require(&[Scope::Read])?;
     let (rules, version) = team_rules::list(&state.db, true).await?;
     Ok(Json(RuleList {
         version,
@@ -205,10 +203,9 @@ async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSav
 )]
 pub async fn create_rule(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     b: Result<Json<RuleBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RuleSaved>), AppError> {
-    token.require(&[Scope::Admin])?;
     let b = body(b)?;
     let id = b
         .id
@@ -228,8 +225,7 @@ pub async fn create_rule(
         enabled: b.enabled.unwrap_or(true),
         create: true,
     };
-    let saved =
-        team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, b.confirm).await?;
     Ok((
         StatusCode::CREATED,
         Json(rule_saved(&state, &id, &saved).await?),
@@ -257,11 +253,10 @@ pub async fn create_rule(
 )]
 pub async fn update_rule(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     Path(id): Path<String>,
     b: Result<Json<RuleBody>, JsonRejection>,
 ) -> Result<Json<RuleSaved>, AppError> {
-    token.require(&[Scope::Admin])?;
     let b = body(b)?;
     if b.id.as_ref().is_some_and(|bid| bid != &id) {
         return Err(AppError::Unprocessable(
@@ -270,8 +265,7 @@ pub async fn update_rule(
         ));
     }
     let change = b.change(&id)?;
-    let saved =
-        team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, b.confirm).await?;
     Ok(Json(rule_saved(&state, &id, &saved).await?))
 }
 
@@ -294,12 +288,11 @@ pub async fn update_rule(
 )]
 pub async fn delete_rule(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     Path(id): Path<String>,
 ) -> Result<Json<RuleDeleted>, AppError> {
-    token.require(&[Scope::Admin])?;
     let change = Change::Delete { id: id.clone() };
-    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.0.name, false).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, false).await?;
     Ok(Json(RuleDeleted {
         deleted: id,
         version: saved.version,
@@ -325,10 +318,9 @@ pub async fn delete_rule(
 )]
 pub async fn preview_rule(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     b: Result<Json<RuleBody>, JsonRejection>,
 ) -> Result<Json<RulePreview>, AppError> {
-    token.require(&[Scope::Admin])?;
     let b = body(b)?;
     let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
     let spec = b.spec(&id)?.ok_or_else(|| {
