@@ -15,6 +15,7 @@ mod admin_answers;
 mod answers;
 mod authz;
 mod engine;
+mod fuzz;
 mod schema;
 
 use std::collections::{BTreeMap, BTreeSet};

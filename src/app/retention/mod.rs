@@ -100,7 +100,8 @@ pub fn cutoff(now: Timestamp, days: u32) -> Option<Timestamp> {
 /// 1-200 characters, no control characters.
 pub fn project_key(raw: &str) -> Result<String, Error> {
     let project = raw.trim().to_lowercase();
-    if project.is_empty() || project.chars().count() > 200 {
+    // The length as sent, as the document states it (lowercasing can lengthen a name).
+    if project.is_empty() || raw.chars().count() > 200 {
         return Err(invalid("project must be 1-200 characters".into()));
     }
     if project.chars().any(char::is_control) {

@@ -30,7 +30,7 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn list_groups(
     State(state): State<AppState>,
-    token: Scoped<Read>,
+    _: Scoped<Read>,
     params: Result<Query<ListRequest>, QueryRejection>,
 ) -> Result<Json<GroupList>, AppError> {
     let Query(params) =

@@ -15,7 +15,7 @@ use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::search::{self, SearchRequest};
 use crate::app::triage::{self, FixRequest};
 use crate::storage::search::{Hit, HitKind, Tier, Total};
-use crate::web::extract::GroupId;
+use crate::web::extract::{GroupId, json_object};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -43,7 +43,7 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn search(
     State(state): State<AppState>,
-    token: Scoped<Read>,
+    _: Scoped<Read>,
     params: Result<Query<SearchRequest>, QueryRejection>,
 ) -> Result<Json<SearchResults>, AppError> {
     let Query(params) =
@@ -130,7 +130,7 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
 )]
 pub async fn show_group(
     State(state): State<AppState>,
-    token: Scoped<Read>,
+    _: Scoped<Read>,
     GroupId(id): GroupId,
 ) -> Result<Json<GroupDetail>, AppError> {
     let d = triage::group(&state.db, id).await?;
@@ -197,17 +197,16 @@ pub async fn create_fix(
     State(state): State<AppState>,
     token: Scoped<IngestOrAdmin>,
     GroupId(id): GroupId,
-    body: Result<Json<FixRequest>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<impl IntoResponse, AppError> {
     let Json(body) = body.map_err(|e| match e {
         JsonRejection::MissingJsonContentType(_) => {
             AppError::UnsupportedMediaType("expected Content-Type: application/json".into())
         }
-        JsonRejection::JsonDataError(e) => {
-            AppError::Unprocessable(ErrorCode::BadFix, e.body_text())
-        }
         other => AppError::rejected(ErrorCode::BadJson, other.status(), other.body_text()),
     })?;
+    let body: FixRequest =
+        json_object(body).map_err(|m| AppError::Unprocessable(ErrorCode::BadFix, m))?;
     let stored: Fix = triage::record_fix(&state.db, id, body, &token.name).await?;
     Ok((StatusCode::CREATED, Json(stored)))
 }

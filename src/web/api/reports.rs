@@ -42,7 +42,7 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn classify_log(
     State(state): State<AppState>,
-    token: Scoped<IngestOrRead>,
+    _: Scoped<IngestOrRead>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Classification>, AppError> {
     let body = body.map_err(|e| {
@@ -69,6 +69,7 @@ pub async fn classify_log(
 /// The multipart body of `POST /api/v1/reports`. A schema only: the handler reads the parts
 /// one by one as they stream in (`read_upload`), under their own caps.
 #[derive(utoipa::ToSchema)]
+#[serde(deny_unknown_fields)] // Other parts are refused: 400 `unexpected_field`.
 #[allow(dead_code)] // Never built: it describes the parts `read_upload` accepts.
 struct ReportUpload {
     /// The log file (128 MiB at most by default, streamed; 413 over the cap).
@@ -91,7 +92,7 @@ struct ReportUpload {
     request_body(content = ReportUpload, content_type = "multipart/form-data"),
     params(
         ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1,
-            max_length = 200, description = "1-200 printable ASCII characters: a retry with the same key and \
+            max_length = 200, pattern = "^[!-~]+$", description = "1-200 printable ASCII characters: a retry with the same key and \
                 body gets the first answer; the same key with another body is 422."),
     ),
     responses(
@@ -224,7 +225,7 @@ async fn read_upload(
 )]
 pub async fn show_report(
     State(state): State<AppState>,
-    token: Scoped<Read>,
+    _: Scoped<Read>,
     ReportId(id): ReportId,
 ) -> Result<Json<wire::ReportDetail>, AppError> {
     let d = reports::detail(&state.db, id).await?;

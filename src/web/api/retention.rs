@@ -25,7 +25,7 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn show_retention(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
 ) -> Result<Json<RetentionOverview>, AppError> {
     Ok(Json(
         retention::overview(&state.db, &state.retention).await?,
@@ -37,11 +37,14 @@ pub async fn show_retention(
     get,
     path = "/api/v1/projects/{project}/retention",
     tag = "retention",
-    params(("project" = String, Path, description = "The project (any letter case; one path \
-        segment, `/` written `%2F`).")),
+    params(("project" = String, Path, max_length = 200, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$",
+        description = "The project (any letter case; one path segment, `/` written `%2F`): \
+        1-200 characters, not blank, no control characters.")),
     responses(
         (status = 200, description = "The retention in force (the project's own setting, else \
             the default) and what was removed.", body = ProjectRetention),
+        (status = 404, description = "`not_found`: no project in the path (`/projects//retention`).",
+            body = ErrorBody),
         (status = 422, description = "`invalid_retention`: an empty or too long project name.",
             body = ErrorBody),
     ),
@@ -49,7 +52,7 @@ pub async fn show_retention(
 )]
 pub async fn show_project_retention(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     ProjectName(project): ProjectName,
 ) -> Result<Json<ProjectRetention>, AppError> {
     Ok(Json(
@@ -63,13 +66,16 @@ pub async fn show_project_retention(
     put,
     path = "/api/v1/projects/{project}/retention",
     tag = "retention",
-    params(("project" = String, Path, description = "The project (any letter case; one path \
-        segment, `/` written `%2F`).")),
+    params(("project" = String, Path, max_length = 200, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$",
+        description = "The project (any letter case; one path segment, `/` written `%2F`): \
+        1-200 characters, not blank, no control characters.")),
     request_body(content = RetentionRequest, content_type = "application/json",
         description = "Each field a whole number of days from 0 (keep forever) to 36500, or \
             null/absent to follow the instance default."),
     responses(
         (status = 200, description = "The retention now in force.", body = ProjectRetention),
+        (status = 404, description = "`not_found`: no project in the path (`/projects//retention`).",
+            body = ErrorBody),
         (status = 400, description = "`bad_json`: malformed JSON or an unknown field.",
             body = ErrorBody),
         (status = 422, description = "`invalid_retention`: a value that is not a whole number \
@@ -94,12 +100,16 @@ pub async fn update_project_retention(
     delete,
     path = "/api/v1/projects/{project}/retention",
     tag = "retention",
-    params(("project" = String, Path, description = "The project (any letter case; one path \
-        segment, `/` written `%2F`).")),
+    params(("project" = String, Path, max_length = 200, pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$",
+        description = "The project (any letter case; one path segment, `/` written `%2F`): \
+        1-200 characters, not blank, no control characters.")),
     responses(
         (status = 200, description = "The retention now in force: the defaults.",
             body = ProjectRetention),
-        (status = 404, description = "`not_found`: the project had no setting of its own.",
+        (status = 404, description = "`not_found`: the project had no setting of its own, or no \
+            project in the path (`/projects//retention`).",
+            body = ErrorBody),
+        (status = 404, description = "`not_found`: no project in the path (`/projects//retention`).",
             body = ErrorBody),
         (status = 422, description = "`invalid_retention`: an empty or too long project name.",
             body = ErrorBody),
@@ -108,7 +118,7 @@ pub async fn update_project_retention(
 )]
 pub async fn delete_project_retention(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     ProjectName(project): ProjectName,
 ) -> Result<Json<ProjectRetention>, AppError> {
     Ok(Json(

@@ -19,6 +19,7 @@ use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesEr
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
+use crate::web::extract::json_object;
 use crate::web::scope::{Admin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -123,14 +124,14 @@ impl RuleBody {
     }
 }
 
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
-    b.map(|Json(v)| v).map_err(|e| {
-        if e.status() == StatusCode::UNPROCESSABLE_ENTITY {
-            AppError::Unprocessable(ErrorCode::InvalidRule, e.body_text())
-        } else {
-            AppError::rejected(ErrorCode::BadJson, e.status(), e.body_text())
-        }
-    })
+/// The rule body: malformed JSON keeps the parser's status (400, 413, 415); JSON that is not
+/// the documented object is 422 `invalid_rule`.
+fn body<T: serde::de::DeserializeOwned>(
+    b: Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<T, AppError> {
+    let Json(value) =
+        b.map_err(|e| AppError::rejected(ErrorCode::BadJson, e.status(), e.body_text()))?;
+    json_object(value).map_err(|m| AppError::Unprocessable(ErrorCode::InvalidRule, m))
 }
 
 /// A listed rule as the API shows it.
@@ -166,7 +167,7 @@ pub fn rule_listing(r: &RuleInfo) -> RuleListing {
 )]
 pub async fn list_rules(
     State(state): State<AppState>,
-    token: Scoped<Read>,
+    _: Scoped<Read>,
 ) -> Result<Json<RuleList>, AppError> {
     let (rules, version) = team_rules::list(&state.db, true).await?;
     Ok(Json(RuleList {
@@ -204,9 +205,9 @@ async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSav
 pub async fn create_rule(
     State(state): State<AppState>,
     token: Scoped<Admin>,
-    b: Result<Json<RuleBody>, JsonRejection>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RuleSaved>), AppError> {
-    let b = body(b)?;
+    let b: RuleBody = body(b)?;
     let id = b
         .id
         .clone()
@@ -255,9 +256,9 @@ pub async fn update_rule(
     State(state): State<AppState>,
     token: Scoped<Admin>,
     Path(id): Path<String>,
-    b: Result<Json<RuleBody>, JsonRejection>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<RuleSaved>, AppError> {
-    let b = body(b)?;
+    let b: RuleBody = body(b)?;
     if b.id.as_ref().is_some_and(|bid| bid != &id) {
         return Err(AppError::Unprocessable(
             ErrorCode::InvalidRule,
@@ -318,10 +319,10 @@ pub async fn delete_rule(
 )]
 pub async fn preview_rule(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
-    b: Result<Json<RuleBody>, JsonRejection>,
+    _: Scoped<Admin>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<RulePreview>, AppError> {
-    let b = body(b)?;
+    let b: RuleBody = body(b)?;
     let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
     let spec = b.spec(&id)?.ok_or_else(|| {
         AppError::Unprocessable(

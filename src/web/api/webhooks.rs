@@ -27,7 +27,7 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn list_webhooks(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
 ) -> Result<Json<EndpointList>, AppError> {
     let webhooks = webhooks::list(&state.db).await?;
     Ok(Json(EndpointList { webhooks }))
@@ -73,7 +73,7 @@ pub async fn create_webhook(
 )]
 pub async fn show_webhook(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<Json<Endpoint>, AppError> {
     Ok(Json(webhooks::get(&state.db, id).await?))
@@ -99,7 +99,7 @@ pub async fn show_webhook(
 )]
 pub async fn update_webhook(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
     JsonBody(req): JsonBody<EndpointRequest>,
 ) -> Result<Json<Endpoint>, AppError> {
@@ -123,7 +123,7 @@ pub async fn update_webhook(
 )]
 pub async fn delete_webhook(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<Json<EndpointDeleted>, AppError> {
     webhooks::delete(&state.db, id).await?;
@@ -145,7 +145,7 @@ pub async fn delete_webhook(
 )]
 pub async fn test_webhook(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<(StatusCode, Json<TestQueued>), AppError> {
     let delivery_id = webhooks::send_test(&state.db, id).await?;
@@ -167,7 +167,7 @@ pub async fn test_webhook(
 )]
 pub async fn list_deliveries(
     State(state): State<AppState>,
-    token: Scoped<Admin>,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<Json<DeliveryLog>, AppError> {
     let (webhook, deliveries) = webhooks::deliveries(&state.db, id).await?;
