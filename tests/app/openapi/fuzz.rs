@@ -159,7 +159,10 @@ fn schemathesis_finds_no_difference_between_the_api_and_its_document() {
 
 /// The number in the summary's "N generated" line.
 fn cases(report: &str) -> Option<u64> {
-    let line = report.lines().find(|l| l.contains(" generated"))?;
+    let line = report.lines().rev().find(|l| {
+        let mut words = l.split_whitespace();
+        words.next().is_some_and(|n| n.parse::<u64>().is_ok()) && words.next() == Some("generated,")
+    })?;
     line.split_whitespace().next()?.parse().ok()
 }
 
