@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::rules::{Category, Classification};
 
+pub mod filters;
 mod groups;
 pub use groups::{
     GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
@@ -237,13 +238,35 @@ impl std::fmt::Display for JobState {
     }
 }
 
+/// The longest a claim waits for a job, in seconds (`?wait=`).
+pub const MAX_CLAIM_WAIT_SECS: u64 = 30;
+
+/// `POST /api/v1/jobs/claim` query: how long to wait for a job. A request parameter rather
+/// than a body field so that a client (and the OpenAPI document) sees the wait, and its
+/// maximum, next to the request it slows down.
+#[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub struct ClaimWait {
+    /// Seconds to wait for a job before answering 204 (0-30). Absent: the body's
+    /// `wait_secs`, or no wait.
+    #[param(minimum = 0, maximum = 30)]
+    pub wait: Option<u64>,
+}
+
 /// `POST /api/v1/jobs/claim` request.
 #[derive(Clone, Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ClaimRequest {
-    /// Free text shown in the portal.
+    /// Free text shown in the portal: 1-200 characters, not blank, no control characters.
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub worker: String,
-    /// Long-poll seconds (the server caps them).
+    /// Long-poll seconds, capped at 30; the `wait` query parameter takes precedence. Kept for
+    /// workers that predate it.
     #[serde(default)]
+    #[schema(deprecated, maximum = 30)]
     pub wait_secs: u64,
     /// The GPU jobs run on (a JSON object); `null` with `no_gpu`.
     #[serde(default)]
@@ -342,6 +365,7 @@ pub struct JobResult {
     /// With `repeats` > 1: every run's outcome, in order (the output sent is the first failing
     /// run's, else the last run's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(max_items = 5)]
     pub runs: Vec<RunOutcome>,
     /// What the run ran on (interpreter versions and build, device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -351,8 +375,13 @@ pub struct JobResult {
     /// A worker-side failure (the sandbox could not start, ...): a failed attempt.
     #[serde(default)]
     pub error: Option<String>,
-    /// Not in the contract: the worker's name, when it sends one (else the claiming worker's).
+    /// Not in the contract: the worker's name, when it sends one (else the claiming worker's):
+    /// 1-200 characters, not blank, no control characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub worker: Option<String>,
 }
 
@@ -553,23 +582,43 @@ pub struct ReportDetail {
 pub struct RunEnvironment {
     /// Python's version (`3.11.2`).
     #[serde(default)]
-    #[schema(required)]
+    #[schema(
+        required,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub python: Option<String>,
     /// `torch.__version__`, when torch imports.
     #[serde(default)]
-    #[schema(required)]
+    #[schema(
+        required,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub torch: Option<String>,
     /// `torch.version.cuda`: the CUDA version torch was built with.
     #[serde(default)]
-    #[schema(required)]
+    #[schema(
+        required,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub cuda_build: Option<String>,
     /// `torch.version.hip`: the HIP version of a ROCm build.
     #[serde(default)]
-    #[schema(required)]
+    #[schema(
+        required,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub hip_build: Option<String>,
     /// The GPU's name and compute capability (`NVIDIA H100 80GB HBM3, sm 9.0`), or `cpu`.
     #[serde(default)]
-    #[schema(required)]
+    #[schema(
+        required,
+        max_length = 200,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub device: String,
 }
 
@@ -663,9 +712,14 @@ pub struct RunOutcome {
     #[serde(default)]
     #[schema(required)]
     pub duration_ms: u64,
-    /// The user's failing line (`repro.py:13`), when the run raised.
+    /// The user's failing line (`repro.py:13`), when the run raised: at most 300 characters,
+    /// no control characters.
     #[serde(default)]
-    #[schema(required)]
+    #[schema(
+        required,
+        max_length = 300,
+        pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
+    )]
     pub failing_line: Option<String>,
 }
 

@@ -268,7 +268,13 @@ impl PartialSchema for Facts {
             .property(
                 "ranks",
                 array(
-                    count(0, "A rank."),
+                    ObjectBuilder::new()
+                        .schema_type(Type::Integer)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                        .minimum(Some(0))
+                        .maximum(Some(u32::MAX))
+                        .description(Some("A rank."))
+                        .into(),
                     "Distributed ranks involved, ascending.",
                 ),
             )

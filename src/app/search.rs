@@ -23,14 +23,23 @@ use crate::storage::{Db, DbError};
 pub struct SearchRequest {
     /// The words to find, web-search style: all words match, `"quoted words"` as a phrase,
     /// `or` between words, `-word` excludes.
+    /// 1-500 characters, not blank, no NUL.
+    #[param(
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\u0000\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000]*$"
+    )]
     pub q: String,
     /// Only this category (any letter case).
+    #[param(schema_with = crate::api_types::filters::search_category)]
     pub category: Option<String>,
-    /// Only reports of this project (any letter case).
+    /// Only reports of this project (any letter case; at most 200 characters, no NUL).
+    #[param(max_length = 200, pattern = r"^[^\u0000]*$")]
     pub project: Option<String>,
     /// 1-based page (1-1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub page: Option<u32>,
     /// Results per page (1-100, default 20).
+    #[param(minimum = 1, maximum = 100)]
     pub per_page: Option<u32>,
 }
 
@@ -68,8 +77,9 @@ struct Checked {
 /// Checks a request; 400 `bad_query` with the reason when it is out of bounds.
 fn check(p: &SearchRequest) -> Result<Checked, Error> {
     let bad = |m: &str| Error::Malformed(ErrorCode::BadQuery, m.to_owned());
+    // Lengths in characters of the text as sent, as the OpenAPI document states them.
     let text = p.q.trim();
-    if text.is_empty() || text.len() > 500 || text.contains('\0') {
+    if text.is_empty() || p.q.chars().count() > 500 || text.contains('\0') {
         return Err(bad("q must be 1-500 characters without NUL"));
     }
     // Categories are typed in any case (`OUT_OF_MEMORY`).

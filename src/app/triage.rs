@@ -49,12 +49,23 @@ pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, Error> {
 #[derive(Clone, Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FixRequest {
-    /// What fixed it, in a line (1-500 characters).
+    /// What fixed it, in a line (1-500 characters, not blank, no NUL).
+    #[schema(
+        max_length = 500,
+        pattern = r"^[^\u0000]*[^\u0000\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000]*$"
+    )]
     pub summary: String,
+    /// More about it (at most 20000 characters, no NUL).
     #[serde(default)]
+    #[schema(max_length = 20000, pattern = r"^[^\u0000]*$")]
     pub details: String,
-    /// A link to the change (commit, pull request).
+    /// A link to the change (commit, pull request): an http(s) URL of at most 2000
+    /// characters without spaces or control characters, or empty.
     #[serde(default)]
+    #[schema(
+        max_length = 2000,
+        pattern = r"^(https?://[^\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*)?$"
+    )]
     pub link: String,
 }
 
@@ -62,17 +73,19 @@ pub struct FixRequest {
 /// it is scrubbed like one in a log (SECURITY.md item 3).
 fn validate_fix(body: FixRequest, author: &str) -> Result<NewFix, Error> {
     let bad = |m: &str| Error::Invalid(ErrorCode::BadFix, m.to_owned());
+    // Lengths in characters, as the document states them (JSON Schema counts characters), and
+    // of the text as sent, so that what the document refuses the server refuses too.
     let summary = body.summary.trim().to_owned();
-    if summary.is_empty() || summary.len() > 500 {
+    if summary.is_empty() || body.summary.chars().count() > 500 {
         return Err(bad("summary must be 1-500 characters"));
     }
-    if body.details.len() > 20_000 {
+    if body.details.chars().count() > 20_000 {
         return Err(bad("details must be at most 20000 characters"));
     }
     let link = body.link.trim().to_owned();
     let link_ok = link.is_empty()
         || ((link.starts_with("https://") || link.starts_with("http://"))
-            && link.len() <= 2000
+            && body.link.chars().count() <= 2000
             && !link.chars().any(|c| c.is_whitespace() || c.is_control()));
     if !link_ok {
         return Err(bad("link must be an http(s) URL"));

@@ -43,7 +43,7 @@ impl IntoResponse for Rejection {
     }
 }
 
-/// A JSON request body of type `T`, read under the route's body limit.
+/// A JSON object request body of type `T`, read under the route's body limit.
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
@@ -61,12 +61,45 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             };
             Rejection::new(&parts, error)
         })?;
-        serde_json::from_slice(&bytes).map(JsonBody).map_err(|e| {
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
             Rejection::new(
                 &parts,
                 AppError::BadRequest(ErrorCode::BadJson, e.to_string()),
             )
+        })?;
+        json_object(value).map(JsonBody).map_err(|message| {
+            Rejection::new(&parts, AppError::BadRequest(ErrorCode::BadJson, message))
         })
+    }
+}
+
+/// Reads a parsed JSON body as `T`, the way its OpenAPI schema describes it: the body must be
+/// an object (serde would read a struct from an array too, fields by position), and a number
+/// with a zero fraction (`7486.0`) is the integer it equals, as JSON Schema counts it (serde
+/// would refuse it for an integer field). The error is the message for the client.
+pub(crate) fn json_object<T: DeserializeOwned>(mut value: serde_json::Value) -> Result<T, String> {
+    if !value.is_object() {
+        return Err("the body must be a JSON object".into());
+    }
+    integral_floats_as_integers(&mut value);
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// Rewrites every float with a zero fraction that an `i64` holds exactly as that integer.
+fn integral_floats_as_integers(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    /// Below 2^53 every integer is exactly a float, so the float names one integer.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    match value {
+        Value::Number(n) if n.is_f64() => {
+            if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < EXACT) {
+                // The bound above makes the cast exact.
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(integral_floats_as_integers),
+        _ => {}
     }
 }
 

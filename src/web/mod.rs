@@ -12,6 +12,7 @@ mod html;
 pub mod limits;
 pub mod metrics;
 pub mod multipart_guard;
+pub mod scope;
 pub mod server;
 mod uploads;
 

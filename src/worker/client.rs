@@ -56,7 +56,10 @@ impl Client {
 
     /// Long-polls for a job.
     pub fn claim(&self, request: &ClaimRequest) -> Reply<Job> {
-        self.post("/api/v1/jobs/claim", request)
+        // The wait goes in the query, where the API documents it (0-30 s); the body's
+        // `wait_secs` stays for servers that predate the parameter.
+        let path = format!("/api/v1/jobs/claim?wait={}", request.wait_secs);
+        self.post(&path, request)
     }
 
     /// Extends the lease of `job`.

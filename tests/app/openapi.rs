@@ -13,7 +13,9 @@
 
 mod admin_answers;
 mod answers;
+mod authz;
 mod engine;
+mod fuzz;
 mod schema;
 
 use std::collections::{BTreeMap, BTreeSet};

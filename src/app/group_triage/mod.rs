@@ -34,20 +34,28 @@ const HISTORY_SHOWN: i64 = 100;
 #[into_params(parameter_in = Query)]
 pub struct ListRequest {
     /// `open`, `resolved`, `ignored` or `regressed`.
+    #[param(schema_with = crate::api_types::filters::group_state)]
     pub state: Option<String>,
     /// Groups with a report of this project (any letter case).
+    #[param(max_length = 200, pattern = r"^[^\u0000]*$")]
     pub project: Option<String>,
     /// A category of the taxonomy.
+    #[param(schema_with = crate::api_types::filters::group_category)]
     pub category: Option<String>,
     /// `true` or `false`.
+    #[param(schema_with = crate::api_types::filters::has_fix)]
     pub has_fix: Option<String>,
     /// A token name.
+    #[param(max_length = 200, pattern = r"^[^\u0000]*$")]
     pub assignee: Option<String>,
     /// `last_seen` (default), `count` or `first_seen`, newest or largest first.
+    #[param(schema_with = crate::api_types::filters::group_sort)]
     pub sort: Option<String>,
     /// 1-based page (1-1000).
+    #[param(minimum = 1, maximum = 1000)]
     pub page: Option<u32>,
     /// Groups per page (1-100, default 50).
+    #[param(minimum = 1, maximum = 100)]
     pub per_page: Option<u32>,
 }
 
@@ -115,7 +123,7 @@ fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Err
     let assignee = given(&r.assignee).map(str::to_owned);
     if assignee
         .as_ref()
-        .is_some_and(|s| s.len() > 200 || s.contains('\0'))
+        .is_some_and(|s| s.chars().count() > 200 || s.contains('\0'))
     {
         return Err(bad(
             "assignee must be at most 200 characters without NUL".into()

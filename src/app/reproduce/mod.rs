@@ -56,7 +56,7 @@ impl Default for JobSettings {
             lease_secs: 90,
             timeout_secs: 600,
             max_output_bytes: 2 << 20,
-            max_wait_secs: 30,
+            max_wait_secs: crate::api_types::MAX_CLAIM_WAIT_SECS,
             poll: Duration::from_secs(1),
             reaper_interval: Duration::from_secs(15),
         }

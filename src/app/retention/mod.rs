@@ -103,11 +103,12 @@ pub fn project_key(raw: &str) -> Result<String, Error> {
     let name = raw.trim();
     if name.is_empty() {
         return Err(invalid(format!(
-            "project must be named (1-{} bytes)",
-            project::MAX_BYTES
+            "project must be named (1-{} characters)",
+            project::MAX_CHARS
         )));
     }
-    project::check_name(name).map_err(invalid)?;
+    // The name as sent counts too, as the OpenAPI document states its length.
+    project::check_name(raw).map_err(invalid)?;
     Ok(name.to_lowercase())
 }
 

@@ -9,9 +9,8 @@ use axum::extract::{Query, State};
 
 use crate::api_types::{ErrorBody, ErrorCode, GroupDetail, GroupList, GroupListItem, GroupPatch};
 use crate::app::group_triage::{self, ListRequest};
-use crate::auth::Scope;
-use crate::web::auth::ApiToken;
 use crate::web::extract::{GroupId, JsonBody};
+use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
 /// `GET /api/v1/groups?state=&project=&category=&has_fix=&assignee=&sort=&page=&per_page=`:
@@ -31,10 +30,9 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn list_groups(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Read>,
     params: Result<Query<ListRequest>, QueryRejection>,
 ) -> Result<Json<GroupList>, AppError> {
-    token.require(&[Scope::Read])?;
     let Query(params) =
         params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let found = group_triage::list(&state.db, &params).await?;
@@ -85,11 +83,10 @@ pub async fn list_groups(
 )]
 pub async fn update_group(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<IngestOrAdmin>,
     GroupId(id): GroupId,
     JsonBody(patch): JsonBody<GroupPatch>,
 ) -> Result<Json<GroupDetail>, AppError> {
-    token.require(&[Scope::Ingest, Scope::Admin])?;
-    let d = group_triage::change(&state.db, id, patch, &token.0.name).await?;
+    let d = group_triage::change(&state.db, id, patch, &token.name).await?;
     Ok(Json(super::groups::group_detail(&state, d)))
 }

@@ -14,10 +14,9 @@ use crate::api_types::search::{
 use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::search::{self, SearchRequest};
 use crate::app::triage::{self, FixRequest};
-use crate::auth::Scope;
 use crate::storage::search::{Hit, HitKind, Tier, Total};
-use crate::web::auth::ApiToken;
-use crate::web::extract::GroupId;
+use crate::web::extract::{GroupId, json_object};
+use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
 /// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`: reports, groups
@@ -44,10 +43,9 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn search(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Read>,
     params: Result<Query<SearchRequest>, QueryRejection>,
 ) -> Result<Json<SearchResults>, AppError> {
-    token.require(&[Scope::Read])?;
     let Query(params) =
         params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let found = search::search(&state.db, &params).await?;
@@ -132,10 +130,9 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
 )]
 pub async fn show_group(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Read>,
     GroupId(id): GroupId,
 ) -> Result<Json<GroupDetail>, AppError> {
-    token.require(&[Scope::Read])?;
     let d = triage::group(&state.db, id).await?;
     Ok(Json(group_detail(&state, d)))
 }
@@ -198,20 +195,18 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
 )]
 pub async fn create_fix(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<IngestOrAdmin>,
     GroupId(id): GroupId,
-    body: Result<Json<FixRequest>, JsonRejection>,
+    body: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<impl IntoResponse, AppError> {
-    token.require(&[Scope::Ingest, Scope::Admin])?;
     let Json(body) = body.map_err(|e| match e {
         JsonRejection::MissingJsonContentType(_) => {
             AppError::UnsupportedMediaType("expected Content-Type: application/json".into())
         }
-        JsonRejection::JsonDataError(e) => {
-            AppError::Unprocessable(ErrorCode::BadFix, e.body_text())
-        }
         other => AppError::rejected(ErrorCode::BadJson, other.status(), other.body_text()),
     })?;
-    let stored: Fix = triage::record_fix(&state.db, id, body, &token.0.name).await?;
+    let body: FixRequest =
+        json_object(body).map_err(|m| AppError::Unprocessable(ErrorCode::BadFix, m))?;
+    let stored: Fix = triage::record_fix(&state.db, id, body, &token.name).await?;
     Ok((StatusCode::CREATED, Json(stored)))
 }

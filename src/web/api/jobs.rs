@@ -4,19 +4,19 @@
 //! one `app::reproduce` function and renders; the queue's policy lives there.
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::api_types::{
-    ClaimRequest, ClaimedJob, ErrorBody, HeartbeatReply, JobResult, JobState, LeaseRequest,
-    ResultReply,
+    ClaimRequest, ClaimWait, ClaimedJob, ErrorBody, ErrorCode, HeartbeatReply, JobResult, JobState,
+    LeaseRequest, MAX_CLAIM_WAIT_SECS, ResultReply,
 };
 use crate::app::reproduce;
-use crate::auth::Scope;
-use crate::web::auth::ApiToken;
 use crate::web::extract::{JobId, JsonBody};
 use crate::web::metrics::JobEvent;
+use crate::web::scope::{Scoped, Worker};
 use crate::web::{AppError, AppState};
 
 /// The largest result body read: both outputs at their cap, JSON-escaped (control bytes become
@@ -26,28 +26,47 @@ pub(crate) fn result_body_cap(state: &AppState) -> usize {
     state.queue.settings.max_output_bytes.saturating_mul(12) + (64 << 10)
 }
 
-/// `POST /api/v1/jobs/claim`: the oldest queued job with a fresh lease, waiting up to
-/// `wait_secs` for one; 204 when none came.
+/// `POST /api/v1/jobs/claim`: the oldest queued job with a fresh lease, waiting up to `?wait=`
+/// seconds (or the body's older `wait_secs`) for one; 204 when none came.
 #[utoipa::path(
     post,
     path = "/api/v1/jobs/claim",
     tag = "jobs",
+    params(ClaimWait),
     request_body(content = ClaimRequest, content_type = "application/json"),
     responses(
         (status = 200, description = "A leased job.", body = ClaimedJob),
-        (status = 204, description = "No job came within `wait_secs` (at most 30)."),
-        (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
-        (status = 422, description = "`bad_worker`, `bad_gpu`, `bad_sandbox` or `no_gpu` (a \
-            worker with neither a GPU nor `no_gpu`).", body = ErrorBody),
+        (status = 204, description = "No job came within the wait (`wait`, at most 30 s)."),
+        (status = 400, description = "`bad_json`: malformed JSON; `bad_query`: a `wait` that \
+            is not 0-30.", body = ErrorBody),
+        (status = 422, description = "`bad_worker`, `bad_gpu`, `bad_sandbox`, `no_gpu` (a \
+            worker with neither a GPU nor `no_gpu`) or `bad_body` (`wait_secs` over 30).",
+            body = ErrorBody),
     ),
     security(("bearer" = ["worker"])),
 )]
 pub async fn claim_job(
     State(state): State<AppState>,
-    token: ApiToken,
-    JsonBody(req): JsonBody<ClaimRequest>,
+    _: Scoped<Worker>,
+    wait: Result<Query<ClaimWait>, QueryRejection>,
+    JsonBody(mut req): JsonBody<ClaimRequest>,
 ) -> Result<Response, AppError> {
-    token.require(&[Scope::Worker])?;
+    let Query(wait) = wait.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
+    if req.wait_secs > MAX_CLAIM_WAIT_SECS {
+        return Err(AppError::Unprocessable(
+            ErrorCode::BadBody,
+            format!("wait_secs must be 0-{MAX_CLAIM_WAIT_SECS}"),
+        ));
+    }
+    if let Some(secs) = wait.wait {
+        if secs > MAX_CLAIM_WAIT_SECS {
+            return Err(AppError::BadRequest(
+                ErrorCode::BadQuery,
+                format!("wait must be 0-{MAX_CLAIM_WAIT_SECS} seconds"),
+            ));
+        }
+        req.wait_secs = secs;
+    }
     let claim = reproduce::claim(&state.queue, req).await?;
     for r in &claim.reaped {
         state.metrics.job_event(JobEvent::reaped(r.state));
@@ -79,11 +98,10 @@ pub async fn claim_job(
 )]
 pub async fn heartbeat_job(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Worker>,
     JobId(id): JobId,
     JsonBody(req): JsonBody<LeaseRequest>,
 ) -> Result<Json<HeartbeatReply>, AppError> {
-    token.require(&[Scope::Worker])?;
     let lease_secs = reproduce::heartbeat(&state.queue, id, &req.lease_token).await?;
     Ok(Json(HeartbeatReply { lease_secs }))
 }
@@ -110,11 +128,10 @@ pub async fn heartbeat_job(
 )]
 pub async fn post_result(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Worker>,
     JobId(id): JobId,
     JsonBody(req): JsonBody<JobResult>,
 ) -> Result<Json<ResultReply>, AppError> {
-    token.require(&[Scope::Worker])?;
     let recorded = reproduce::record_result(&state.queue, state.ruleset.current(), id, req).await?;
     if recorded.new {
         if recorded.failed {

@@ -11,13 +11,12 @@ use axum::response::IntoResponse;
 use crate::api_types::{self as wire, CategorySource, ErrorBody, ErrorCode, ReportCreated};
 use crate::app::upload::{self, Meta, UploadError, Uploader};
 use crate::app::{self, reports};
-use crate::auth::Scope;
 use crate::ingest::Reject;
 use crate::rules::Classification;
 use crate::storage::reproductions::JobView;
-use crate::web::auth::ApiToken;
 use crate::web::extract::ReportId;
 use crate::web::limits::InFlight;
+use crate::web::scope::{Ingest, IngestOrRead, Read, Scoped};
 use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
 use crate::web::{AppError, AppState};
 
@@ -43,10 +42,9 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn classify_log(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<IngestOrRead>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Classification>, AppError> {
-    token.require(&[Scope::Ingest, Scope::Read])?;
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
             AppError::TooLarge(format!(
@@ -71,6 +69,7 @@ pub async fn classify_log(
 /// The multipart body of `POST /api/v1/reports`. A schema only: the handler reads the parts
 /// one by one as they stream in (`read_upload`), under their own caps.
 #[derive(utoipa::ToSchema)]
+#[serde(deny_unknown_fields)] // Other parts are refused: 400 `unexpected_field`.
 #[allow(dead_code)] // Never built: it describes the parts `read_upload` accepts.
 struct ReportUpload {
     /// The log file (128 MiB at most by default, streamed; 413 over the cap).
@@ -93,7 +92,7 @@ struct ReportUpload {
     request_body(content = ReportUpload, content_type = "multipart/form-data"),
     params(
         ("Idempotency-Key" = Option<String>, Header, nullable = false, min_length = 1,
-            max_length = 200, description = "1-200 printable ASCII characters: a retry with the same key and \
+            max_length = 200, pattern = "^[!-~]+$", description = "1-200 printable ASCII characters: a retry with the same key and \
                 body gets the first answer; the same key with another body is 422."),
     ),
     responses(
@@ -110,14 +109,13 @@ struct ReportUpload {
 )]
 pub async fn create_report(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Ingest>,
     held: Option<Extension<InFlight>>,
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<impl IntoResponse, AppError> {
-    token.require(&[Scope::Ingest])?;
     let uploader = Uploader {
-        token_id: token.0.id,
+        token_id: token.id,
         idempotency_key: idempotency_key(&headers)?,
     };
     let multipart = multipart.map_err(|e| {
@@ -227,10 +225,9 @@ async fn read_upload(
 )]
 pub async fn show_report(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Read>,
     ReportId(id): ReportId,
 ) -> Result<Json<wire::ReportDetail>, AppError> {
-    token.require(&[Scope::Read])?;
     let d = reports::detail(&state.db, id).await?;
     let known_fix = d.known_fix().cloned();
     let r = d.report;

@@ -9,9 +9,8 @@ use axum::extract::State;
 use crate::api_types::ErrorBody;
 use crate::api_types::retention::{ProjectRetention, RetentionOverview, RetentionRequest};
 use crate::app::retention;
-use crate::auth::Scope;
-use crate::web::auth::ApiToken;
 use crate::web::extract::{JsonBody, ProjectName};
+use crate::web::scope::{Admin, Scoped};
 use crate::web::{AppError, AppState};
 
 /// `GET /api/v1/retention`: the defaults, every project's retention, the latest passes.
@@ -26,9 +25,8 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn show_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
 ) -> Result<Json<RetentionOverview>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         retention::overview(&state.db, &state.retention).await?,
     ))
@@ -39,11 +37,14 @@ pub async fn show_retention(
     get,
     path = "/api/v1/projects/{project}/retention",
     tag = "retention",
-    params(("project" = String, Path, description = "The project (any letter case; one path \
-        segment, `/` written `%2F`).")),
+    params(("project" = String, Path, max_length = 200, pattern = r"^[^\u0000]*[^\u0000\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000]*$",
+        description = "The project (any letter case; one path segment, `/` written `%2F`): \
+        1-200 characters, not blank, no NUL.")),
     responses(
         (status = 200, description = "The retention in force (the project's own setting, else \
             the default) and what was removed.", body = ProjectRetention),
+        (status = 404, description = "`not_found`: no project in the path (`/projects//retention`).",
+            body = ErrorBody),
         (status = 422, description = "`invalid_retention`: an empty or too long project name.",
             body = ErrorBody),
     ),
@@ -51,10 +52,9 @@ pub async fn show_retention(
 )]
 pub async fn show_project_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     ProjectName(project): ProjectName,
 ) -> Result<Json<ProjectRetention>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         retention::get(&state.db, &state.retention, &project).await?,
     ))
@@ -66,13 +66,16 @@ pub async fn show_project_retention(
     put,
     path = "/api/v1/projects/{project}/retention",
     tag = "retention",
-    params(("project" = String, Path, description = "The project (any letter case; one path \
-        segment, `/` written `%2F`).")),
+    params(("project" = String, Path, max_length = 200, pattern = r"^[^\u0000]*[^\u0000\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000]*$",
+        description = "The project (any letter case; one path segment, `/` written `%2F`): \
+        1-200 characters, not blank, no NUL.")),
     request_body(content = RetentionRequest, content_type = "application/json",
         description = "Each field a whole number of days from 0 (keep forever) to 36500, or \
             null/absent to follow the instance default."),
     responses(
         (status = 200, description = "The retention now in force.", body = ProjectRetention),
+        (status = 404, description = "`not_found`: no project in the path (`/projects//retention`).",
+            body = ErrorBody),
         (status = 400, description = "`bad_json`: malformed JSON or an unknown field.",
             body = ErrorBody),
         (status = 422, description = "`invalid_retention`: a value that is not a whole number \
@@ -83,13 +86,12 @@ pub async fn show_project_retention(
 )]
 pub async fn update_project_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     ProjectName(project): ProjectName,
     JsonBody(req): JsonBody<RetentionRequest>,
 ) -> Result<Json<ProjectRetention>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
-        retention::set(&state.db, &state.retention, &project, &req, &token.0.name).await?,
+        retention::set(&state.db, &state.retention, &project, &req, &token.name).await?,
     ))
 }
 
@@ -98,12 +100,16 @@ pub async fn update_project_retention(
     delete,
     path = "/api/v1/projects/{project}/retention",
     tag = "retention",
-    params(("project" = String, Path, description = "The project (any letter case; one path \
-        segment, `/` written `%2F`).")),
+    params(("project" = String, Path, max_length = 200, pattern = r"^[^\u0000]*[^\u0000\u0009-\u000d\u0020\u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000][^\u0000]*$",
+        description = "The project (any letter case; one path segment, `/` written `%2F`): \
+        1-200 characters, not blank, no NUL.")),
     responses(
         (status = 200, description = "The retention now in force: the defaults.",
             body = ProjectRetention),
-        (status = 404, description = "`not_found`: the project had no setting of its own.",
+        (status = 404, description = "`not_found`: the project had no setting of its own, or no \
+            project in the path (`/projects//retention`).",
+            body = ErrorBody),
+        (status = 404, description = "`not_found`: no project in the path (`/projects//retention`).",
             body = ErrorBody),
         (status = 422, description = "`invalid_retention`: an empty or too long project name.",
             body = ErrorBody),
@@ -112,10 +118,9 @@ pub async fn update_project_retention(
 )]
 pub async fn delete_project_retention(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     ProjectName(project): ProjectName,
 ) -> Result<Json<ProjectRetention>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         retention::reset(&state.db, &state.retention, &project).await?,
     ))

@@ -16,11 +16,11 @@ use crate::api_types::rules::{
 };
 use crate::api_types::{ErrorBody, ErrorCode};
 use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
-use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
-use crate::web::auth::ApiToken;
+use crate::web::extract::json_object;
+use crate::web::scope::{Admin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
 impl From<TeamRulesError> for AppError {
@@ -124,14 +124,14 @@ impl RuleBody {
     }
 }
 
-fn body<T>(b: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
-    b.map(|Json(v)| v).map_err(|e| {
-        if e.status() == StatusCode::UNPROCESSABLE_ENTITY {
-            AppError::Unprocessable(ErrorCode::InvalidRule, e.body_text())
-        } else {
-            AppError::rejected(ErrorCode::BadJson, e.status(), e.body_text())
-        }
-    })
+/// The rule body: malformed JSON keeps the parser's status (400, 413, 415); JSON that is not
+/// the documented object is 422 `invalid_rule`.
+fn body<T: serde::de::DeserializeOwned>(
+    b: Result<Json<serde_json::Value>, JsonRejection>,
+) -> Result<T, AppError> {
+    let Json(value) =
+        b.map_err(|e| AppError::rejected(ErrorCode::BadJson, e.status(), e.body_text()))?;
+    json_object(value).map_err(|m| AppError::Unprocessable(ErrorCode::InvalidRule, m))
 }
 
 /// A listed rule as the API shows it.
@@ -167,9 +167,8 @@ pub fn rule_listing(r: &RuleInfo) -> RuleListing {
 )]
 pub async fn list_rules(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Read>,
 ) -> Result<Json<RuleList>, AppError> {
-    token.require(&[Scope::Read])?;
     let (rules, version) = team_rules::list(&state.db, true).await?;
     Ok(Json(RuleList {
         version,
@@ -205,11 +204,10 @@ async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSav
 )]
 pub async fn create_rule(
     State(state): State<AppState>,
-    token: ApiToken,
-    b: Result<Json<RuleBody>, JsonRejection>,
+    token: Scoped<Admin>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RuleSaved>), AppError> {
-    token.require(&[Scope::Admin])?;
-    let b = body(b)?;
+    let b: RuleBody = body(b)?;
     let id = b
         .id
         .clone()
@@ -228,8 +226,7 @@ pub async fn create_rule(
         enabled: b.enabled.unwrap_or(true),
         create: true,
     };
-    let saved =
-        team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, b.confirm).await?;
     Ok((
         StatusCode::CREATED,
         Json(rule_saved(&state, &id, &saved).await?),
@@ -257,12 +254,11 @@ pub async fn create_rule(
 )]
 pub async fn update_rule(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     Path(id): Path<String>,
-    b: Result<Json<RuleBody>, JsonRejection>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<RuleSaved>, AppError> {
-    token.require(&[Scope::Admin])?;
-    let b = body(b)?;
+    let b: RuleBody = body(b)?;
     if b.id.as_ref().is_some_and(|bid| bid != &id) {
         return Err(AppError::Unprocessable(
             ErrorCode::InvalidRule,
@@ -270,8 +266,7 @@ pub async fn update_rule(
         ));
     }
     let change = b.change(&id)?;
-    let saved =
-        team_rules::save(&state.db, &state.ruleset, change, &token.0.name, b.confirm).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, b.confirm).await?;
     Ok(Json(rule_saved(&state, &id, &saved).await?))
 }
 
@@ -294,12 +289,11 @@ pub async fn update_rule(
 )]
 pub async fn delete_rule(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     Path(id): Path<String>,
 ) -> Result<Json<RuleDeleted>, AppError> {
-    token.require(&[Scope::Admin])?;
     let change = Change::Delete { id: id.clone() };
-    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.0.name, false).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, false).await?;
     Ok(Json(RuleDeleted {
         deleted: id,
         version: saved.version,
@@ -325,11 +319,10 @@ pub async fn delete_rule(
 )]
 pub async fn preview_rule(
     State(state): State<AppState>,
-    token: ApiToken,
-    b: Result<Json<RuleBody>, JsonRejection>,
+    _: Scoped<Admin>,
+    b: Result<Json<serde_json::Value>, JsonRejection>,
 ) -> Result<Json<RulePreview>, AppError> {
-    token.require(&[Scope::Admin])?;
-    let b = body(b)?;
+    let b: RuleBody = body(b)?;
     let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
     let spec = b.spec(&id)?.ok_or_else(|| {
         AppError::Unprocessable(

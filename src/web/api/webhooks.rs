@@ -12,9 +12,8 @@ use crate::api_types::webhooks::{
     TestQueued,
 };
 use crate::app::webhooks;
-use crate::auth::Scope;
-use crate::web::auth::ApiToken;
 use crate::web::extract::{JsonBody, WebhookId};
+use crate::web::scope::{Admin, Scoped};
 use crate::web::{AppError, AppState};
 
 /// `GET /api/v1/webhooks`: every endpoint, never its secret.
@@ -28,9 +27,8 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn list_webhooks(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
 ) -> Result<Json<EndpointList>, AppError> {
-    token.require(&[Scope::Admin])?;
     let webhooks = webhooks::list(&state.db).await?;
     Ok(Json(EndpointList { webhooks }))
 }
@@ -54,11 +52,10 @@ pub async fn list_webhooks(
 )]
 pub async fn create_webhook(
     State(state): State<AppState>,
-    token: ApiToken,
+    token: Scoped<Admin>,
     JsonBody(req): JsonBody<EndpointRequest>,
 ) -> Result<(StatusCode, Json<EndpointCreated>), AppError> {
-    token.require(&[Scope::Admin])?;
-    let created = webhooks::create(&state.db, &state.webhooks, &req, &token.0.name).await?;
+    let created = webhooks::create(&state.db, &state.webhooks, &req, &token.name).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -76,10 +73,9 @@ pub async fn create_webhook(
 )]
 pub async fn show_webhook(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<Json<Endpoint>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(webhooks::get(&state.db, id).await?))
 }
 
@@ -103,11 +99,10 @@ pub async fn show_webhook(
 )]
 pub async fn update_webhook(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
     JsonBody(req): JsonBody<EndpointRequest>,
 ) -> Result<Json<Endpoint>, AppError> {
-    token.require(&[Scope::Admin])?;
     Ok(Json(
         webhooks::update(&state.db, &state.webhooks, id, &req).await?,
     ))
@@ -128,10 +123,9 @@ pub async fn update_webhook(
 )]
 pub async fn delete_webhook(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<Json<EndpointDeleted>, AppError> {
-    token.require(&[Scope::Admin])?;
     webhooks::delete(&state.db, id).await?;
     Ok(Json(EndpointDeleted { deleted: id }))
 }
@@ -151,10 +145,9 @@ pub async fn delete_webhook(
 )]
 pub async fn test_webhook(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<(StatusCode, Json<TestQueued>), AppError> {
-    token.require(&[Scope::Admin])?;
     let delivery_id = webhooks::send_test(&state.db, id).await?;
     Ok((StatusCode::ACCEPTED, Json(TestQueued { delivery_id })))
 }
@@ -174,10 +167,9 @@ pub async fn test_webhook(
 )]
 pub async fn list_deliveries(
     State(state): State<AppState>,
-    token: ApiToken,
+    _: Scoped<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<Json<DeliveryLog>, AppError> {
-    token.require(&[Scope::Admin])?;
     let (webhook, deliveries) = webhooks::deliveries(&state.db, id).await?;
     Ok(Json(DeliveryLog {
         webhook,

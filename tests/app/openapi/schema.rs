@@ -97,6 +97,8 @@ impl<'a> Validator<'a> {
                     | "maximum"
                     | "minLength"
                     | "maxLength"
+                    | "pattern"
+                    | "maxItems"
             ) || ANNOTATIONS.contains(&key.as_str());
             if !known {
                 errors.push(format!("{at}: the validator does not know keyword `{key}`"));
@@ -180,6 +182,13 @@ impl<'a> Validator<'a> {
                 errors.push(format!("{at}: {n} does not fit its format"));
             }
         }
+        if let (Some(max), Some(items)) = (
+            schema.get("maxItems").and_then(Value::as_u64),
+            value.as_array(),
+        ) && items.len() as u64 > max
+        {
+            errors.push(format!("{at}: more than {max} items"));
+        }
         if let Some(s) = value.as_str() {
             let chars = s.chars().count() as u64;
             if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
@@ -191,6 +200,16 @@ impl<'a> Validator<'a> {
                 && chars > max
             {
                 errors.push(format!("{at}: longer than {max} characters"));
+            }
+            // ECMA-262 and the `regex` crate agree on what the document's patterns use:
+            // classes, `\uXXXX` escapes, anchors, groups and alternation.
+            if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
+                let re = regex::Regex::new(pattern).unwrap_or_else(|e| {
+                    panic!("{at}: the pattern {pattern:?} does not compile: {e}")
+                });
+                if !re.is_match(s) {
+                    errors.push(format!("{at}: {s:?} does not match `{pattern}`"));
+                }
             }
             if schema.get("format").and_then(Value::as_str) == Some("date-time") && !is_date_time(s)
             {
@@ -457,8 +476,31 @@ mod tests {
     fn the_validator_refuses_keywords_it_does_not_check() {
         let doc = doc();
         let v = Validator::new(&doc);
-        let schema = json!({"type": "string", "pattern": "^a$"});
-        let errors = v.errors(&schema, &json!("b"));
-        assert!(errors.iter().any(|e| e.contains("`pattern`")), "{errors:?}");
+        let schema = json!({"type": "number", "multipleOf": 2});
+        let errors = v.errors(&schema, &json!(3));
+        assert!(
+            errors.iter().any(|e| e.contains("`multipleOf`")),
+            "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn the_validator_checks_patterns_and_item_counts() {
+        let doc = doc();
+        let v = Validator::new(&doc);
+        let schema = json!({"type": "string", "pattern": "^[^\\u0000-\\u001f]+$"});
+        assert!(v.errors(&schema, &json!("ok")).is_empty());
+        let errors = v.errors(&schema, &json!("tab\there"));
+        assert!(
+            errors.iter().any(|e| e.contains("does not match")),
+            "{errors:?}"
+        );
+        let schema = json!({"type": "array", "maxItems": 1});
+        assert!(v.errors(&schema, &json!([1])).is_empty());
+        let errors = v.errors(&schema, &json!([1, 2]));
+        assert!(
+            errors.iter().any(|e| e.contains("more than 1")),
+            "{errors:?}"
+        );
     }
 }

@@ -93,9 +93,9 @@ async fn retention_takes_exactly_the_project_names_an_upload_takes() {
         ("Team/Vision".to_owned(), true),
         ("p".repeat(200), true),
         ("p".repeat(201), false),
-        // 200 bytes of UTF-8 in 100 characters, then 202 bytes in 101.
-        ("é".repeat(100), true),
-        ("é".repeat(101), false),
+        // Characters count, not bytes (the OpenAPI document's maxLength counts characters).
+        ("é".repeat(200), true),
+        ("é".repeat(201), false),
         ("a\u{0}b".to_owned(), false),
         ("a\u{7}b".to_owned(), true),
     ];
