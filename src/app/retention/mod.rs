@@ -371,8 +371,9 @@ mod tests {
         assert!(project_key("   ").is_err());
         assert!(project_key(&"p".repeat(201)).is_err());
         assert!(project_key("a\u{0}b").is_err());
-        // Counted as an upload counts it: in bytes, before lowercasing.
-        assert!(project_key(&"é".repeat(101)).is_err());
-        assert_eq!(project_key(&"É".repeat(100)).ok(), Some("é".repeat(100)));
+        // Counted as an upload counts it: in characters, as sent, before lowercasing.
+        assert!(project_key(&"é".repeat(201)).is_err());
+        assert!(project_key(&format!(" {} ", "p".repeat(199))).is_err());
+        assert_eq!(project_key(&"É".repeat(200)).ok(), Some("é".repeat(200)));
     }
 }
