@@ -7,6 +7,7 @@
 //! HTTP handlers (JSON and HTML alike) only extract, call one of them and render.
 
 pub mod group_triage;
+pub mod logfind;
 pub mod logstore;
 pub mod project;
 pub mod reports;

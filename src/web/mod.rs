@@ -64,6 +64,8 @@ pub struct AppState {
     /// Retention defaults and pass settings (shown on the retention page; the pass itself runs
     /// in the background task `serve` starts).
     pub retention: crate::app::retention::RetentionSettings,
+    /// Finds in report logs in flight and recently answered (shared by concurrent readers).
+    pub finds: crate::app::logfind::FindCache,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -117,6 +119,7 @@ impl AppState {
             },
             webhooks: crate::app::webhooks::WebhookSettings::default(),
             retention: crate::app::retention::RetentionSettings::default(),
+            finds: crate::app::logfind::FindCache::default(),
             db,
         }
     }

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::support::{TestApp, wait_until_async};
 
 mod portal;
+mod spellings;
 mod ssrf;
 
 const SECRET: &str = "whsec_test_0123456789abcdef";

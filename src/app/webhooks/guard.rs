@@ -1,15 +1,20 @@
 //! Server-side request forgery defences for webhook URLs. A webhook makes this server send
-//! requests where an admin says, so by default it only reaches public addresses: a URL must be
-//! `http(s)://` without credentials, a literal private address or `localhost` is refused when
-//! the endpoint is saved, and every delivery resolves the name again and connects only to the
+//! requests where an admin says, so by default it only reaches public addresses, judged by the
+//! one policy of [`super::address`] at both ends: a URL must be `http(s)://` without credentials;
+//! when it is saved its host is parsed as a browser would (every IPv4 spelling, IPv6 forms by the
+//! address they carry) and a name is resolved with the system resolver (hosts file included);
+//! and every delivery judges the host again, resolves the name again and connects only to the
 //! public addresses it got (the addresses checked are the ones connected to, so a name that
 //! re-resolves to an internal address later is refused then). `--webhook-allow-private` lifts
 //! the address checks for deployments whose receivers live on the private network.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::SocketAddr;
+use std::time::Duration;
 
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::NextTimeout;
+
+use super::address;
 
 /// Longest URL accepted.
 pub const MAX_URL_LEN: usize = 2000;
@@ -46,65 +51,54 @@ pub fn check_url(raw: &str, allow_private: bool) -> Result<String, String> {
         return Err("url must name a host (https://host/path)".into());
     }
     if !allow_private {
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = bare.parse::<IpAddr>()
-            && !is_public(ip)
-        {
-            return Err(format!(
-                "url points at {ip}, a loopback, private or link-local address; \
-                 such destinations need the server's --webhook-allow-private"
-            ));
-        }
-        let lower = host.to_ascii_lowercase();
-        if lower == "localhost" || lower.ends_with(".localhost") {
-            return Err(format!(
-                "url points at {host}, this machine; such destinations need the server's \
-                 --webhook-allow-private"
-            ));
-        }
+        address::check_host(host)?;
     }
     Ok(url.to_owned())
 }
 
-/// Whether `ip` is a public unicast address: not loopback, private (RFC 1918, unique local),
-/// link-local, carrier-grade NAT, unspecified, multicast, broadcast, documentation or reserved.
-#[must_use]
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_public_v4(v4),
-            None => is_public_v6(v6),
-        },
+/// How long a save waits for the system resolver.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Resolves the host of `url` (checked by [`check_url`]) when it is a name, and refuses it when
+/// every address it resolves to is internal, as a delivery would. A name that does not resolve
+/// now is kept: DNS may not know it yet, and each delivery resolves and judges it again.
+pub async fn check_resolved_url(url: &str, allow_private: bool) -> Result<(), String> {
+    if allow_private {
+        return Ok(());
     }
+    let uri: ureq::http::Uri = url
+        .parse()
+        .map_err(|e| format!("url is not a valid URL: {e}"))?;
+    let Some(name) = address::check_host(uri.host().unwrap_or_default())? else {
+        return Ok(());
+    };
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("https") {
+            443
+        } else {
+            80
+        });
+    let resolved = resolve(&name, port).await;
+    address::check_resolved(&name, &resolved).map(|_| ())
 }
 
-fn is_public_v4(ip: Ipv4Addr) -> bool {
-    let [a, b, c, _] = ip.octets();
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_broadcast()
-        || ip.is_documentation()
-        || ip.is_multicast()
-        || a == 0
-        || (a == 100 && (64..128).contains(&b)) // carrier-grade NAT, 100.64.0.0/10
-        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments, 192.0.0.0/24
-        || (a == 198 && (b == 18 || b == 19)) // benchmarking, 198.18.0.0/15
-        || a >= 240) // reserved, 240.0.0.0/4
-}
-
-fn is_public_v6(ip: Ipv6Addr) -> bool {
-    let first = ip.segments()[0];
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_multicast()
-        || (first & 0xfe00) == 0xfc00 // unique local, fc00::/7
-        || (first & 0xffc0) == 0xfe80 // link-local, fe80::/10
-        || (first & 0xffc0) == 0xfec0 // site-local (deprecated), fec0::/10
-        || (first == 0x2001 && ip.segments()[1] == 0x0db8) // documentation, 2001:db8::/32
-        || (first == 0x0064 && ip.segments()[1] == 0xff9b)) // NAT64, may reach IPv4 internals
+/// The addresses the system resolver gives for `name` (and for it without a trailing dot: a
+/// resolver may or may not strip it); none when it fails or takes too long.
+async fn resolve(name: &str, port: u16) -> Vec<SocketAddr> {
+    let mut names = vec![name];
+    if let Some(bare) = name.strip_suffix('.') {
+        names.push(bare);
+    }
+    let mut resolved = Vec::new();
+    for n in names {
+        match tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((n, port))).await {
+            Ok(Ok(addrs)) => resolved.extend(addrs),
+            Ok(Err(e)) => tracing::debug!(name = n, error = %e, "webhook host not resolved"),
+            Err(_) => tracing::debug!(name = n, "webhook host resolution timed out"),
+        }
+    }
+    resolved
 }
 
 /// A resolver that keeps only the addresses a webhook may reach: the system's lookup, then
@@ -135,25 +129,24 @@ impl Resolver for GuardedResolver {
         config: &ureq::config::Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        let refused = |message: String| {
+            ureq::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                message,
+            ))
+        };
+        let host = uri.host().unwrap_or_default();
+        if !self.allow_private {
+            address::check_host(host).map_err(refused)?;
+        }
         let all = self.inner.resolve(uri, config, timeout)?;
         if self.allow_private {
             return Ok(all);
         }
+        let found: Vec<SocketAddr> = all.iter().copied().collect();
         let mut kept = self.inner.empty();
-        for addr in all.iter().filter(|a| is_public(a.ip())) {
-            kept.push(*addr);
-        }
-        if kept.is_empty() {
-            let found: Vec<String> = all.iter().map(|a| a.ip().to_string()).collect();
-            return Err(ureq::Error::Io(std::io::Error::new(
-                std::io::ErrorKind::PermissionDenied,
-                format!(
-                    "{} resolves only to loopback, private or link-local addresses ({}); \
-                     refused without --webhook-allow-private",
-                    uri.host().unwrap_or(""),
-                    found.join(", ")
-                ),
-            )));
+        for addr in address::check_resolved(host, &found).map_err(refused)? {
+            kept.push(addr);
         }
         Ok(kept)
     }
@@ -201,28 +194,61 @@ mod tests {
     }
 
     #[test]
-    fn public_addresses_are_told_from_internal_ones() {
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111", "151.101.1.69"] {
-            assert!(is_public(ip.parse().expect("ip")), "{ip}");
-        }
-        for ip in [
-            "127.0.0.1",
-            "10.0.0.1",
-            "172.16.5.4",
-            "192.168.0.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "255.255.255.255",
-            "224.0.0.1",
-            "::1",
-            "::",
-            "fe80::1",
-            "fc00::1",
-            "::ffff:127.0.0.1",
-            "64:ff9b::a00:1",
+    fn a_delivery_judges_the_host_before_resolving_it() {
+        use ureq::config::Config;
+        let resolve = |url: &str, allow: bool| {
+            let uri: ureq::http::Uri = url.parse().expect("uri");
+            GuardedResolver::new(allow)
+                .resolve(&uri, &Config::default(), NextTimeout::default())
+                .map(|a| a.iter().map(|s| s.ip().to_string()).collect::<Vec<_>>())
+                .map_err(|e| e.to_string())
+        };
+        // Literals only: nothing here asks a name server or connects anywhere.
+        for url in [
+            "http://[::127.0.0.1]/",
+            "http://[2002:7f00:1::]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://2130706433/",
+            "http://0x7f.1/",
+            "http://[::ffff:10.0.0.1]:8080/",
         ] {
-            assert!(!is_public(ip.parse().expect("ip")), "{ip}");
+            let got = resolve(url, false);
+            assert!(
+                got.as_ref()
+                    .is_err_and(|e| e.contains("--webhook-allow-private")),
+                "{url}: {got:?}"
+            );
         }
+        assert_eq!(
+            resolve("http://8.8.8.8/", false),
+            Ok(vec!["8.8.8.8".into()])
+        );
+        assert_eq!(
+            resolve("http://[2002:808:808::1]/", false),
+            Ok(vec!["2002:808:808::1".into()])
+        );
+        assert_eq!(
+            resolve("http://[::127.0.0.1]/", true),
+            Ok(vec!["::7f00:1".into()])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_save_resolves_names_with_the_system_resolver() {
+        // `localhost` is in every hosts file (and refused by name before any lookup).
+        let found = resolve("localhost.", 80).await;
+        assert!(found.iter().any(|a| a.ip().is_loopback()), "{found:?}");
+        let judged = address::check_resolved("localhost", &found);
+        assert!(judged.is_err(), "{judged:?}");
+        for url in [
+            "http://localhost./x",
+            "https://LOCALHOST:9/",
+            "http://0x7f.1/",
+        ] {
+            let got = check_resolved_url(url, false).await;
+            assert!(got.is_err(), "{url}: {got:?}");
+        }
+        assert_eq!(check_resolved_url("http://localhost/", true).await, Ok(()));
+        assert_eq!(check_resolved_url("http://8.8.8.8/", false).await, Ok(()));
     }
 }

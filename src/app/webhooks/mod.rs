@@ -6,6 +6,7 @@
 //! queued); and a background task ([`deliver`]) posts them, signed, with retries and backoff,
 //! keeping every attempt's status for the delivery log.
 
+pub mod address;
 pub mod deliver;
 pub mod event;
 pub mod guard;
@@ -206,6 +207,10 @@ pub async fn create(
         }
         None => generate_secret()?,
     };
+    // Last, once the request is otherwise valid: this may ask a name server.
+    guard::check_resolved_url(&write.url, settings.allow_private)
+        .await
+        .map_err(invalid)?;
     if store::list_endpoints(db.pool(), false).await?.len() >= MAX_ENDPOINTS {
         return Err(invalid(format!(
             "at most {MAX_ENDPOINTS} endpoints; delete one first"
@@ -227,6 +232,12 @@ pub async fn update(
     let write = merged(req, Some(&current), settings.allow_private)?;
     if let Some(s) = &req.secret {
         check_secret(s)?;
+    }
+    // A URL saved earlier is judged again only when the request changes it.
+    if req.url.is_some() {
+        guard::check_resolved_url(&write.url, settings.allow_private)
+            .await
+            .map_err(invalid)?;
     }
     store::update_endpoint(db.pool(), id, &write, req.secret.as_deref())
         .await?

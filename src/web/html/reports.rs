@@ -475,8 +475,15 @@ pub async fn show_report(
             }
         }
         LogMode::Find { needle, matched } => {
-            let found =
-                reports::grep(&state.db, id, needle, FIND_SHOWN, MAX_VIEW_LINE_BYTES).await?;
+            let found = reports::grep(
+                &state.db,
+                &state.finds,
+                id,
+                needle,
+                FIND_SHOWN,
+                MAX_VIEW_LINE_BYTES,
+            )
+            .await?;
             *matched = found.matched;
             Pane::Picked(found.lines)
         }

@@ -12,7 +12,7 @@ use super::{PUBLIC_URL, Receiver, app_with, settings};
 use crate::browse::{attr, page, sign_in, texts};
 use crate::support::{TestApp, TestResponse, wait_until_async};
 
-async fn post_form(
+pub(super) async fn post_form(
     app: &TestApp,
     cookie: &str,
     path: &str,

@@ -121,10 +121,7 @@ async fn private_destinations_are_refused_without_the_allow_flag() {
     .await;
     let d = deliveries(&allowing, &admin2, endpoint).await.remove(0);
     let error = d["last_error"].as_str().unwrap();
-    assert!(
-        error.contains("refused without --webhook-allow-private"),
-        "{error}"
-    );
+    assert!(error.contains("--webhook-allow-private"), "{error}");
     assert!(d["last_status"].is_null());
     assert!(receiver.got().is_empty(), "nothing reached the receiver");
     sender.abort();
