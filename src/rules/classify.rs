@@ -486,6 +486,11 @@ fn captures_with_wrap(
             if next.is_empty() {
                 break;
             }
+            // dmesg repeats the driver's tag on each line of a wrapped NVRM message.
+            let next = match next.strip_prefix("NVRM: ") {
+                Some(rest) if line.contains("NVRM: ") => rest,
+                _ => next.as_str(),
+            };
             // A hard wrap cuts words ("capty" / "of"); a soft one ends a sentence.
             if !joined.ends_with([' ', '.', ';', ',', ':']) && joined.len() >= 60 {
                 joined.push_str(next);

@@ -286,4 +286,6 @@ mod tests;
 #[cfg(test)]
 mod tests_frameworks;
 #[cfg(test)]
+mod tests_operations;
+#[cfg(test)]
 mod tests_outside;
