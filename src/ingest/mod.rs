@@ -1,9 +1,10 @@
 //! Ingest: text in, clean lines out. Pure (no database, no network): size caps, decoding,
 //! terminal escape sequences, normalization of what people paste and CI prints, secret
-//! scrubbing and traceback parsing.
+//! scrubbing, operations prefixes and log levels, and traceback parsing.
 
 pub mod ansi;
 pub mod normalize;
+pub mod prefix;
 pub mod scrub;
 pub mod traceback;
 

@@ -70,6 +70,7 @@ pub fn strip_decorations(mut s: &str) -> &str {
         s = s.trim();
         s = strip_timestamp(s);
         s = strip_rank_prefix(s);
+        s = super::prefix::strip_operations_prefix(s);
         for p in ["> ", ">", "```", "`", "**", "“", "\"\"\"", "\u{2060}"] {
             if let Some(rest) = s.strip_prefix(p) {
                 s = rest;

@@ -14,6 +14,7 @@ use super::{
     Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
 };
 use crate::ingest::normalize::{clean_line, rank_prefix};
+use crate::ingest::prefix::{Level, is_summary, level};
 
 /// Most findings kept per rule (repeats per thread or rank add nothing after a few).
 const MAX_PER_RULE: usize = 8;
@@ -41,6 +42,10 @@ struct Hit {
     /// Named captures, in line order: (name, value).
     captures: Vec<(String, String)>,
     rank_prefix: Option<u32>,
+    /// The line announces info or warning level (see `ingest::prefix::level`).
+    quiet: bool,
+    /// The line only summarises a failure printed elsewhere (see `ingest::prefix::is_summary`).
+    summary: bool,
 }
 
 /// Everything the streaming pass collects.
@@ -142,6 +147,8 @@ impl Ruleset {
             .map(|l| crate::ingest::neutralize_controls(&clean_line(l)).into_owned())
             .collect();
         let rank = rank_prefix(&decoded);
+        let quiet = level(&cleaned) == Level::Quiet;
+        let summary = is_summary(&cleaned);
         for id in matched {
             let ri = match id {
                 PatternId::Rule(ri) => ri,
@@ -164,6 +171,8 @@ impl Ruleset {
                 text: truncate(&cleaned, MAX_TEXT),
                 captures,
                 rank_prefix: rank,
+                quiet,
+                summary,
             });
         }
     }
@@ -250,16 +259,32 @@ impl Ruleset {
         let may_be_root = |h: &Hit| {
             !(self.rules[h.rule].spec.consequence && own_exception.is_some_and(|l| l < h.line))
         };
+        // An info or warning line is context while the log holds a failure of another kind at
+        // a higher level (TensorFlow logs an allocation it then retries while another process
+        // is what died); of the same kind, it competes as usual (TensorFlow's warning-level
+        // "ran out of memory" states the request an error line only alludes to). A launcher's
+        // or CI runner's summary is context whatever the rest holds.
+        let rank = |h: &Hit| {
+            (
+                self.spec_of(h),
+                in_first_traceback(h),
+                std::cmp::Reverse(h.line),
+            )
+        };
+        let loud = best
+            .iter()
+            .copied()
+            .filter(|h| may_be_root(h) && !h.quiet && !h.summary)
+            .max_by_key(|h| rank(h))
+            .map(|h| self.rules[h.rule].spec.category);
+        let demoted = |h: &Hit| {
+            h.summary || (h.quiet && loud.is_some_and(|c| c != self.rules[h.rule].spec.category))
+        };
         let root = best
             .iter()
             .copied()
             .filter(|h| may_be_root(h))
-            .max_by(|a, b| {
-                self.spec_of(a)
-                    .cmp(&self.spec_of(b))
-                    .then(in_first_traceback(a).cmp(&in_first_traceback(b)))
-                    .then(b.line.cmp(&a.line))
-            });
+            .max_by(|a, b| demoted(b).cmp(&demoted(a)).then(rank(a).cmp(&rank(b))));
         let mut findings = Vec::with_capacity(best.len());
         if let Some(r) = root {
             findings.push(self.finding(r, Role::RootCause));
@@ -461,6 +486,11 @@ fn captures_with_wrap(
             if next.is_empty() {
                 break;
             }
+            // dmesg repeats the driver's tag on each line of a wrapped NVRM message.
+            let next = match next.strip_prefix("NVRM: ") {
+                Some(rest) if line.contains("NVRM: ") => rest,
+                _ => next.as_str(),
+            };
             // A hard wrap cuts words ("capty" / "of"); a soft one ends a sentence.
             if !joined.ends_with([' ', '.', ';', ',', ':']) && joined.len() >= 60 {
                 joined.push_str(next);

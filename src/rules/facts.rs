@@ -295,6 +295,11 @@ fn normalize_device(value: &str) -> String {
 /// or `bf16` from XLA), so the fact reads as the message does.
 pub fn normalize_dtype(value: &str) -> String {
     let v = value.trim_matches(|c: char| c == '\'' || c == '"' || c == '`');
+    // ONNX Runtime names a tensor type `tensor(int64)`: the element type is inside.
+    let v = v
+        .strip_prefix("tensor(")
+        .and_then(|t| t.strip_suffix(')'))
+        .unwrap_or(v);
     let v = v.rsplit(['.', ':']).next().unwrap_or(v);
     let v = v.strip_suffix("Tensor").unwrap_or(v);
     let v = match v.strip_suffix("Type") {
@@ -455,6 +460,8 @@ mod tests {
         assert_eq!(normalize_dtype("Float"), "Float");
         assert_eq!(normalize_dtype("Long"), "Long");
         assert_eq!(normalize_dtype("c10::Half"), "Half");
+        assert_eq!(normalize_dtype("tensor(int64)"), "int64");
+        assert_eq!(normalize_dtype("c10::BFloat16"), "BFloat16");
         assert_eq!(normalize_dtype("CUDAHalfType"), "Half");
         assert_eq!(normalize_device("CUDAFloatType"), "cuda");
         assert_eq!(

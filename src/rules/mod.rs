@@ -38,6 +38,12 @@ pub const BUILTIN_RULES: &str = concat!(
     include_str!("builtin/rocm.toml"),
     "\n",
     include_str!("builtin/distributed.toml"),
+    "\n",
+    include_str!("builtin/runtimes.toml"),
+    "\n",
+    include_str!("builtin/operations.toml"),
+    "\n",
+    include_str!("builtin/process.toml"),
 );
 
 /// Why a ruleset cannot be used; always names the rule.
@@ -279,5 +285,7 @@ pub struct Stats {
 mod tests;
 #[cfg(test)]
 mod tests_frameworks;
+#[cfg(test)]
+mod tests_operations;
 #[cfg(test)]
 mod tests_outside;

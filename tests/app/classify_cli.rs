@@ -7,14 +7,14 @@ use std::process::Stdio;
 
 use crate::support::binary;
 
-/// The development corpora beside the checkout (`../shared/corpus/dev` and `dev2`), or the
-/// `:`-separated list in `GPU_TRIAGE_CORPUS`.
+/// The development corpora beside the checkout (`../shared/corpus/dev`, `dev2` and `dev3`), or
+/// the `:`-separated list in `GPU_TRIAGE_CORPUS`.
 fn corpus_dirs() -> Vec<PathBuf> {
     if let Ok(dirs) = std::env::var("GPU_TRIAGE_CORPUS") {
         return std::env::split_paths(&dirs).collect();
     }
     let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    vec![shared.join("dev"), shared.join("dev2")]
+    vec![shared.join("dev"), shared.join("dev2"), shared.join("dev3")]
 }
 
 /// `N/M = P%` at the end of a line starting with `label`.

@@ -210,8 +210,10 @@ fn window_class(w: &[u8]) -> u8 {
     }
 }
 
+/// The fingerprint window of `key` at `start`: a key shorter than a fingerprint (a 3-byte
+/// required literal such as `.h:`) is its own window.
 fn window(key: &str, start: usize) -> &[u8] {
-    &key.as_bytes()[start..start + FINGERPRINT]
+    &key.as_bytes()[start..(start + FINGERPRINT).min(key.len())]
 }
 
 /// Sorted, deduplicated, and without literals that contain another (the shorter one finds them).
@@ -252,6 +254,18 @@ fn rarity(piece: &[u8]) -> u32 {
 mod tests {
     use super::*;
     use crate::rules::literals::LiteralPlan;
+
+    #[test]
+    fn a_required_literal_shorter_than_a_fingerprint_is_its_own_key() {
+        let required = vec![
+            ".h:".to_owned(),
+            ".cc:".to_owned(),
+            "ptxas error".to_owned(),
+        ];
+        let got = keys(&required);
+        assert!(got.contains(&".h:".to_owned()), "{got:?}");
+        assert_eq!(got.len(), 3, "{got:?}");
+    }
 
     #[test]
     fn every_required_literal_contains_a_key() {

@@ -1,0 +1,281 @@
+//! Prefixes that operations tooling puts in front of a message, and the log level a line
+//! states.
+//!
+//! Containers, schedulers, kernels and multi-process servers each add their own head to a line:
+//! dmesg's `[ 7386.259769] `, the container runtime's `2023-10-19T11:11:54.95+08:00 stderr F `,
+//! Go's `2023/10/19 03:11:54 `, compose's `trainer-1  | `, vLLM's and Ray's `(EngineCore
+//! pid=42) `. [`strip_operations_prefix`] peels one of them so a finding shows the message, as
+//! `normalize` does for CI timestamps and rank prefixes.
+//!
+//! [`level`] reads the level a line announces (glog/absl `I0617 ...`, TensorFlow's `W
+//! tensorflow/...cc:12]`, `[W:onnxruntime:...]`, `[TRT] [W]`, `INFO`/`WARNING` words, Python
+//! warnings). A rule hit on an info or warning line is context: TensorFlow logs and retries an
+//! allocation it could not make, PyTorch warns about a setting; such a line names the root cause
+//! only when the log holds no failure at a higher level.
+
+/// The level a line announces, as far as its prefix says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Level {
+    /// Informational or warning: context, not a root cause while a real failure exists.
+    Quiet,
+    /// An error, or no level stated (most messages carry none).
+    Other,
+}
+
+/// Peels one prefix of the kinds listed in the module doc from the start of `s`; returns `s`
+/// unchanged when it has none.
+pub fn strip_operations_prefix(s: &str) -> &str {
+    let b = s.as_bytes();
+    // dmesg: `[ 7386.259769] ` (seconds since boot) or `[  +0.000316] ` (dmesg -H deltas).
+    if b.first() == Some(&b'[')
+        && let Some(close) = s.find(']')
+    {
+        let inner = s[1..close].trim_start().trim_start_matches('+');
+        let is_uptime = inner.split_once('.').is_some_and(|(a, f)| {
+            !a.is_empty()
+                && !f.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && f.bytes().all(|c| c.is_ascii_digit())
+        });
+        if is_uptime {
+            return s[close + 1..].trim_start();
+        }
+    }
+    // CRI container log after its timestamp: `stderr F ` / `stdout P `.
+    for stream in ["stderr ", "stdout "] {
+        if let Some(rest) = s.strip_prefix(stream)
+            && let Some(rest) = rest.strip_prefix("F ").or_else(|| rest.strip_prefix("P "))
+        {
+            return rest;
+        }
+    }
+    // Go's log package: `2023/10/19 03:11:54 `.
+    if b.len() > 20
+        && b[4] == b'/'
+        && b[7] == b'/'
+        && b[10] == b' '
+        && b[13] == b':'
+        && b[..4].iter().all(u8::is_ascii_digit)
+    {
+        let mut i = 11;
+        while b
+            .get(i)
+            .is_some_and(|c| c.is_ascii_digit() || matches!(c, b':' | b'.'))
+        {
+            i += 1;
+        }
+        if b.get(i) == Some(&b' ') {
+            return &s[i + 1..];
+        }
+    }
+    // Multi-process servers: `(EngineCore pid=42) `, `(pid=42) `, `(RayWorker pid=1, ip=...) `.
+    if b.first() == Some(&b'(')
+        && let Some(close) = s.find(')')
+        && s[1..close].contains("pid=")
+        && !s[1..close].contains('(')
+    {
+        return s[close + 1..].trim_start();
+    }
+    // docker compose: `trainer-1  | ` (a service name, spaces, a bar).
+    if let Some(bar) = s.find(" | ")
+        && bar > 0
+        && bar <= 64
+        && s[..bar]
+            .trim_end()
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && !s[..bar].trim_end().is_empty()
+        && s[..bar].ends_with(' ')
+    {
+        return &s[bar + 3..];
+    }
+    s
+}
+
+/// The level `line` (already cleaned: no timestamp, no rank prefix) announces.
+pub fn level(line: &str) -> Level {
+    let b = line.as_bytes();
+    let quiet = |c: u8| matches!(c, b'I' | b'W');
+    // glog/absl/klog: `I0617 12:00:00.123456  1234 file.cc:12] `.
+    if b.len() > 6 && quiet(b[0]) && b[1..5].iter().all(u8::is_ascii_digit) && b[5] == b' ' {
+        return Level::Quiet;
+    }
+    // TensorFlow/XLA after its timestamp: `W tensorflow/core/...cc:12] `; PyTorch: `[W
+    // socket.cpp:12] `, `[I1115 12:00:00.1 ProcessGroupNCCL.cpp:12] `.
+    let head = line.strip_prefix('[').unwrap_or(line).as_bytes();
+    if head.len() > 2 && quiet(head[0]) && (head[1] == b' ' || head[1].is_ascii_digit()) {
+        let first_bracket = line.find(']');
+        let first_space = line.find(' ');
+        if first_bracket.is_some_and(|c| {
+            let before = &line[..c];
+            before.contains(":") && first_space.is_some_and(|sp| sp < c)
+        }) {
+            return Level::Quiet;
+        }
+    }
+    const WORDS: [&str; 12] = [
+        "INFO ",
+        "INFO:",
+        "INFO\t",
+        "WARNING ",
+        "WARNING:",
+        "WARN ",
+        "WARN:",
+        "Warning:",
+        "[INFO]",
+        "[WARNING]",
+        "[WARN]",
+        "level=info",
+    ];
+    if WORDS.iter().any(|w| line.starts_with(w)) || line.starts_with("level=warn") {
+        return Level::Quiet;
+    }
+    // ONNX Runtime `[W:onnxruntime:...]`, TensorRT `[TRT] [W]`, TensorRT-LLM `[TensorRT-LLM][WARNING]`.
+    for marker in [
+        "[W:onnxruntime",
+        "[I:onnxruntime",
+        "[V:onnxruntime",
+        "] [W] ",
+        "] [I] ",
+        "][WARNING]",
+        "][INFO]",
+    ] {
+        if line.find(marker).is_some_and(|at| at < 40) {
+            return Level::Quiet;
+        }
+    }
+    // Python warnings: `path.py:12: UserWarning: ...` or a bare `FutureWarning: ...`.
+    let first_word = line.split_whitespace().next().unwrap_or("");
+    if first_word.ends_with("Warning:") {
+        return Level::Quiet;
+    }
+    if let Some(at) = line.find("Warning: ")
+        && at < 400
+    {
+        let before = &line[..at];
+        let word_start = before.rfind(' ').map_or(0, |i| i + 1);
+        let word = &before[word_start..];
+        if word.bytes().all(|c| c.is_ascii_alphanumeric()) && before[..word_start].contains(".py:")
+        {
+            return Level::Quiet;
+        }
+    }
+    Level::Other
+}
+
+/// Whether `line` (cleaned) only summarises a failure printed elsewhere: a CI runner's exit
+/// line, an `##[error]` echo, a launcher's `ChildFailedError` or `exitcode : 1` summary, an
+/// `Error: ... exited with` wrapper. Such a line is context, as an info line is: it names the
+/// root cause only when the log holds nothing better.
+pub fn is_summary(line: &str) -> bool {
+    const MARKERS: [&str; 9] = [
+        "Process completed with exit code",
+        "ChildFailedError",
+        "exited with return code",
+        "exited with exit code",
+        "exited with code",
+        "returned non-zero exit status",
+        "Exited with exit code",
+        "Error: Process completed",
+        "Command exited with",
+    ];
+    line.starts_with("##[error]")
+        || MARKERS.iter().any(|m| line.contains(m))
+        || line
+            .strip_prefix("exitcode")
+            .is_some_and(|rest| rest.trim_start().starts_with(": ") && !rest.contains(": -"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operations_prefixes_are_peeled_to_the_message() {
+        let cases = [
+            (
+                "[ 7386.259769] NVRM: Xid (PCI:0000:3b:00): 79, x",
+                "NVRM: Xid (PCI:0000:3b:00): 79, x",
+            ),
+            (
+                "[  +0.000316] pcieport 0000:00:03.0: AER",
+                "pcieport 0000:00:03.0: AER",
+            ),
+            (
+                "stderr F Failed to initialize NVML: x",
+                "Failed to initialize NVML: x",
+            ),
+            (
+                "2023/10/19 03:11:54 Failed to initialize NVML",
+                "Failed to initialize NVML",
+            ),
+            ("(EngineCore pid=4242) ERROR boom", "ERROR boom"),
+            (
+                "(RayWorker pid=7, ip=10.0.0.2) RuntimeError: x",
+                "RuntimeError: x",
+            ),
+            (
+                "trainer-1  | RuntimeError: CUDA error",
+                "RuntimeError: CUDA error",
+            ),
+            ("RuntimeError: a | b", "RuntimeError: a | b"),
+            ("[rank0]: x", "[rank0]: x"),
+            ("(most recent call last)", "(most recent call last)"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(strip_operations_prefix(input), want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn launcher_and_ci_summaries_are_told_from_the_process_error() {
+        for line in [
+            "##[error]Process completed with exit code 1.",
+            "Error: Process completed with exit code 2.",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+            "exitcode  : 1 (pid: 4242)",
+            "Error: command python train.py exited with code 1",
+        ] {
+            assert!(is_summary(line), "{line:?}");
+        }
+        for line in [
+            "RuntimeError: CUDA error: out of memory",
+            "exitcode  : -9 (pid: 4242)",
+            "error: Insufficient Memory",
+        ] {
+            assert!(!is_summary(line), "{line:?}");
+        }
+    }
+
+    #[test]
+    fn info_and_warning_lines_are_quiet_and_errors_are_not() {
+        let quiet = [
+            "I0617 12:00:00.123456  1234 gpu_device.cc:12] created device",
+            "W tensorflow/core/common_runtime/bfc_allocator.cc:479] Allocator ran out of memory",
+            "[W socket.cpp:663] [c10d] The client socket has failed to connect",
+            "[W1115 10:00:00.1 ProcessGroupNCCL.cpp:1] Warning: something",
+            "INFO 01-01 12:00:00 [worker.py:12] loading",
+            "WARNING: the GPU is slow",
+            "[W:onnxruntime:, session_state.cc:1162 VerifyEachNodeIsAssignedToAnEp] Some nodes were not assigned",
+            "[07/06/2025-10:30:33] [TRT] [W] Tactic failed",
+            "[TensorRT-LLM][WARNING] Fallback",
+            "/usr/lib/python3/site-packages/torch/cuda/__init__.py:12: UserWarning: CUDA initialization",
+            "FutureWarning: deprecated",
+        ];
+        for line in quiet {
+            assert_eq!(level(line), Level::Quiet, "{line:?}");
+        }
+        let other = [
+            "E0617 12:00:00.123456  1234 gpu_device.cc:12] failed",
+            "E external/xla/xla/stream_executor/cuda/cuda_driver.cc:152] failed call to cuInit",
+            "RuntimeError: CUDA error: out of memory",
+            "Warning  Failed  2m17s  kubelet  Error: failed to start container",
+            "NCCL WARN Duplicate GPU detected",
+            "ERROR: failed",
+            "Invalid argument: Incompatible shapes",
+        ];
+        for line in other {
+            assert_eq!(level(line), Level::Other, "{line:?}");
+        }
+    }
+}
