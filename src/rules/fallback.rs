@@ -127,37 +127,87 @@ fn vocabulary() -> Vec<(Category, String)> {
     }
 }
 
-impl Model {
-    /// Learns from the examples of `rules` (every rule, built-in or a team's, teaches its
-    /// category) and the built-in vocabulary. Deterministic: the same rules give the same model.
+/// One training example, already turned into features.
+#[derive(Debug, Clone)]
+struct Doc {
+    /// The index of the rule it is an example of; `None` for the vocabulary.
+    rule: Option<usize>,
+    category: Category,
+    features: Vec<String>,
+    weight: f64,
+}
+
+/// The training examples of a ruleset, tokenized once: [`TrainingSet::model`] learns from all
+/// of them, [`TrainingSet::model_without`] leaves some rules out (how `gpu-triage eval`
+/// measures wordings no rule knows).
+#[derive(Debug, Clone)]
+pub struct TrainingSet {
+    docs: Vec<Doc>,
+}
+
+impl TrainingSet {
+    /// The examples of `rules` (every rule, built-in or a team's, teaches its category) and the
+    /// built-in vocabulary.
     #[must_use]
-    pub fn train<'a>(rules: impl IntoIterator<Item = &'a RuleSpec>) -> Model {
-        let mut docs: Vec<(Category, String, f64)> = Vec::new();
-        for rule in rules {
+    pub fn of<'a>(rules: impl IntoIterator<Item = &'a RuleSpec>) -> TrainingSet {
+        let mut docs = Vec::new();
+        for (ri, rule) in rules.into_iter().enumerate() {
             // A rule with many examples should not outweigh the families with one: each rule
             // carries about the weight of one example per its square root.
             let n = rule.examples.len();
-            let w = 1.0 / (n.max(1) as f64).sqrt();
-            docs.extend(rule.examples.iter().map(|e| (rule.category, e.clone(), w)));
+            let weight = 1.0 / (n.max(1) as f64).sqrt();
+            docs.extend(rule.examples.iter().map(|e| Doc {
+                rule: Some(ri),
+                category: rule.category,
+                features: features_of(e),
+                weight,
+            }));
         }
-        docs.extend(vocabulary().into_iter().map(|(c, l)| (c, l, 1.0)));
-        Model::from_docs(&docs)
+        docs.extend(vocabulary().into_iter().map(|(category, l)| Doc {
+            rule: None,
+            category,
+            features: features_of(&l),
+            weight: 1.0,
+        }));
+        TrainingSet { docs }
     }
 
-    fn from_docs(docs: &[(Category, String, f64)]) -> Model {
-        let mut classes: Vec<Category> = docs.iter().map(|d| d.0).collect();
+    /// The model of every example.
+    #[must_use]
+    pub fn model(&self) -> Model {
+        Model::from_docs(self.docs.iter())
+    }
+
+    /// The model without the examples of the rules (by index) `leave_out` says.
+    #[must_use]
+    pub fn model_without(&self, leave_out: impl Fn(usize) -> bool) -> Model {
+        Model::from_docs(self.docs.iter().filter(|d| !d.rule.is_some_and(&leave_out)))
+    }
+}
+
+impl Model {
+    /// Learns from the examples of `rules` and the built-in vocabulary (see [`TrainingSet`]).
+    /// Deterministic: the same rules give the same model.
+    #[must_use]
+    pub fn train<'a>(rules: impl IntoIterator<Item = &'a RuleSpec>) -> Model {
+        TrainingSet::of(rules).model()
+    }
+
+    fn from_docs<'a>(docs: impl Iterator<Item = &'a Doc> + Clone) -> Model {
+        let mut classes: Vec<Category> = docs.clone().map(|d| d.category).collect();
         classes.sort();
         classes.dedup();
         let mut features: HashMap<String, usize> = HashMap::new();
         let mut counts: Vec<Vec<f64>> = vec![Vec::new(); classes.len()];
         let mut totals = vec![0.0; classes.len()];
-        for (category, text, weight) in docs {
-            let Ok(ci) = classes.binary_search(category) else {
+        for doc in docs {
+            let Ok(ci) = classes.binary_search(&doc.category) else {
                 continue;
             };
-            for f in features_of(text) {
+            let weight = doc.weight;
+            for f in &doc.features {
                 let next = features.len();
-                let fi = *features.entry(f).or_insert(next);
+                let fi = *features.entry(f.clone()).or_insert(next);
                 for row in &mut counts {
                     if row.len() <= fi {
                         row.resize(fi + 1, 0.0);

@@ -117,15 +117,23 @@ impl Ruleset {
     #[must_use]
     pub fn fallback_score_unseen(
         &self,
+        training: &super::fallback::TrainingSet,
         line: &str,
         neighbours: &[&str],
     ) -> Option<super::fallback::Scored> {
-        let model = super::fallback::Model::train(
-            (self.rules.iter())
-                .filter(|r| !r.m.regex().is_match(line))
-                .map(|r| &r.spec),
-        );
+        let model = training.model_without(|ri| {
+            self.rules
+                .get(ri)
+                .is_some_and(|r| r.m.regex().is_match(line))
+        });
         model.score(line, neighbours)
+    }
+
+    /// This ruleset's fallback training examples, tokenized (for
+    /// [`Ruleset::fallback_score_unseen`]).
+    #[must_use]
+    pub fn fallback_training(&self) -> super::fallback::TrainingSet {
+        super::fallback::TrainingSet::of(self.rules.iter().map(|r| &r.spec))
     }
 
     /// Whether the rule with this id names a category (see `names_category`); `false` for an

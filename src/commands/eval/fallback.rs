@@ -14,8 +14,10 @@ use crate::rules::{Category, Classification, Confidence, Ruleset};
 const FOLLOWING: usize = 3;
 
 /// Answers and correct answers, in both settings.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct FallbackScore {
+    /// The ruleset's training examples, tokenized once for the leave-rules-out models.
+    training: Option<crate::rules::fallback::TrainingSet>,
     /// Logs whose root-cause line no rule names (where the fallback runs).
     pub eligible: usize,
     /// Of those, how many it answered.
@@ -58,8 +60,11 @@ impl FallbackScore {
         };
         let neighbours: Vec<&str> = following.iter().map(String::as_str).collect();
         self.lines += 1;
+        let training = self
+            .training
+            .get_or_insert_with(|| ruleset.fallback_training());
         if let Some(likely) = ruleset
-            .fallback_score_unseen(line, &neighbours)
+            .fallback_score_unseen(training, line, &neighbours)
             .and_then(|s| s.answer())
         {
             self.lines_answered += 1;
