@@ -265,12 +265,18 @@ impl Model {
         if distinct.is_empty() {
             return None;
         }
+        let mut context: Vec<words::Word> = Vec::new();
         for n in neighbours {
-            for f in features_of(n) {
+            let ws = words::words(n);
+            for f in features_from(&ws) {
                 if let Some(&fi) = self.features.get(&f) {
                     weighted.push((fi, NEIGHBOUR_WEIGHT));
                 }
             }
+            context.extend(
+                ws.into_iter()
+                    .filter(|w| self.features.contains_key(&w.stem)),
+            );
         }
         let mass: f64 = weighted.iter().map(|(_, w)| w).sum();
         let scale = (EVIDENCE_WORDS / mass).min(1.0);
@@ -284,7 +290,7 @@ impl Model {
         // Ties break by taxonomy order, so the answer never depends on anything but the data.
         order.sort_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
         let (top, second) = (order[0], order[1]);
-        let basis = self.basis(&known, top, second);
+        let basis = self.basis(&known, &context, top, second);
         Some(Scored {
             category: self.classes[top],
             probability: probs[top],
@@ -293,12 +299,24 @@ impl Model {
         })
     }
 
-    /// The line's words that favour `top` over `second` most, as the line spells them.
-    fn basis(&self, known: &[&words::Word], top: usize, second: usize) -> Vec<String> {
+    /// The words that favour `top` over `second` most, as the lines spell them: the root-cause
+    /// line's, then (at their lower weight) those of the lines after it, which can decide too
+    /// (`terminate called after throwing` / `what(): NCCL error ...`).
+    fn basis(
+        &self,
+        known: &[&words::Word],
+        context: &[words::Word],
+        top: usize,
+        second: usize,
+    ) -> Vec<String> {
         let mut gain: Vec<(f64, usize, &str, &str)> = Vec::new();
-        for (pos, w) in known.iter().enumerate() {
-            let fi = self.features[&w.stem];
-            let d = self.log_prob[top][fi] - self.log_prob[second][fi];
+        let weighted =
+            (known.iter().map(|w| (*w, 1.0))).chain(context.iter().map(|w| (w, NEIGHBOUR_WEIGHT)));
+        for (pos, (w, weight)) in weighted.enumerate() {
+            let Some(&fi) = self.features.get(&w.stem) else {
+                continue;
+            };
+            let d = weight * (self.log_prob[top][fi] - self.log_prob[second][fi]);
             match gain.iter_mut().find(|g| g.2 == w.stem) {
                 Some(g) => g.0 += d,
                 None => gain.push((d, pos, &w.stem, &w.surface)),
