@@ -131,11 +131,14 @@ impl PartialSchema for Confidence {
     fn schema() -> RefOr<Schema> {
         // A new variant fails to compile here until it is listed.
         let all = |c: Confidence| match c {
-            Confidence::High | Confidence::Medium | Confidence::Low => c.as_str(),
+            Confidence::High | Confidence::Medium | Confidence::Low | Confidence::Likely => {
+                c.as_str()
+            }
         };
         names(
-            [Confidence::High, Confidence::Medium, Confidence::Low].map(all),
-            "How sure the engine is about the root cause.",
+            Confidence::ALL.map(all),
+            "How sure the engine is about the root cause: `high` or `medium` for a rule hit, \
+             `likely` for the learned fallback's category (with `basis`), `low` for `unknown`.",
         )
     }
 }
@@ -369,6 +372,22 @@ impl PartialSchema for Classification {
                 array(
                     string("A remark."),
                     "Remarks about the input itself (empty, binary, truncated); absent when none.",
+                ),
+            )
+            .property(
+                "basis",
+                array(
+                    string("A word of the root-cause line."),
+                    "With confidence `likely`: the words that decided the learned fallback's \
+                     category, most decisive first; absent otherwise.",
+                ),
+            )
+            .property(
+                "framework",
+                string(
+                    "The framework or runtime the log comes from (pytorch, tensorflow, jax, \
+                     rocm, llama.cpp, onnxruntime, tensorrt, triton, paddle, rapids, cupy, mlx, \
+                     kubernetes, slurm, docker); absent when not recognisable.",
                 ),
             )
             .property("stats", reference::<Stats>())

@@ -95,6 +95,16 @@ fn write_text(out: &mut impl Write, c: &Classification) -> io::Result<()> {
         c.source, c.category, c.confidence
     )?;
     writeln!(out, "  {}", c.title)?;
+    if c.confidence == crate::rules::Confidence::Likely {
+        writeln!(
+            out,
+            "  basis: {} (no rule names the line: the learned fallback's category)",
+            c.basis.join(", ")
+        )?;
+    }
+    if let Some(fw) = &c.framework {
+        writeln!(out, "  framework: {fw}")?;
+    }
     if let Some(rc) = &c.root_cause {
         writeln!(out, "  root cause, line {}: {}", rc.line, rc.text)?;
     }

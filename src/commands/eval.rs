@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+mod fallback;
+
 use super::BadInput;
 use crate::cli::EvalArgs;
 pub use crate::rules::corpus::Case;
@@ -69,12 +71,14 @@ pub fn evaluate(
     let mut per_label: BTreeMap<Category, (usize, usize)> = BTreeMap::new();
     let mut confusion: BTreeMap<(Category, Category), Vec<String>> = BTreeMap::new();
     let mut misses = String::new();
+    let mut fallback = fallback::FallbackScore::default();
     for case in cases {
         let path: PathBuf = dir.join("cases").join(format!("{}.log", case.id));
         let bytes = std::fs::read(&path)
             .map_err(|e| BadInput(format!("{}: cannot read: {e}", path.display())))?;
         let c = ruleset.classify_bytes(&path.display().to_string(), &bytes);
         score.total += 1;
+        fallback.add(ruleset, case, &c, &bytes);
         let entry = per_label.entry(case.label).or_default();
         entry.0 += 1;
         if c.category == case.label {
@@ -164,6 +168,7 @@ pub fn evaluate(
     let _ = writeln!(r, "root-cause line: {}", rate(score.lines));
     let _ = writeln!(r, "facts: {}", rate(score.facts));
     let _ = writeln!(r, "async hint: {}", rate(score.async_hint));
+    fallback.write(&mut r);
     let _ = writeln!(r, "accuracy: {}", rate((score.correct, score.total)));
     score.report = r;
     Ok(score)

@@ -46,6 +46,8 @@ struct Hit {
     quiet: bool,
     /// The line only summarises a failure printed elsewhere (see `ingest::prefix::is_summary`).
     summary: bool,
+    /// The cleaned lines after it: the learned fallback's and the framework's context.
+    following: Vec<String>,
 }
 
 /// Everything the streaming pass collects.
@@ -173,6 +175,7 @@ impl Ruleset {
                 rank_prefix: rank,
                 quiet,
                 summary,
+                following: following.clone(),
             });
         }
     }
@@ -383,17 +386,51 @@ impl Ruleset {
             self::fingerprint(Category::Unknown, UNMATCHED, &signature)
         };
         let next_steps = self.next_steps(root, category, async_hint, context_advice);
+        // Layer 3 and the framework (refine.rs): a likely category for a line no rule names,
+        // and next steps fitted to the log's framework.
+        let last_text = scanned
+            .last_line
+            .as_ref()
+            .map(|(_, t)| crate::ingest::neutralize_controls(&clean_line(t)).into_owned());
+        let seen = super::refine::Seen {
+            root: root.map(|h| self.seen_line(h)),
+            others: (best.iter())
+                .filter(|h| !root.is_some_and(|r| std::ptr::eq(**h, r)))
+                .map(|h| self.seen_line(h))
+                .collect(),
+            frame_files: frames
+                .iter()
+                .chain(&tail_frames)
+                .map(|f| f.file.as_str())
+                .collect(),
+            last_line: last_text.as_deref(),
+            torch_version: facts.torch_version.is_some(),
+        };
+        let head = self.refine(
+            &seen,
+            super::refine::Headline {
+                category,
+                title,
+                confidence,
+                next_steps,
+                basis: Vec::new(),
+                framework: None,
+            },
+            MAX_STEPS,
+        );
         Classification {
             source: source.to_owned(),
-            category,
-            title,
-            confidence,
+            category: head.category,
+            title: head.title,
+            confidence: head.confidence,
             root_cause,
             findings,
             facts,
             async_hint,
-            next_steps,
+            next_steps: head.next_steps,
             fingerprint,
+            basis: head.basis,
+            framework: head.framework,
             signature,
             notes,
             stats: Stats {
@@ -408,6 +445,15 @@ impl Ruleset {
         let mut found = self.candidates.patterns_for(line.as_bytes());
         found.retain(|&id| self.matcher(id).regex().is_match(line));
         found
+    }
+
+    fn seen_line<'a>(&'a self, hit: &'a Hit) -> super::refine::SeenLine<'a> {
+        super::refine::SeenLine {
+            line: hit.line,
+            text: &hit.text,
+            following: &hit.following,
+            rule: &self.rules[hit.rule].spec,
+        }
     }
 
     fn spec_of(&self, hit: &Hit) -> u8 {
@@ -742,6 +788,8 @@ fn unreachable_classification(source: &str) -> Classification {
         async_hint: false,
         next_steps: Vec::new(),
         fingerprint: fingerprint(Category::Unknown, "", ""),
+        basis: Vec::new(),
+        framework: None,
         signature: String::new(),
         notes: vec!["the input could not be read".to_owned()],
         stats: Stats::default(),

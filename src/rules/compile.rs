@@ -97,6 +97,10 @@ pub struct Ruleset {
     pub(super) advice: HashMap<Category, Vec<String>>,
     /// The required literals of every pattern: finds candidate lines in raw chunks.
     pub(super) candidates: super::scan::Candidates<PatternId>,
+    /// The learned fallback for lines no rule names, trained from these rules' examples.
+    pub(super) fallback: super::fallback::Model,
+    /// The frameworks recognised in a log and their advice.
+    pub(super) frameworks: super::framework::Catalog,
 }
 
 /// One failed check of `rules check`.
@@ -171,11 +175,15 @@ impl Ruleset {
         for a in file.advice {
             advice.entry(a.category).or_default().extend(a.steps);
         }
+        // Trained here so a team's rules teach the fallback too (DESIGN.md section 4).
+        let fallback = super::fallback::Model::train(rules.iter().map(|r| &r.spec));
         Ok(Ruleset {
             rules,
             contexts,
             advice,
             candidates,
+            fallback,
+            frameworks: super::framework::Catalog::builtin(),
         })
     }
 

@@ -10,8 +10,11 @@ mod classify;
 mod compile;
 pub mod corpus;
 pub mod facts;
+pub mod fallback;
+pub mod framework;
 mod literals;
 pub mod preview;
+mod refine;
 mod scan;
 pub mod spec;
 pub mod team;
@@ -173,15 +176,27 @@ pub enum Confidence {
     High,
     Medium,
     Low,
+    /// No rule names the root-cause line; the learned fallback proposed the category from its
+    /// words (`Classification::basis` says which).
+    Likely,
 }
 
 impl Confidence {
+    /// Every confidence, surest first.
+    pub const ALL: [Confidence; 4] = [
+        Confidence::High,
+        Confidence::Medium,
+        Confidence::Likely,
+        Confidence::Low,
+    ];
+
     /// The snake_case name used in JSON and the database.
     pub fn as_str(self) -> &'static str {
         match self {
             Confidence::High => "high",
             Confidence::Medium => "medium",
             Confidence::Low => "low",
+            Confidence::Likely => "likely",
         }
     }
 }
@@ -195,7 +210,7 @@ impl std::fmt::Display for Confidence {
 impl std::str::FromStr for Confidence {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [Confidence::High, Confidence::Medium, Confidence::Low]
+        Confidence::ALL
             .into_iter()
             .find(|c| c.as_str() == s)
             .ok_or_else(|| format!("unknown confidence {s:?}"))
@@ -259,6 +274,14 @@ pub struct Classification {
     pub next_steps: Vec<String>,
     /// Groups recurring failures: sha256 hex of the normalized root-cause signature.
     pub fingerprint: String,
+    /// With confidence `likely`: the words of the root-cause line that decided the learned
+    /// fallback's category, most decisive first; absent otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub basis: Vec<String>,
+    /// The framework or runtime the log comes from (`pytorch`, `tensorflow`, `llama.cpp`,
+    /// `kubernetes`, ...), when the log shows it; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framework: Option<String>,
     /// The failure's shape, for finding similar failures by trigram similarity: the root
     /// cause's normalized text (for a log no rule matched, its last line's) and the user's
     /// stack frames next to it (`train.py:step model.py:forward`).

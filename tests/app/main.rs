@@ -10,6 +10,7 @@ mod ci_action;
 mod classify_cli;
 mod health;
 mod jobs;
+mod likely;
 mod limits;
 mod logviewer;
 mod migrations;

@@ -22,7 +22,8 @@ fn strength(ruleset: &Ruleset, c: &Classification) -> u8 {
         .unwrap_or(match c.confidence {
             Confidence::High => 80,
             Confidence::Medium => 40,
-            Confidence::Low => 10,
+            // A fallback's guess ranks as the catch-all rule it stands on.
+            Confidence::Low | Confidence::Likely => 10,
         })
 }
 

@@ -339,6 +339,10 @@ pub struct ReportPage {
     title: String,
     category: Category,
     confidence: Confidence,
+    /// With confidence `likely`: the words that decided the learned fallback's category.
+    basis: Vec<String>,
+    /// The framework or runtime the log comes from, when recognised.
+    framework: Option<String>,
     created_at: crate::time::Timestamp,
     project: String,
     branch: String,
@@ -556,6 +560,8 @@ pub async fn show_report(
         title: r.title,
         category: r.category,
         confidence: c.confidence,
+        basis: c.basis.clone(),
+        framework: c.framework.clone(),
         created_at: r.created_at,
         project: r.project,
         branch: r.branch,

@@ -16,7 +16,7 @@ fn classifications() -> [Classification; 2] {
         source: "train.log".into(),
         category: Category::OutOfMemory,
         title: "CUDA out of memory".into(),
-        confidence: Confidence::High,
+        confidence: Confidence::Likely,
         root_cause: Some(RootCause {
             line: 3,
             text: "torch.OutOfMemoryError: CUDA out of memory.".into(),
@@ -51,6 +51,8 @@ fn classifications() -> [Classification; 2] {
         async_hint: true,
         next_steps: vec!["Lower the batch size.".into()],
         fingerprint: "ab".repeat(32),
+        basis: vec!["allocation".into(), "memory".into()],
+        framework: Some("pytorch".into()),
         signature: "torch.OutOfMemoryError train.py:step".into(),
         notes: vec!["the log was truncated".into()],
         stats: Stats {
@@ -69,6 +71,8 @@ fn classifications() -> [Classification; 2] {
         async_hint: false,
         next_steps: Vec::new(),
         fingerprint: "cd".repeat(32),
+        basis: Vec::new(),
+        framework: None,
         signature: String::new(),
         notes: Vec::new(),
         stats: Stats::default(),
@@ -96,10 +100,7 @@ async fn the_engine_types_written_by_hand_match_full_and_empty_values() {
         ),
         (
             "Confidence",
-            [Confidence::High, Confidence::Medium, Confidence::Low]
-                .iter()
-                .map(|c| json!(c))
-                .collect(),
+            Confidence::ALL.iter().map(|c| json!(c)).collect(),
         ),
         (
             "Role",
