@@ -97,8 +97,10 @@ pub struct Ruleset {
     pub(super) advice: HashMap<Category, Vec<String>>,
     /// The required literals of every pattern: finds candidate lines in raw chunks.
     pub(super) candidates: super::scan::Candidates<PatternId>,
-    /// The learned fallback for lines no rule names, trained from these rules' examples.
-    pub(super) fallback: super::fallback::Model,
+    /// The learned fallback for lines no rule names, trained from these rules' examples the
+    /// first time a log needs it ([`Ruleset::fallback`]): most logs have a rule for their root
+    /// cause, and a one-shot `classify` should not pay for training it does not use.
+    fallback: std::sync::OnceLock<super::fallback::Model>,
     /// The frameworks recognised in a log and their advice.
     pub(super) frameworks: super::framework::Catalog,
 }
@@ -175,16 +177,22 @@ impl Ruleset {
         for a in file.advice {
             advice.entry(a.category).or_default().extend(a.steps);
         }
-        // Trained here so a team's rules teach the fallback too (DESIGN.md section 4).
-        let fallback = super::fallback::Model::train(rules.iter().map(|r| &r.spec));
         Ok(Ruleset {
             rules,
             contexts,
             advice,
             candidates,
-            fallback,
+            fallback: std::sync::OnceLock::new(),
             frameworks: super::framework::Catalog::builtin(),
         })
+    }
+
+    /// The learned fallback, trained from every rule of this set (built-in and a team's: so a
+    /// team's rules teach it too, DESIGN.md section 4) on first use. Deterministic: the same
+    /// rules give the same model.
+    pub(super) fn fallback(&self) -> &super::fallback::Model {
+        self.fallback
+            .get_or_init(|| super::fallback::Model::train(self.rules.iter().map(|r| &r.spec)))
     }
 
     /// The matcher of one pattern.

@@ -70,7 +70,7 @@ impl Ruleset {
                 .filter(|(i, _)| !named(root.line + 1 + i))
                 .map(|(_, l)| l.as_str())
                 .collect();
-            if let Some(likely) = self.fallback.propose(root.text, &neighbours) {
+            if let Some(likely) = self.fallback().propose(root.text, &neighbours) {
                 head.title = likely_title(likely.category, &likely.basis);
                 head.category = likely.category;
                 head.confidence = Confidence::Likely;
@@ -108,7 +108,7 @@ impl Ruleset {
         line: &str,
         neighbours: &[&str],
     ) -> Option<super::fallback::Scored> {
-        self.fallback.score(line, neighbours)
+        self.fallback().score(line, neighbours)
     }
 
     /// The fallback's view of a line as if no rule of this ruleset knew it: the model is
