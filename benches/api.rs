@@ -17,16 +17,13 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Conn, Server, percentile, rss_kib};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpu-triage");
+use common::{Conn, create_token, percentile, rss_kib, start_server};
 
 fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -76,51 +73,9 @@ fn main() -> anyhow::Result<()> {
     )?;
     let data = dir.path().join("data");
     let env_db = std::env::var("DATABASE_URL").ok();
-    let cmd = |args: &[&str]| {
-        let mut c = Command::new(BIN);
-        c.args(args)
-            .env("GPU_TRIAGE_DATA", &data)
-            .env("GPU_TRIAGE_LOG", "warn")
-            // One token drives all clients here; the per-token limit is for shared servers.
-            .env("GPU_TRIAGE_RATE_LIMIT", "0");
-        c
-    };
-    let out = cmd(&["token", "create", "--scope", "admin", "--name", "bench"]).output()?;
-    if !out.status.success() {
-        bail!(
-            "token create failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let token = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find(|w| w.starts_with("gtr_"))
-        .context("token printed")?
-        .to_owned();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let server = Server(
-        cmd(&["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .spawn()?,
-    );
+    let token = create_token(&data, "admin", "bench")?;
+    let (server, port) = start_server(&data)?;
     let pid = server.0.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(mut c) = Conn::open(port)
-            && let Ok((200, _)) = c.request(
-                "GET /readyz HTTP/1.1\r\nHost: b\r\n\r\n",
-                &mut std::io::empty(),
-            )
-        {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("server not ready");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
     println!(
         "server pid {pid} on port {port}, database: {}",
         if env_db.is_some() {
@@ -325,14 +280,7 @@ fn main() -> anyhow::Result<()> {
         }
     );
     views(port, pid, &token, dir.path())?;
-    let hog = {
-        let out = cmd(&["token", "create", "--scope", "ingest", "--name", "hog"]).output()?;
-        String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .find(|w| w.starts_with("gtr_"))
-            .context("hog token printed")?
-            .to_owned()
-    };
+    let hog = create_token(&data, "ingest", "hog")?;
     slow_upload_flood(port, &hog, &token, secs)?;
     drop(server);
     Ok(())

@@ -11,16 +11,14 @@
 
 use std::io::{Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{Conn, Server, percentile, rss_kib};
+use common::{Conn, create_token, percentile, rss_kib, start_server};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpu-triage");
 const CLIENTS: u64 = 16;
 
 fn urlencode(s: &str) -> String {
@@ -174,50 +172,9 @@ fn main() -> anyhow::Result<()> {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )?;
     let data = dir.path().join("data");
-    let cmd = |args: &[&str]| {
-        let mut c = Command::new(BIN);
-        c.args(args)
-            .env("GPU_TRIAGE_DATA", &data)
-            .env("GPU_TRIAGE_LOG", "warn")
-            .env("GPU_TRIAGE_RATE_LIMIT", "0");
-        c
-    };
-    let out = cmd(&["token", "create", "--scope", "admin", "--name", "bench"]).output()?;
-    if !out.status.success() {
-        bail!(
-            "token create failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let token = String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .find(|w| w.starts_with("gtr_"))
-        .context("token printed")?
-        .to_owned();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let server = Server(
-        cmd(&["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::null())
-            .spawn()?,
-    );
+    let token = create_token(&data, "admin", "bench")?;
+    let (server, port) = start_server(&data)?;
     let pid = server.0.id();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !Conn::open(port)
-        .and_then(|mut c| {
-            c.request(
-                "GET /readyz HTTP/1.1\r\nHost: b\r\n\r\n",
-                &mut std::io::empty(),
-            )
-        })
-        .is_ok_and(|(s, _)| s == 200)
-    {
-        if Instant::now() > deadline {
-            bail!("server not ready");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
     let log = dir.path().join("big128.log");
     let lines = write_log(&log)?;
     let id = upload(port, &token, &log)?;

@@ -5,8 +5,10 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 
@@ -83,4 +85,59 @@ pub fn rss_kib(pid: u32, field: &str) -> u64 {
         .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         .unwrap_or(0)
+}
+
+/// A `gpu-triage` command on the data directory `data`, quiet, with no per-token rate limit
+/// (one token drives every client of a benchmark; the limit is for shared servers).
+pub fn command(data: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpu-triage"));
+    c.args(args)
+        .env("GPU_TRIAGE_DATA", data)
+        .env("GPU_TRIAGE_LOG", "warn")
+        .env("GPU_TRIAGE_RATE_LIMIT", "0");
+    c
+}
+
+/// A new token of `scope` named `name`, as printed once by `token create`.
+pub fn create_token(data: &Path, scope: &str, name: &str) -> anyhow::Result<String> {
+    let out = command(data, &["token", "create", "--scope", scope, "--name", name]).output()?;
+    if !out.status.success() {
+        bail!(
+            "token create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .find(|w| w.starts_with("gtr_"))
+        .context("token printed")?
+        .to_owned())
+}
+
+/// `serve` on a free loopback port, once `/readyz` answers 200 (within 60 s).
+pub fn start_server(data: &Path) -> anyhow::Result<(Server, u16)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let server = Server(
+        command(data, &["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::null())
+            .spawn()?,
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !Conn::open(port)
+        .and_then(|mut c| {
+            c.request(
+                "GET /readyz HTTP/1.1\r\nHost: b\r\n\r\n",
+                &mut std::io::empty(),
+            )
+        })
+        .is_ok_and(|(s, _)| s == 200)
+    {
+        if Instant::now() > deadline {
+            bail!("server not ready");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok((server, port))
 }
