@@ -3,9 +3,7 @@
 //! transaction so the parts agree, and its stored log: a range of lines for a page (only the
 //! chunks that hold them are read), or the whole log as a stream for a download.
 
-use std::sync::Arc;
-
-use super::logfind::{self, FindCache, Found, Needle};
+use super::logfind::FindCache;
 use super::logstore;
 use super::similar::{self, SimilarFailure};
 use super::{Error, blocking};
@@ -133,10 +131,10 @@ pub struct PickedLines {
 
 /// The lines of report `id`'s stored log that contain `needle` (ASCII letters in any case),
 /// the first `limit` of them cut to `max_line_bytes` (the match is looked for in that part),
-/// and the count of all matching lines; 404 for an unknown report. Reads every chunk, one at
-/// a time, scanning blocks rather than lines (see [`logfind`]): memory stays near
-/// `limit * max_line_bytes` for any size of log. Concurrent finds of the same text share one
-/// scan through `cache`.
+/// and the count of all matching lines; 404 for an unknown report, 410 for a log retention
+/// removed. Reads every chunk, one at a time, scanning blocks rather than lines (see
+/// [`super::logfind`]): memory stays near `limit * max_line_bytes` for any size of log. Concurrent
+/// finds share readings through `cache`.
 pub async fn grep(
     db: &Db,
     cache: &FindCache,
@@ -145,43 +143,15 @@ pub async fn grep(
     limit: usize,
     max_line_bytes: usize,
 ) -> Result<PickedLines, Error> {
-    let text = needle.to_ascii_lowercase();
-    let key = (id, text.clone(), limit, max_line_bytes);
-    let found = cache
-        .get_or_scan(key, || scan_log(db, id, text, limit, max_line_bytes))
-        .await?;
-    Ok(PickedLines {
-        lines: found.lines.clone(),
-        matched: found.matched,
-    })
-}
-
-/// One find over every chunk of report `id`'s log, in order.
-async fn scan_log(
-    db: &Db,
-    id: i64,
-    text: String,
-    limit: usize,
-    max_line_bytes: usize,
-) -> Result<Found, Error> {
-    let index = store::log_chunk_index(db.pool(), id).await?;
-    if index.is_empty() {
-        return Err(no_log(db, id).await);
+    match cache.find(db, id, needle, limit, max_line_bytes).await {
+        Ok(found) => Ok(PickedLines {
+            lines: found.lines.clone(),
+            matched: found.matched,
+        }),
+        // No chunks: say whether retention removed the log or the report never was.
+        Err(Error::NotFound(_)) => Err(no_log(db, id).await),
+        Err(e) => Err(e),
     }
-    let needle = Arc::new(Needle::new(&text, limit, max_line_bytes));
-    let mut found = Found::default();
-    for (seq, _, _) in index {
-        // A report deleted meanwhile ends the reading early.
-        let Some(chunk) = store::log_chunk(db.pool(), id, seq).await? else {
-            break;
-        };
-        let needle = Arc::clone(&needle);
-        let mut part = std::mem::take(&mut found);
-        found = blocking(move || logfind::find_in_chunk(&chunk, &needle, &mut part).map(|()| part))
-            .await?
-            .map_err(|e| Error::Internal(e.into()))?;
-    }
-    Ok(found)
 }
 
 /// Lines `wanted` (1-based numbers) of report `id`'s stored log, each cut to `max_line_bytes`;

@@ -142,6 +142,79 @@ async fn find_in_log_and_the_findings_only_view_show_just_those_lines() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
 
+/// Different finds in one multi-chunk log at once (they share readings of it, boarding a pass
+/// that is already under way): each answers what a line-by-line search of the log gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn different_finds_at_once_each_answer_as_a_find_alone_would() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    // About 3.5 MiB: four chunks of the stored log.
+    let lines: Vec<String> = (1..=45_000)
+        .map(|i| match i {
+            30_000 => "RuntimeError: CUDA error: an illegal memory access was encountered".into(),
+            _ => format!(
+                "2026-07-30T03:36:29.{i:07}Z step {i} loss=0.{i} Tokens/s {}",
+                i % 3
+            ),
+        })
+        .collect();
+    let log = lines.join("\n") + "\n";
+    let res = app
+        .upload(&token, &[("log", Some("big.log"), log.as_bytes())], None)
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let id = res.json()["id"].as_i64().unwrap();
+    let b = sign_in(&app, &token).await;
+    let texts_: Vec<String> = (0..24)
+        .map(|k| match k % 4 {
+            0 => format!("step {}", 1000 + k * 1009),
+            1 => format!("TOKENS/S {}", k % 3),
+            2 => format!("9z step 4{k}"),
+            _ => ["illegal MEMORY", "nowhere at all"][k % 2].to_owned(),
+        })
+        .collect();
+    let finds: Vec<_> = texts_
+        .iter()
+        .map(|text| {
+            let (router, cookie) = (app.router.clone(), b.cookie.clone());
+            let path = format!(
+                "/reports/{id}?grep={}",
+                text.replace(' ', "%20").replace('/', "%2F")
+            );
+            tokio::spawn(async move {
+                let req = axum::http::Request::get(path)
+                    .header("cookie", cookie)
+                    .body(axum::body::Body::empty())
+                    .unwrap();
+                crate::support::send_to(router, req).await
+            })
+        })
+        .collect();
+    for (text, find) in texts_.iter().zip(finds) {
+        let got = find.await.unwrap();
+        assert_eq!(got.status, StatusCode::OK, "{text}: {}", got.body);
+        let want: Vec<usize> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.to_lowercase().contains(&text.to_lowercase()))
+            .map(|(i, _)| i + 1)
+            .collect();
+        assert_eq!(
+            numbers(&got.body),
+            want.iter().copied().take(400).collect::<Vec<_>>(),
+            "{text}"
+        );
+        let heading = texts(&got.body, "#log h2").join("");
+        if !want.is_empty() {
+            assert!(
+                heading.contains(&format!("{} line", want.len()))
+                    && heading.contains("of 45000 contain"),
+                "{text}: {heading}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_reports_list_filters_by_category_and_project_and_pages() {
     let app = TestApp::spawn().await;

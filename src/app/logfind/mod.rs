@@ -1,18 +1,21 @@
 //! Find in a stored log (`?grep=` on the report page) without reading it line by line: each
 //! chunk is inflated in blocks, a block's complete lines are lowercased in one pass and searched
-//! with one `memmem` scan, and only a hit costs line work (its line found around it, copied while
-//! the page still has room, counted after). Lines are numbered only while hits are still shown.
-//! Memory stays near two blocks plus the lines shown, whatever the log's size or the length of
-//! its lines. The scan is pure CPU work; [`FindCache`] lets concurrent readers of one find
-//! share it.
+//! with one `memmem` scan per needle, and only a hit costs line work (its line found around it,
+//! copied while the page still has room, counted after). Lines are numbered only while hits are
+//! still shown. Memory stays near two blocks plus the lines shown, whatever the log's size or
+//! the length of its lines. The scan is pure CPU work; [`FindCache`] answers repeated finds
+//! from memory and lets the finds running at once in one log share one reading of it
+//! ([`pass`]), so that their cost is one inflate plus one `memmem` each, not one inflate each.
 
-use std::future::Future;
+mod cache;
+mod pass;
+
 use std::io::{self, Read};
-use std::sync::{Arc, Mutex};
 
 use flate2::read::GzDecoder;
 use memchr::memmem::Finder;
-use tokio::sync::OnceCell;
+
+pub use cache::FindCache;
 
 use crate::storage::reports::LogChunk;
 
@@ -26,8 +29,6 @@ const BLOCK: usize = 64 << 10;
 pub struct Needle {
     finder: Finder<'static>,
     len: usize,
-    /// Whether the text has ASCII letters (else blocks are searched as they are).
-    folds: bool,
     /// A text with a newline is in no line.
     impossible: bool,
     /// Lines kept.
@@ -43,7 +44,6 @@ impl Needle {
         let lower = text.to_ascii_lowercase().into_bytes();
         Needle {
             len: lower.len(),
-            folds: lower.iter().any(u8::is_ascii_lowercase),
             impossible: lower.contains(&b'\n') || lower.len() > max_line_bytes,
             finder: Finder::new(&lower).into_owned(),
             limit,
@@ -72,20 +72,46 @@ impl Found {
     }
 }
 
+/// One find's share of a chunk's reading: its needle and what it has found so far.
+pub struct Search<'a> {
+    pub needle: &'a Needle,
+    pub found: &'a mut Found,
+}
+
 /// Adds the lines of `chunk` that contain `needle` to `found`.
 pub fn find_in_chunk(chunk: &LogChunk, needle: &Needle, found: &mut Found) -> io::Result<()> {
-    if needle.impossible {
+    let max = needle.max_line_bytes;
+    find_many_in_chunk(chunk, max, &mut [Search { needle, found }])
+}
+
+/// Reads `chunk` once for several finds: each block is inflated and lowercased once and each
+/// needle searched in it. Every needle must keep `max_line_bytes` of a line (the long-line
+/// handling is shared).
+pub fn find_many_in_chunk(
+    chunk: &LogChunk,
+    max_line_bytes: usize,
+    searches: &mut [Search<'_>],
+) -> io::Result<()> {
+    let first = usize::try_from(chunk.first_line).unwrap_or(usize::MAX);
+    let mut scans: Vec<Scan<'_, '_>> = searches
+        .iter_mut()
+        .filter(|s| !s.needle.impossible)
+        .map(|s| {
+            debug_assert_eq!(s.needle.max_line_bytes, max_line_bytes);
+            Scan {
+                needle: s.needle,
+                found: &mut *s.found,
+                number: first,
+            }
+        })
+        .collect();
+    if scans.is_empty() {
         return Ok(());
     }
-    let mut scan = Scan {
-        needle,
-        found,
-        number: usize::try_from(chunk.first_line).unwrap_or(usize::MAX),
-        lower: Vec::new(),
-    };
+    let mut lower = Vec::new();
     let mut gz = GzDecoder::new(&chunk.data[..]);
     // `data` holds the start of an unfinished line, then what was inflated after it.
-    let mut data: Vec<u8> = Vec::with_capacity(BLOCK + needle.max_line_bytes);
+    let mut data: Vec<u8> = Vec::with_capacity(BLOCK + max_line_bytes);
     // Inside a line longer than `max_line_bytes` whose head was already searched.
     let mut skipping = false;
     loop {
@@ -98,7 +124,9 @@ pub fn find_in_chunk(chunk: &LogChunk, needle: &Needle, found: &mut Found) -> io
             match memchr::memchr(b'\n', &data) {
                 Some(nl) => {
                     data.drain(..=nl);
-                    scan.number += 1;
+                    for scan in &mut scans {
+                        scan.number += 1;
+                    }
                     skipping = false;
                 }
                 None => {
@@ -115,40 +143,43 @@ pub fn find_in_chunk(chunk: &LogChunk, needle: &Needle, found: &mut Found) -> io
         } else {
             memchr::memrchr(b'\n', &data).map_or(0, |nl| nl + 1)
         };
-        scan.lines(&data[..complete]);
+        // Lowercased once for every needle: a needle without letters matches the same places
+        // in the lowercased text as in the original.
+        lower.clear();
+        lower.extend_from_slice(&data[..complete]);
+        lower.make_ascii_lowercase();
+        for scan in &mut scans {
+            scan.lines(&data[..complete], &lower);
+        }
         data.drain(..complete);
         if eof {
             return Ok(());
         }
-        if data.len() > needle.max_line_bytes {
+        if data.len() > max_line_bytes {
             // Only a line's head is searched: judge it now and drop the rest as it comes.
-            scan.line(&data[..needle.max_line_bytes]);
+            let head = &data[..max_line_bytes];
+            let lower_head = head.to_ascii_lowercase();
+            for scan in &mut scans {
+                scan.line(head, &lower_head);
+            }
             data.clear();
             skipping = true;
         }
     }
 }
 
-/// The state of one chunk's search.
-struct Scan<'a> {
-    needle: &'a Needle,
-    found: &'a mut Found,
+/// The state of one needle's search of one chunk.
+struct Scan<'n, 'f> {
+    needle: &'n Needle,
+    found: &'f mut Found,
     /// The number of the first line not yet passed.
     number: usize,
-    lower: Vec<u8>,
 }
 
-impl Scan<'_> {
-    /// Searches `text`, whole lines (the last one may lack its newline at the end of a chunk).
-    fn lines(&mut self, text: &[u8]) {
-        let hay: &[u8] = if self.needle.folds {
-            self.lower.clear();
-            self.lower.extend_from_slice(text);
-            self.lower.make_ascii_lowercase();
-            &self.lower
-        } else {
-            text
-        };
+impl Scan<'_, '_> {
+    /// Searches `text`, whole lines (the last one may lack its newline at the end of a chunk),
+    /// in `hay`, its lowercased copy.
+    fn lines(&mut self, text: &[u8], hay: &[u8]) {
         let (max, len) = (self.needle.max_line_bytes, self.needle.len);
         let mut pos = 0;
         while pos < text.len() {
@@ -179,88 +210,12 @@ impl Scan<'_> {
         }
     }
 
-    /// Searches the head of one long line.
-    fn line(&mut self, head: &[u8]) {
-        let hit = if self.needle.folds {
-            self.needle
-                .finder
-                .find(&head.to_ascii_lowercase())
-                .is_some()
-        } else {
-            self.needle.finder.find(head).is_some()
-        };
-        if hit {
+    /// Searches the head of one long line (`lower` is its lowercased copy).
+    fn line(&mut self, head: &[u8], lower: &[u8]) {
+        if self.needle.finder.find(lower).is_some() {
             self.found.matched += 1;
             if self.found.lines.len() < self.needle.limit {
                 self.found.lines.push((self.number, head.to_vec()));
-            }
-        }
-    }
-}
-
-/// Finds in flight and recently answered, shared by one server's requests: concurrent finds
-/// of the same text in the same report share one scan, and a find asked again soon (readers
-/// following one search hit, a reload) is answered from memory. A stored log never changes
-/// (retention removes it whole, and the page checks that first), so an answer stays true.
-/// At most [`CACHE_ENTRIES`] answers of at most [`CACHE_BYTES`] together are kept: far less
-/// than the 128 MiB a log can inflate to.
-#[derive(Clone, Debug, Default)]
-pub struct FindCache(Arc<Mutex<Vec<Entry>>>);
-
-/// One find: (report, lowercased text, limit, line cut) and its answer once known.
-type Entry = (Key, Arc<OnceCell<Arc<Found>>>);
-type Key = (i64, String, usize, usize);
-
-/// Answers kept.
-const CACHE_ENTRIES: usize = 32;
-/// Bytes of kept lines at most.
-const CACHE_BYTES: usize = 8 << 20;
-
-impl FindCache {
-    /// The answer for `key`, computed by `scan` unless it is known or being computed (then
-    /// this waits for it). A failed scan is not kept: the next asker scans again.
-    pub async fn get_or_scan<F, Fut, E>(&self, key: Key, scan: F) -> Result<Arc<Found>, E>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Found, E>>,
-    {
-        let cell = {
-            let mut entries = self.lock();
-            let cell = match entries.iter().position(|(k, _)| *k == key) {
-                // The most recently used answers are at the end.
-                Some(at) => entries.remove(at).1,
-                None => Arc::default(),
-            };
-            entries.push((key, Arc::clone(&cell)));
-            cell
-        };
-        let found = cell
-            .get_or_try_init(|| async { scan().await.map(Arc::new) })
-            .await?
-            .clone();
-        self.trim();
-        Ok(found)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Entry>> {
-        // A panic elsewhere cannot leave the list inconsistent: every change is one call.
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Drops the least recently used answers past the caps (finds still in flight stay).
-    fn trim(&self) {
-        let mut entries = self.lock();
-        let size = |e: &Entry| e.1.get().map_or(0, |f| f.bytes());
-        let mut bytes: usize = entries.iter().map(size).sum();
-        let mut at = 0;
-        while (entries.len() > CACHE_ENTRIES || bytes > CACHE_BYTES) && at < entries.len() {
-            if entries[at].1.initialized() {
-                bytes -= size(&entries[at]);
-                entries.remove(at);
-            } else {
-                at += 1;
             }
         }
     }
@@ -366,50 +321,33 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn concurrent_finds_of_the_same_text_share_one_scan() {
-        let cache = FindCache::default();
-        let scans = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let gate = Arc::new(tokio::sync::Notify::new());
-        let key = (7, "loss".to_owned(), 400, 100);
-        let mut tasks = Vec::new();
-        for _ in 0..8 {
-            let (cache, scans, gate, key) =
-                (cache.clone(), scans.clone(), gate.clone(), key.clone());
-            tasks.push(tokio::spawn(async move {
-                cache
-                    .get_or_scan(key, || async move {
-                        scans.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        gate.notified().await;
-                        Ok::<_, ()>(Found {
-                            lines: Vec::new(),
-                            matched: 3,
-                        })
-                    })
-                    .await
-            }));
+    #[test]
+    fn one_reading_for_several_finds_answers_what_each_alone_would() {
+        let log = sample_log();
+        let texts = [
+            "illegal memory access",
+            "LOSS 3",
+            "step 7999 ",
+            "=0.1\r",
+            "yyyy",
+            "a\nb",
+            "42",
+        ];
+        for (chunk_bytes, max) in [(4096, 16 << 10), (100_000, 300_030), (1 << 20, 12)] {
+            let chunks = chunked(&log, chunk_bytes);
+            let needles: Vec<Needle> = texts.iter().map(|t| Needle::new(t, 50, max)).collect();
+            let mut founds = vec![Found::default(); texts.len()];
+            for chunk in &chunks {
+                let mut searches: Vec<Search<'_>> = needles
+                    .iter()
+                    .zip(founds.iter_mut())
+                    .map(|(needle, found)| Search { needle, found })
+                    .collect();
+                find_many_in_chunk(chunk, max, &mut searches).expect("gzip");
+            }
+            for (text, found) in texts.iter().zip(founds) {
+                assert_eq!(found, reference(&log, text, 50, max), "{text:?} max {max}");
+            }
         }
-        // Let every task reach the cache, then let the one scan finish.
-        while cache.lock().len() != 1 || Arc::strong_count(&cache.lock()[0].1) < 9 {
-            tokio::task::yield_now().await;
-        }
-        gate.notify_one();
-        for t in tasks {
-            assert_eq!(t.await.expect("task").expect("found").matched, 3);
-        }
-        assert_eq!(scans.load(std::sync::atomic::Ordering::SeqCst), 1);
-        // Another text is another scan; a failed scan is not kept.
-        let other = cache
-            .get_or_scan((7, "x".into(), 400, 100), || async {
-                Err::<Found, _>("db down")
-            })
-            .await;
-        assert_eq!(other, Err("db down"));
-        let again = cache
-            .get_or_scan((7, "x".into(), 400, 100), || async {
-                Ok::<_, ()>(Found::default())
-            })
-            .await;
-        assert_eq!(again.map(|f| f.matched), Ok(0));
     }
 }
