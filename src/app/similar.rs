@@ -112,6 +112,7 @@ mod tests {
                 removed_count: 0,
                 first_seen: crate::time::Timestamp::from_unix(1_700_000_000),
                 last_seen: crate::time::Timestamp::from_unix(1_700_000_000),
+                signature: String::new(),
             },
             similarity,
             fixes,

@@ -766,6 +766,22 @@ fn signature<'f>(text: &str, frames: impl Iterator<Item = &'f FrameHit>, anchor:
     out
 }
 
+/// The innermost of the user's own frames that a [`signature`] ends with (`train.py:forward`),
+/// if it names one.
+#[must_use]
+pub fn culprit(signature: &str) -> Option<&str> {
+    let last = signature.rsplit(' ').next()?;
+    let (file, function) = last.split_once(':')?;
+    let (stem, ext) = file.rsplit_once('.')?;
+    let word = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_alphanumeric() || "_-<>.".contains(c))
+    };
+    (word(stem) && word(ext) && ext.chars().all(char::is_alphanumeric) && word(function))
+        .then_some(last)
+}
+
 fn fingerprint(category: Category, rule: &str, text: &str) -> String {
     let mut h = Sha256::new();
     h.update(category.as_str());
@@ -798,7 +814,22 @@ fn unreachable_classification(source: &str) -> Classification {
 
 #[cfg(test)]
 mod tests {
-    use super::same_advice;
+    use super::{culprit, same_advice};
+
+    #[test]
+    fn the_culprit_is_the_innermost_user_frame_a_signature_ends_with() {
+        assert_eq!(
+            culprit(
+                "runtimeerror: cuda error: device-side assert triggered train.py:main model.py:forward"
+            ),
+            Some("model.py:forward")
+        );
+        assert_eq!(culprit("x repro.py:<module>"), Some("repro.py:<module>"));
+        assert_eq!(culprit("runtimeerror: cuda error: out of memory"), None);
+        assert_eq!(culprit("error at line #: foo"), None);
+        assert_eq!(culprit(""), None);
+        assert_eq!(culprit("see https://x.org:443"), None);
+    }
 
     #[test]
     fn advice_saying_the_same_thing_in_other_words_is_one_step() {

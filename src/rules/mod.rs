@@ -21,6 +21,7 @@ pub mod team;
 
 use serde::{Deserialize, Serialize};
 
+pub use classify::culprit;
 pub use compile::{CheckFailure, Ruleset};
 pub use facts::Facts;
 

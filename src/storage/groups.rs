@@ -24,6 +24,17 @@ pub struct Group {
     pub first_seen: crate::time::Timestamp,
     #[sqlx(rename = "last")]
     pub last_seen: crate::time::Timestamp,
+    /// The failure's shape: normalized text, then the user's own frames (migration 0018).
+    pub signature: String,
+}
+
+impl Group {
+    /// The user's own innermost frame in the failure (`train.py:forward`), if the signature
+    /// names one: what tells apart groups of the same error raised from different code.
+    #[must_use]
+    pub fn culprit(&self) -> Option<&str> {
+        crate::rules::culprit(&self.signature)
+    }
 }
 
 /// A recorded fix: the same shape in storage and on the wire.
@@ -43,8 +54,8 @@ pub struct NewFix {
 /// (`reports_group` answers both from the index) and from the counts of the reports retention
 /// deleted; `FROM groups g` + [`GROUP_STATS`].
 pub(super) const GROUP_COLUMNS: &str = concat!(
-    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, s.report_count, \
-     s.removed_count, ",
+    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, g.signature, \
+     s.report_count, s.removed_count, ",
     rfc3339!("g.first_seen"),
     " AS first, ",
     rfc3339!("coalesce(s.last_seen, g.first_seen)"),

@@ -143,7 +143,16 @@ impl FromRequestParts<AppState> for PortalUser {
     ) -> Result<Self, super::PageError> {
         let user = match OptionalUser::from_request_parts(parts, state).await?.0 {
             Some(user) => user,
-            None => return Err(AppError::Unauthorized("sign in first").into()),
+            None => {
+                // A page asked for by address is returned to after signing in; a form posted
+                // without a session is not (its target is not a page).
+                let next = matches!(parts.method, Method::GET | Method::HEAD)
+                    .then(|| parts.uri.path_and_query().map(|p| p.as_str()))
+                    .flatten()
+                    .and_then(super::html::login::return_path)
+                    .map(str::to_owned);
+                return Err(AppError::SignInFirst { next }.into());
+            }
         };
         // A portal action (upload, fix, re-queue, rule edit) is the signed-in token acting, so
         // it spends the same per-token budget as the API would (SECURITY.md, issue 16 item 5).

@@ -21,6 +21,10 @@ pub enum AppError {
     /// 401: no valid credentials.
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// 401 for the API; a portal page sends the person to sign in and, when `next` is set (a
+    /// relative path checked by [`super::html::login::return_path`]), back there afterwards.
+    #[error("sign in first")]
+    SignInFirst { next: Option<String> },
     /// 403: valid credentials without the needed scope, or a failed CSRF/origin check.
     #[error("{0}")]
     Forbidden(String),
@@ -110,7 +114,9 @@ impl AppError {
     pub fn status_and_code(&self) -> (StatusCode, ErrorCode) {
         match self {
             AppError::BadRequest(code, _) => (StatusCode::BAD_REQUEST, *code),
-            AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized),
+            AppError::Unauthorized(_) | AppError::SignInFirst { .. } => {
+                (StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized)
+            }
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, ErrorCode::Forbidden),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, ErrorCode::NotFound),
             AppError::Gone(_) => (StatusCode::GONE, ErrorCode::Gone),
@@ -154,7 +160,10 @@ impl AppError {
         {
             res.headers_mut().insert(header::RETRY_AFTER, value);
         }
-        if matches!(self, AppError::Unauthorized(_)) {
+        if matches!(
+            self,
+            AppError::Unauthorized(_) | AppError::SignInFirst { .. }
+        ) {
             res.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"gpu-triage\""),
@@ -252,9 +261,16 @@ impl IntoResponse for PageError {
         let err = self.0;
         err.log();
         let (status, _) = err.status_and_code();
-        if matches!(err, AppError::Unauthorized(_)) {
-            // A page that needs a session sends the person to sign in.
-            return axum::response::Redirect::to("/login").into_response();
+        match &err {
+            // A page that needs a session sends the person to sign in, and back afterwards.
+            AppError::SignInFirst { next: Some(next) } => {
+                let query = serde_urlencoded::to_string([("next", next)]).unwrap_or_default();
+                return axum::response::Redirect::to(&format!("/login?{query}")).into_response();
+            }
+            AppError::Unauthorized(_) | AppError::SignInFirst { next: None } => {
+                return axum::response::Redirect::to("/login").into_response();
+            }
+            _ => {}
         }
         let mut res = render_error_page(
             super::html::Layout::for_user(None),

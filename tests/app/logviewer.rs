@@ -142,6 +142,76 @@ async fn find_in_log_and_the_findings_only_view_show_just_those_lines() {
     assert_eq!(bad.status, StatusCode::BAD_REQUEST);
 }
 
+/// Find like a CI log view (issue 30 item 6): matches marked, the position among them in the
+/// URL with previous/next links, and a clear empty state.
+#[tokio::test]
+async fn a_find_marks_its_matches_and_steps_through_them_with_the_position_in_the_url() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let res = app
+        .upload(
+            &token,
+            &[("log", Some("long.log"), long_log().as_bytes())],
+            None,
+        )
+        .await;
+    let id = res.json()["id"].as_i64().unwrap();
+    let b = sign_in(&app, &token).await;
+    // "LOSS 0.49" matches 100 lines (4900-4999) in either case.
+    let first = page(&app, &b.cookie, &format!("/reports/{id}?grep=loss%200.49")).await;
+    assert_eq!(
+        texts(&first.body, "#find-position").concat(),
+        "Match 1 of 100"
+    );
+    assert_eq!(texts(&first.body, "pre.log .current a.ln"), ["4900"]);
+    let marks = texts(&first.body, "pre.log mark");
+    assert_eq!(marks.len(), 100);
+    assert!(
+        marks.iter().all(|m| m.eq_ignore_ascii_case("loss 0.49")),
+        "{marks:?}"
+    );
+    assert!(attr(&first.body, "a[rel=prev]", "href").is_none());
+    let next = attr(&first.body, "nav.find-nav a[rel=next]", "href").unwrap();
+    assert_eq!(next, format!("/reports/{id}?grep=loss+0.49&hit=2#L4901"));
+    // The position is in the URL: following it makes the second match current.
+    let second = page(&app, &b.cookie, next.split('#').next().unwrap()).await;
+    assert_eq!(
+        texts(&second.body, "#find-position").concat(),
+        "Match 2 of 100"
+    );
+    assert_eq!(texts(&second.body, "pre.log .current a.ln"), ["4901"]);
+    assert_eq!(
+        attr(&second.body, "nav.find-nav a[rel=prev]", "href").unwrap(),
+        format!("/reports/{id}?grep=loss+0.49&hit=1#L4900")
+    );
+    // Past the end: the last match.
+    let last = page(
+        &app,
+        &b.cookie,
+        &format!("/reports/{id}?grep=loss%200.49&hit=999"),
+    )
+    .await;
+    assert_eq!(
+        texts(&last.body, "#find-position").concat(),
+        "Match 100 of 100"
+    );
+    assert!(attr(&last.body, "nav.find-nav a[rel=next]", "href").is_none());
+    // More matches than shown: the count says so.
+    let many = page(&app, &b.cookie, &format!("/reports/{id}?grep=step")).await;
+    assert_eq!(
+        texts(&many.body, "#find-position").concat(),
+        "Match 1 of 400 shown (4995 lines match)"
+    );
+    // Nothing found: a sentence, no empty log pane.
+    let none = page(&app, &b.cookie, &format!("/reports/{id}?grep=nowhere")).await;
+    assert!(
+        texts(&none.body, "#find-empty")
+            .concat()
+            .contains("No line contains “nowhere”")
+    );
+    assert!(texts(&none.body, "pre.log").is_empty());
+}
+
 /// Different finds in one multi-chunk log at once (they share readings of it, boarding a pass
 /// that is already under way): each answers what a line-by-line search of the log gives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

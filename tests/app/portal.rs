@@ -138,7 +138,7 @@ async fn forms_without_csrf_or_from_another_origin_are_refused() {
     // Not signed in: pages send people to sign in.
     let anon = app.get("/groups").await;
     assert_eq!(anon.status, StatusCode::SEE_OTHER);
-    assert_eq!(anon.headers["location"], "/login");
+    assert_eq!(anon.headers["location"], "/login?next=%2Fgroups");
 }
 
 #[tokio::test]
@@ -632,4 +632,69 @@ async fn times_read_as_words_with_the_exact_time_on_hover() {
     assert!(exact.ends_with(" UTC") && exact.len() == 23, "{exact}");
     assert_eq!(exact[..10], machine[..10]);
     assert_eq!(exact[11..19], machine[11..19]);
+}
+
+/// A read-only session is offered only what it can do: no paste form, no fix form, no "Record
+/// one"; a submission it makes anyway is refused with 403, says which scope it needs and gives
+/// back what was typed; nothing is stored (issue 30 item 5).
+#[tokio::test]
+async fn a_read_only_session_is_offered_only_what_it_can_do_and_keeps_what_it_typed() {
+    let app = TestApp::spawn().await;
+    let ci = app.token("ci", &[Scope::Ingest]).await;
+    let up = app
+        .upload(&ci, &[("log", Some("crash.log"), CASCADE)], None)
+        .await
+        .json();
+    let (id, group) = (up["id"].as_i64().unwrap(), up["group_id"].as_i64().unwrap());
+    let reader = app.token("viewer", &[Scope::Read]).await;
+    let b = sign_in(&app, &reader).await;
+
+    let home = get(&app, &b.cookie, "/").await;
+    assert!(select_attr(&home.body, "form#new-report", "action").is_none());
+    assert!(select_text(&home.body, "#read-only-note")[0].contains("needs the ingest scope"));
+    let report = get(&app, &b.cookie, &format!("/reports/{id}")).await;
+    assert_eq!(report.status, StatusCode::OK);
+    assert!(!report.body.contains("Record one"), "no fix link");
+    let page = get(&app, &b.cookie, &format!("/groups/{group}")).await;
+    assert!(select_attr(&page.body, "form.fix-form", "action").is_none());
+
+    // Submitted anyway: 403, the reason names the scope, the typed log and project come back.
+    let res = post_report(
+        &app,
+        &b,
+        &[
+            ("csrf", &b.csrf),
+            ("project", "vision"),
+            ("log_text", "RuntimeError: CUDA error: out of memory"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    let alert = select_text(&res.body, "#form-error").concat();
+    assert!(alert.contains("needs the ingest scope"), "{alert}");
+    assert_eq!(
+        select_text(&res.body, "textarea#log_text"),
+        ["RuntimeError: CUDA error: out of memory"]
+    );
+    assert_eq!(
+        select_attr(&res.body, "input#project", "value").as_deref(),
+        Some("vision")
+    );
+    let form = format!("csrf={}&summary=pin+the+labels&details=see+PR", b.csrf);
+    let req = Request::post(format!("/groups/{group}/fixes"))
+        .header("cookie", &b.cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(form))
+        .unwrap();
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    let alert = select_text(&res.body, "#fix-error").concat();
+    assert!(alert.contains("needs the ingest or admin scope"), "{alert}");
+    assert_eq!(
+        select_attr(&res.body, "input#fix-summary", "value").as_deref(),
+        Some("pin the labels")
+    );
+    assert_eq!(app.count("reports").await, 1);
+    assert_eq!(app.count("fixes").await, 0);
 }

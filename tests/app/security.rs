@@ -63,7 +63,7 @@ pub async fn dump(db: &Db) -> String {
     out
 }
 
-pub use crate::browse::{Browser, page, sign_in, texts};
+pub use crate::browse::{Browser, attr, page, sign_in, texts};
 
 /// A rendered page that can run nothing: no script, object, embed, iframe or base element, no
 /// `on*` attribute, no `javascript:`/`data:`/`vbscript:` URL in any attribute, no `style`

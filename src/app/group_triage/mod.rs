@@ -196,16 +196,17 @@ pub async fn assignable(db: &Db) -> Result<Vec<String>, Error> {
     Ok(tokens::active_names(db.pool(), 500).await?)
 }
 
-/// The patch a portal form posts: every field, the current values when unchanged. The fix's
-/// commit or version counts only with the resolved state (the field keeps its old value when
-/// another state is picked).
+/// The patch a portal form posts: the group page's form posts every field (the current values
+/// when unchanged); the list's one-click resolve and ignore post no assignee (left as it is).
+/// The fix's commit or version counts only with the resolved state (the field keeps its old
+/// value when another state is picked).
 #[must_use]
-pub fn form_patch(state: String, resolved_in: String, assignee: String) -> GroupPatch {
+pub fn form_patch(state: String, resolved_in: String, assignee: Option<String>) -> GroupPatch {
     let resolving = state.trim() == GroupState::Resolved.as_str();
     GroupPatch {
         state: Some(state),
         resolved_in: resolving.then_some(resolved_in),
-        assignee: Some(assignee),
+        assignee,
     }
 }
 

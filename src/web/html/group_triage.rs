@@ -58,6 +58,10 @@ pub struct GroupRow {
     pub group: Group,
     pub triage: Triage,
     pub has_fix: bool,
+    /// Resolve and ignore buttons are offered (the user may triage and the group is not in
+    /// that state already).
+    pub can_resolve: bool,
+    pub can_ignore: bool,
     /// Inline SVG built from numbers only (see `trend`), safe to embed.
     pub trend: String,
 }
@@ -126,6 +130,8 @@ pub struct GroupsPage {
     total: i64,
     page: u32,
     pages: i64,
+    /// This page's own address, where the one-click forms come back to.
+    here: String,
     prev: Option<String>,
     next: Option<String>,
     error: Option<String>,
@@ -168,10 +174,12 @@ pub async fn list_groups(
         total: 0,
         page: 1,
         pages: 1,
+        here: filters.page_link(1),
         prev: None,
         next: None,
         error: None,
     };
+    let can_triage = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
     let found = match group_triage::list(&state.db, &request).await {
         Ok(found) => found,
         Err(e @ app::Error::Malformed(..)) => {
@@ -191,6 +199,8 @@ pub async fn list_groups(
                 .collect();
             GroupRow {
                 trend: trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Compact),
+                can_resolve: can_triage && l.triage.state != GroupState::Resolved,
+                can_ignore: can_triage && l.triage.state != GroupState::Ignored,
                 group: l.group,
                 triage: l.triage,
                 has_fix: l.has_fix,
@@ -199,6 +209,7 @@ pub async fn list_groups(
         .collect();
     page.total = found.total;
     page.page = found.page;
+    page.here = filters.page_link(found.page);
     page.pages = ((found.total + i64::from(found.per_page) - 1) / i64::from(found.per_page)).max(1);
     page.prev = (found.page > 1).then(|| filters.page_link(found.page - 1));
     page.next = found.more.then(|| filters.page_link(found.page + 1));
@@ -214,8 +225,12 @@ pub struct StateForm {
     state: String,
     #[serde(default)]
     resolved_in: String,
+    /// Absent from the list's one-click forms: the assignee stays as it is.
     #[serde(default)]
-    assignee: String,
+    assignee: Option<String>,
+    /// Where to go afterwards (the list the one-click forms were on); else the group page.
+    #[serde(default)]
+    return_to: Option<String>,
 }
 
 impl CsrfField for StateForm {
@@ -233,7 +248,14 @@ pub async fn update_state(
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let patch = group_triage::form_patch(form.state, form.resolved_in, form.assignee);
     group_triage::change(&state.db, id, patch, &user.0.token.name).await?;
-    Ok(Redirect::to(&format!("/groups/{id}#triage")).into_response())
+    let back = (form.return_to.as_deref())
+        .and_then(super::login::return_path)
+        .filter(|p| *p == "/groups" || p.starts_with("/groups?"))
+        .map_or_else(
+            || format!("/groups/{id}#triage"),
+            |p| format!("{p}#group-{id}"),
+        );
+    Ok(Redirect::to(&back).into_response())
 }
 
 /// An entry of the history as the page says it.

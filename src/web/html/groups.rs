@@ -103,7 +103,17 @@ pub async fn create_fix(
     GroupId(id): GroupId,
     CsrfForm { user, form }: CsrfForm<FixForm>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
+    if let Err(refused) = user.require(&[Scope::Ingest, Scope::Admin]) {
+        // What was typed comes back with the scope it needs (nothing is stored).
+        let fields = FixFields {
+            summary: form.summary,
+            details: form.details,
+            link: form.link,
+        };
+        let reason = format!("{refused}: recording a fix needs the ingest or admin scope");
+        let page = group_page(&state, &user, id, fields, Some(reason)).await?;
+        return Ok((axum::http::StatusCode::FORBIDDEN, page).into_response());
+    }
     let request = triage::FixRequest {
         summary: form.summary.clone(),
         details: form.details.clone(),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Form;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -28,16 +28,52 @@ const SESSION_DAYS: i32 = 14;
 pub struct LoginPage {
     layout: Layout,
     error: Option<String>,
+    /// Where to go after signing in (a checked relative path).
+    next: Option<String>,
 }
 
-/// `GET /login`.
-pub async fn show_login(OptionalUser(user): OptionalUser) -> Response {
+/// The longest return path kept across sign-in.
+pub const RETURN_PATH_MAX_BYTES: usize = 1000;
+
+/// `raw` when it is a path on this site to return to after signing in: it starts with one `/`
+/// (not `//` or `/\`, which browsers read as another host), holds no control characters or
+/// spaces, is at most [`RETURN_PATH_MAX_BYTES`], and is not the sign-in page itself. Anything
+/// else (a full URL, `//evil.example`, `javascript:`) is no return path: no open redirect.
+#[must_use]
+pub fn return_path(raw: &str) -> Option<&str> {
+    let rest = raw.strip_prefix('/')?;
+    let sign_in = raw == "/login" || raw.starts_with("/login?") || raw.starts_with("/login/");
+    let refused = raw.len() > RETURN_PATH_MAX_BYTES
+        || rest.starts_with(['/', '\\'])
+        || raw.chars().any(|c| c.is_control() || c.is_whitespace())
+        || sign_in;
+    (!refused).then_some(raw)
+}
+
+/// `GET /login`'s query.
+#[derive(Deserialize)]
+pub struct LoginQuery {
+    #[serde(default)]
+    next: Option<String>,
+}
+
+/// `GET /login[?next=/path]`: the form, or straight to `next` (else home) when signed in.
+pub async fn show_login(
+    OptionalUser(user): OptionalUser,
+    Query(query): Query<LoginQuery>,
+) -> Response {
+    let next = query
+        .next
+        .as_deref()
+        .and_then(return_path)
+        .map(str::to_owned);
     if user.is_some() {
-        return Redirect::to("/").into_response();
+        return Redirect::to(next.as_deref().unwrap_or("/")).into_response();
     }
     LoginPage {
         layout: Layout::for_user(None),
         error: None,
+        next,
     }
     .into_response()
 }
@@ -46,11 +82,15 @@ pub async fn show_login(OptionalUser(user): OptionalUser) -> Response {
 #[derive(Deserialize)]
 pub struct LoginForm {
     token: String,
+    /// Where to go afterwards (checked by [`return_path`]).
+    #[serde(default)]
+    next: Option<String>,
 }
 
-/// The largest sign-in body: the form holds one token (`token=gtr_` and 64 hex digits), so
-/// anything much larger is not a sign-in (SECURITY.md item 18).
-pub const SIGN_IN_MAX_BYTES: usize = 1024;
+/// The largest sign-in body: the form holds one token (`token=gtr_` and 64 hex digits) and a
+/// return path of at most [`RETURN_PATH_MAX_BYTES`] (percent-encoded: up to three bytes each),
+/// so anything larger is not a sign-in (SECURITY.md item 18).
+pub const SIGN_IN_MAX_BYTES: usize = 4096;
 
 /// Reads the sign-in form: refused at once when its declared length is over
 /// [`SIGN_IN_MAX_BYTES`], cut off there when it does not declare one, and refused with 408
@@ -121,11 +161,17 @@ pub async fn create_session(
     // refused by its Origin, before any of the body is read.
     check_origin(&headers)?;
     let form = read_sign_in(&headers, body, state.limits.sign_in_deadline).await?;
+    let next = form
+        .next
+        .as_deref()
+        .and_then(return_path)
+        .map(str::to_owned);
     let record = tokens::authenticate(&state.db, form.token.trim()).await?;
     let Some(record) = record else {
         let page = LoginPage {
             layout: Layout::for_user(None),
             error: Some("That token is not valid (mistyped, or revoked).".into()),
+            next,
         };
         return Ok((StatusCode::UNAUTHORIZED, page).into_response());
     };
@@ -136,7 +182,7 @@ pub async fn create_session(
         session.cookie,
         SESSION_DAYS * 86_400
     );
-    let mut res = Redirect::to("/").into_response();
+    let mut res = Redirect::to(next.as_deref().unwrap_or("/")).into_response();
     res.headers_mut().insert(
         header::SET_COOKIE,
         HeaderValue::from_str(&cookie).map_err(|e| AppError::Internal(e.into()))?,
@@ -168,4 +214,38 @@ pub async fn delete_session(
         HeaderValue::from_static("gt_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
     );
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::return_path;
+
+    #[test]
+    fn only_a_path_on_this_site_is_returned_to_after_sign_in() {
+        for ok in [
+            "/",
+            "/reports/72",
+            "/reports/72?grep=illegal%20memory#L9",
+            "/groups?state=open&page=2",
+        ] {
+            assert_eq!(return_path(ok), Some(ok), "{ok}");
+        }
+        for refused in [
+            "",
+            "reports/72",
+            "https://evil.example/",
+            "//evil.example/x",
+            "/\\evil.example",
+            "javascript:alert(1)",
+            "/reports/72\r\nSet-Cookie: x=1",
+            "/a b",
+            "/login",
+            "/login?next=/x",
+            "/login/oidc",
+        ] {
+            assert_eq!(return_path(refused), None, "{refused:?}");
+        }
+        let long = format!("/search?q={}", "a".repeat(1000));
+        assert_eq!(return_path(&long), None);
+    }
 }

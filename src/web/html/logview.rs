@@ -23,6 +23,8 @@ pub struct Span {
     pub text: String,
     /// Space-separated class names from a fixed set (`fg-red bold`); empty when plain.
     pub class: String,
+    /// Part of a find's match (shown marked).
+    pub mark: bool,
 }
 
 /// One log line as shown.
@@ -151,6 +153,51 @@ pub fn render_picked(picked: &[(usize, Vec<u8>)], total: usize, highlight: &[usi
     }
 }
 
+/// Marks every occurrence of `needle` (ASCII letters in any case, as a find matches) in the
+/// shown text of `lines`: spans are split at the matches' ends and the parts inside are
+/// marked, keeping their colours. Text a line shows differently from its raw bytes (escape
+/// codes dropped, a progress bar's last frame) is marked where it shows the needle.
+pub fn mark_matches(lines: &mut [LogLine], needle: &str) {
+    if needle.is_empty() {
+        return;
+    }
+    let needle = needle.to_ascii_lowercase();
+    for line in lines {
+        let text: String = line.spans.iter().map(|s| s.text.as_str()).collect();
+        // ASCII lowercasing keeps every byte offset, so matches cut `text` at char boundaries.
+        let lower = text.to_ascii_lowercase();
+        let found: Vec<(usize, usize)> = (lower.match_indices(&needle))
+            .map(|(at, m)| (at, at + m.len()))
+            .collect();
+        if found.is_empty() {
+            continue;
+        }
+        let mut spans = Vec::with_capacity(line.spans.len() + 2 * found.len());
+        let mut begin = 0;
+        for span in std::mem::take(&mut line.spans) {
+            let end = begin + span.text.len();
+            let mut cuts: Vec<usize> = (found.iter())
+                .flat_map(|&(a, b)| [a, b])
+                .filter(|&c| c > begin && c < end)
+                .collect();
+            cuts.push(begin);
+            cuts.push(end);
+            cuts.sort_unstable();
+            cuts.dedup();
+            for piece in cuts.windows(2) {
+                let (a, b) = (piece[0], piece[1]);
+                spans.push(Span {
+                    text: text[a..b].to_owned(),
+                    class: span.class.clone(),
+                    mark: found.iter().any(|&(x, y)| x <= a && b <= y),
+                });
+            }
+            begin = end;
+        }
+        line.spans = spans;
+    }
+}
+
 /// The page of a whole `log` in memory (what a page view reads in two steps).
 #[cfg(test)]
 pub fn window(
@@ -232,6 +279,7 @@ impl Segment {
             self.spans.push(Span {
                 text,
                 class: self.style.class(),
+                mark: false,
             });
         }
     }
@@ -242,6 +290,7 @@ impl Segment {
             self.spans.push(Span {
                 text: "…".into(),
                 class: String::new(),
+                mark: false,
             });
         }
         (self.spans, self.cut)
@@ -548,5 +597,45 @@ mod tests {
             assert_eq!((w.lines.len(), w.lines[398].highlight), (PAGE_LINES, true));
             assert_eq!(w.lines[398].spans[0].text, "line 999999");
         }
+    }
+
+    #[test]
+    fn a_finds_matches_are_marked_in_any_case_and_keep_their_colours() {
+        let mut lines = render_picked(
+            &[(
+                3,
+                b"\x1b[31mCUDA error: an Illegal\x1b[0m memory access; illegal memory".to_vec(),
+            )],
+            10,
+            &[],
+        )
+        .lines;
+        mark_matches(&mut lines, "illegal memory");
+        let parts: Vec<(&str, &str, bool)> = lines[0]
+            .spans
+            .iter()
+            .map(|s| (s.text.as_str(), s.class.as_str(), s.mark))
+            .collect();
+        assert_eq!(
+            parts,
+            [
+                ("CUDA error: an ", "fg-red", false),
+                ("Illegal", "fg-red", true),
+                (" memory", "", true),
+                (" access; ", "", false),
+                ("illegal memory", "", true),
+            ]
+        );
+        let mut none = render_picked(&[(1, "ünïcode ok".as_bytes().to_vec())], 1, &[]).lines;
+        mark_matches(&mut none, "code");
+        assert_eq!(none[0].spans.iter().filter(|s| s.mark).count(), 1);
+        assert_eq!(
+            none[0]
+                .spans
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<String>(),
+            "ünïcode ok"
+        );
     }
 }

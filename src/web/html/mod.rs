@@ -40,6 +40,9 @@ pub struct Layout {
     pub csrf: String,
     /// The signed-in token has the admin scope (admin-only links).
     pub admin: bool,
+    /// The signed-in token may submit reports and record fixes (ingest or admin): the paste
+    /// form and fix links are shown only then.
+    pub can_ingest: bool,
     /// When the page is drawn: the reference for relative times.
     pub now: crate::time::Timestamp,
 }
@@ -52,6 +55,7 @@ impl Layout {
             user: user.map(|u| u.0.token.name.clone()),
             csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
             admin: user.is_some_and(|u| u.require(&[crate::auth::Scope::Admin]).is_ok()),
+            can_ingest: user.is_some_and(|u| u.require(&[crate::auth::Scope::Ingest]).is_ok()),
             now: crate::time::Timestamp::from_unix(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

@@ -145,7 +145,21 @@ pub async fn create_report(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest])?;
+    if let Err(refused) = user.require(&[Scope::Ingest]) {
+        // 403 whatever the body; what was typed comes back (nothing is stored) with the scope
+        // it needs.
+        let mut form = NewReportForm::default();
+        if let Ok(mut multipart) = multipart {
+            // A body that stops parsing keeps the fields read before it.
+            let _ = read_back(&mut multipart, &mut form).await;
+        }
+        let reason = format!(
+            "{refused}: submitting a report needs the ingest scope. What you typed is below; \
+             ask an admin for a token with that scope."
+        );
+        let page = home_page(&state, Some(&user), form, Some(reason)).await?;
+        return Ok((axum::http::StatusCode::FORBIDDEN, page).into_response());
+    }
     let mut multipart = multipart.map_err(|e| AppError::UnsupportedMediaType(e.body_text()))?;
     let mut form = NewReportForm::default();
     let outcome = store_form(&state, &user, held, &headers, &mut multipart, &mut form).await;
@@ -260,6 +274,40 @@ async fn store_form(
     Ok(uploaded.report_id)
 }
 
+/// Reads a refused submission's fields back into `form`, storing nothing: each field's first
+/// [`KEEP_PASTE`] bytes are kept, the rest read and dropped (the route's body limit bounds it).
+async fn read_back(multipart: &mut Multipart, form: &mut NewReportForm) -> Result<(), AppError> {
+    while let Some(mut field) = multipart.next_field().await.map_err(multipart_error)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        let mut kept = Vec::new();
+        let mut over = false;
+        while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
+            if kept.len() + chunk.len() <= KEEP_PASTE as usize {
+                kept.extend_from_slice(&chunk);
+            } else {
+                over = true;
+            }
+        }
+        let text = |max: usize| {
+            String::from_utf8_lossy(&kept)
+                .trim()
+                .chars()
+                .take(max)
+                .collect::<String>()
+        };
+        match name.as_str() {
+            "project" => form.project = text(200),
+            "repeats" => form.repeats = text(20),
+            "log_text" if over => form.log_dropped = true,
+            "log_text" => form.log_text = String::from_utf8_lossy(&kept).into_owned(),
+            "log_file" if over || !kept.is_empty() => form.log_was_file = true,
+            "script_text" => form.script_text = String::from_utf8_lossy(&kept).into_owned(),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Copies a pasted log of at most [`KEEP_PASTE`] bytes into the form (the spooled file is
 /// rewound by the upload, so reading it here costs nothing else).
 fn keep_paste(file: &mut std::fs::File, len: u64, form: &mut NewReportForm) {
@@ -319,10 +367,51 @@ fn fold_findings(findings: &[crate::rules::Finding]) -> Vec<FindingGroup> {
 enum LogMode {
     /// A page of consecutive lines.
     Page,
-    /// The lines that contain `needle`: `matched` in all, the first ones shown.
-    Find { needle: String, matched: usize },
+    /// The lines that contain `needle`: `matched` in all, the first ones shown, one of them
+    /// the current match.
+    Find {
+        needle: String,
+        matched: usize,
+        nav: FindNav,
+    },
     /// Only the lines that hold a finding.
     Findings,
+}
+
+/// Where a find is among its shown matches, kept in the URL (`?grep=TEXT&hit=K#LN`) so a
+/// link or a reload opens the same match.
+#[derive(Debug, Default)]
+struct FindNav {
+    /// 1-based position of the current match among those shown (0: none shown).
+    current: usize,
+    /// Matches shown.
+    shown: usize,
+    /// The current match's line number (0: none).
+    line: usize,
+    prev: Option<String>,
+    next: Option<String>,
+}
+
+impl FindNav {
+    /// The position `hit` (1-based, clamped) among `lines`, the lines shown for `needle`.
+    fn new(id: i64, needle: &str, hit: Option<usize>, lines: &[logview::LogLine]) -> FindNav {
+        if lines.is_empty() {
+            return FindNav::default();
+        }
+        let current = hit.unwrap_or(1).clamp(1, lines.len());
+        let grep = serde_urlencoded::to_string([("grep", needle)]).unwrap_or_default();
+        let link = |k: usize| {
+            let line = lines[k - 1].number;
+            format!("/reports/{id}?{grep}&hit={k}#L{line}")
+        };
+        FindNav {
+            current,
+            shown: lines.len(),
+            line: lines[current - 1].number,
+            prev: (current > 1).then(|| link(current - 1)),
+            next: (current < lines.len()).then(|| link(current + 1)),
+        }
+    }
 }
 
 /// Most lines a find shows.
@@ -354,6 +443,8 @@ pub struct ReportPage {
     findings: Vec<FindingGroup>,
     finding_count: usize,
     log_mode: LogMode,
+    /// The current find match's line (0: none).
+    find_line: usize,
     /// The pane shows lines picked out of the log: line numbers link to them in context.
     picked: bool,
     facts: Vec<(String, String)>,
@@ -393,13 +484,14 @@ struct FixedBefore {
 }
 
 /// `?start=N`: the first line of the log window; `?line=N`: the page that holds line N (the
-/// link then scrolls to `#LN`); `?grep=TEXT`: only the lines containing TEXT;
-/// `?view=findings`: only the lines that hold a finding.
+/// link then scrolls to `#LN`); `?grep=TEXT`: only the lines containing TEXT, `&hit=K` the
+/// K-th of them current; `?view=findings`: only the lines that hold a finding.
 #[derive(Debug, Deserialize)]
 pub struct WindowParams {
     start: Option<usize>,
     line: Option<usize>,
     grep: Option<String>,
+    hit: Option<usize>,
     view: Option<String>,
 }
 
@@ -453,6 +545,7 @@ pub async fn show_report(
         log_mode = LogMode::Find {
             needle: needle.to_owned(),
             matched: 0,
+            nav: FindNav::default(),
         };
     }
     // Only the page's lines (and, beside a reproduction, an excerpt around the root cause)
@@ -478,7 +571,9 @@ pub async fn show_report(
                 None => Pane::Page(0, Vec::new()),
             }
         }
-        LogMode::Find { needle, matched } => {
+        LogMode::Find {
+            needle, matched, ..
+        } => {
             let found = reports::grep(
                 &state.db,
                 &state.finds,
@@ -525,6 +620,11 @@ pub async fn show_report(
         (log, reported)
     })
     .await?;
+    let mut log = log;
+    if let LogMode::Find { needle, nav, .. } = &mut log_mode {
+        *nav = FindNav::new(id, needle, params.hit, &log.lines);
+        logview::mark_matches(&mut log.lines, needle);
+    }
     let fixed_before = app::similar::known_fix(&d.fixes, &d.similar).map(|f| FixedBefore {
         target: link_text(&f.link),
         similar: d
@@ -573,6 +673,10 @@ pub async fn show_report(
         finding_count: c.findings.len(),
         findings,
         picked: !matches!(log_mode, LogMode::Page),
+        find_line: match &log_mode {
+            LogMode::Find { nav, .. } => nav.line,
+            _ => 0,
+        },
         log_mode,
         facts: fact_rows(&c.facts),
         next_steps: steps_beside_warning(c.next_steps, c.async_hint),

@@ -239,6 +239,71 @@ async fn post_multipart(
     app.send(req.body(Body::from(body)).unwrap()).await
 }
 
+/// A link opened signed out (a CI summary, a webhook, a chat message) goes to sign-in and
+/// returns to its page afterwards; only a path on this site is returned to (issue 30 item 4).
+#[tokio::test]
+async fn signing_in_returns_to_the_page_a_signed_out_link_opened_and_never_off_site() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ana", &[Scope::Read]).await;
+    let asked = app.get("/reports/72?grep=illegal%20memory").await;
+    assert_eq!(asked.status, StatusCode::SEE_OTHER);
+    let to_login = asked.headers["location"].to_str().unwrap().to_owned();
+    assert_eq!(
+        to_login,
+        "/login?next=%2Freports%2F72%3Fgrep%3Dillegal%2520memory"
+    );
+    // The form carries the return path; signing in goes there.
+    let form = app.get(&to_login).await;
+    assert_eq!(form.status, StatusCode::OK);
+    assert_eq!(
+        super::attr(&form.body, "input[name=next]", "value").as_deref(),
+        Some("/reports/72?grep=illegal%20memory")
+    );
+    let body = serde_urlencoded::to_string([
+        ("token", token.as_str()),
+        ("next", "/reports/72?grep=illegal%20memory"),
+    ])
+    .unwrap();
+    let signed = post_urlencoded(&app, None, "/login", body, None).await;
+    assert_eq!(signed.status, StatusCode::SEE_OTHER, "{}", signed.body);
+    assert_eq!(
+        signed.headers["location"],
+        "/reports/72?grep=illegal%20memory"
+    );
+    // A wrong token keeps the return path in the re-shown form.
+    let body = serde_urlencoded::to_string([("token", "gtr_wrong"), ("next", "/groups")]).unwrap();
+    let wrong = post_urlencoded(&app, None, "/login", body, None).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        super::attr(&wrong.body, "input[name=next]", "value").as_deref(),
+        Some("/groups")
+    );
+    // Off-site return paths are dropped: home instead, and no hidden field for them.
+    for evil in [
+        "https://evil.example/",
+        "//evil.example",
+        "/\\evil.example",
+        "javascript:x",
+    ] {
+        let body =
+            serde_urlencoded::to_string([("token", token.as_str()), ("next", evil)]).unwrap();
+        let res = post_urlencoded(&app, None, "/login", body, None).await;
+        assert_eq!(res.status, StatusCode::SEE_OTHER, "{evil}");
+        assert_eq!(res.headers["location"], "/", "{evil}");
+        let query = serde_urlencoded::to_string([("next", evil)]).unwrap();
+        let shown = app.get(&format!("/login?{query}")).await;
+        assert!(
+            super::attr(&shown.body, "input[name=next]", "value").is_none(),
+            "{evil}"
+        );
+    }
+    // Signed in already: /login?next= goes straight there.
+    let cookie = sign_in(&app, &token).await.cookie;
+    let again = page(&app, &cookie, "/login?next=%2Fgroups").await;
+    assert_eq!(again.status, StatusCode::SEE_OTHER);
+    assert_eq!(again.headers["location"], "/groups");
+}
+
 #[tokio::test]
 async fn every_portal_form_refuses_a_foreign_origin_or_a_missing_csrf_token() {
     let app = TestApp::spawn().await;

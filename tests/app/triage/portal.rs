@@ -67,14 +67,7 @@ async fn the_groups_page_filters_sorts_and_pages_with_links_that_keep_the_filter
     let all = page(&app, &b.cookie, "/groups").await;
     assert_eq!(all.status, StatusCode::OK, "{}", all.body);
     let headers = texts(&all.body, "table.groups th");
-    for column in [
-        "Reports",
-        "State",
-        "Assignee",
-        "Fix",
-        "First seen",
-        "Last seen",
-    ] {
+    for column in ["Reports", "Failure", "State", "Assignee", "Fix", "Seen"] {
         assert!(headers.iter().any(|h| h == column), "{column}: {headers:?}");
     }
     assert_eq!(texts(&all.body, "tr.group-row").len(), 4);
@@ -383,4 +376,154 @@ async fn a_group_page_shows_tag_breakdowns_and_a_chart_with_both_axes() {
         ["0", "3"]
     );
     assert_eq!(texts(&list.body, "svg.trend-compact text.tick-x").len(), 2);
+}
+
+/// Groups you can tell apart and act on (issue 30 item 2): each row names its failure (title,
+/// root-cause line, the user's own frame that raised it); a group of unknown failures shows
+/// its root-cause line, never an empty link; resolve and ignore are one click from the list
+/// (CSRF-checked, back to the same list), and only for sessions that may triage.
+#[tokio::test]
+async fn the_groups_list_names_each_failure_and_resolves_or_ignores_in_one_click() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let from = |file: &str, function: &str, error: &str| {
+        format!(
+            "Traceback (most recent call last):\n  File \"/home/u/{file}\", line 9, in {function}\n    \
+             out = self.emb(x)\n  File \"/usr/lib/python3/site-packages/torch/nn/modules/sparse.py\", \
+             line 190, in forward\n    return F.embedding(x)\n{error}\n"
+        )
+    };
+    let (_, in_model) = upload(
+        &app,
+        &token,
+        &from(
+            "model.py",
+            "forward",
+            "IndexError: index out of range in self",
+        ),
+        json!(null),
+    )
+    .await;
+    let (_, in_train) = upload(
+        &app,
+        &token,
+        &from(
+            "train.py",
+            "step",
+            "IndexError: index 7 is out of bounds for dimension 0 with size 3",
+        ),
+        json!(null),
+    )
+    .await;
+    let (_, unknown) = upload(
+        &app,
+        &token,
+        "starting epoch 1\nwatchdog: the frobnicator stalled after 300 s\n",
+        json!(null),
+    )
+    .await;
+    assert_ne!(in_model, in_train);
+
+    let list = page(&app, &b.cookie, "/groups?sort=first_seen").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    let row = |id: i64, css: &str| texts(&list.body, &format!("#group-{id} {css}")).concat();
+    assert_eq!(row(in_model, ".culprit code"), "model.py:forward");
+    assert_eq!(row(in_train, ".culprit code"), "train.py:step");
+    assert!(row(in_model, ".root-line").contains("index out of range"));
+    assert!(!row(in_model, "a.title").is_empty());
+    // The unknown failure: its last line as the root cause, a titled link.
+    assert!(
+        row(unknown, ".root-line").contains("frobnicator stalled"),
+        "{}",
+        row(unknown, ".failure")
+    );
+    assert!(!row(unknown, "a.title").trim().is_empty());
+    for link in texts(&list.body, "table.groups a") {
+        assert!(!link.trim().is_empty(), "an empty link in the list");
+    }
+
+    // One click: resolve from the list, back to the same list at that row.
+    let here = attr(
+        &list.body,
+        &format!("#group-{in_model} input[name=return_to]"),
+        "value",
+    )
+    .expect("return_to");
+    assert_eq!(here, "/groups?sort=first_seen&page=1");
+    let res = post_state(
+        &app,
+        &b,
+        in_model,
+        &[
+            ("csrf", &b.csrf),
+            ("state", "resolved"),
+            ("return_to", &here),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    assert_eq!(
+        res.headers["location"],
+        format!("/groups?sort=first_seen&page=1#group-{in_model}")
+    );
+    assert_eq!(group(&app, &token, in_model).await["state"], "resolved");
+    // Assigned meanwhile: the one-click ignore leaves the assignee as it is.
+    let res = post_state(
+        &app,
+        &b,
+        in_train,
+        &[("csrf", &b.csrf), ("state", "open"), ("assignee", "alice")],
+        None,
+    )
+    .await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER);
+    let res = post_state(
+        &app,
+        &b,
+        in_train,
+        &[
+            ("csrf", &b.csrf),
+            ("state", "ignored"),
+            ("return_to", "https://evil.example/"),
+        ],
+        None,
+    )
+    .await;
+    assert_eq!(
+        res.headers["location"],
+        format!("/groups/{in_train}#triage")
+    );
+    let g = group(&app, &token, in_train).await;
+    assert_eq!(
+        (g["state"].as_str(), g["assignee"].as_str()),
+        (Some("ignored"), Some("alice"))
+    );
+    // Without the CSRF token: refused, nothing changes.
+    let res = post_state(&app, &b, unknown, &[("state", "resolved")], None).await;
+    assert_eq!(res.status, StatusCode::FORBIDDEN);
+    assert_eq!(group(&app, &token, unknown).await["state"], "open");
+    // The list offers what each row can still become; a read-only session gets no buttons.
+    let list = page(&app, &b.cookie, "/groups").await;
+    assert!(
+        attr(
+            &list.body,
+            &format!("#group-{in_model} button[aria-label^=Resolve]"),
+            "type"
+        )
+        .is_none()
+    );
+    assert!(
+        attr(
+            &list.body,
+            &format!("#group-{in_model} button[aria-label^=Ignore]"),
+            "type"
+        )
+        .is_some()
+    );
+    let reader = app.token("viewer", &[Scope::Read]).await;
+    let r = sign_in(&app, &reader).await;
+    let list = page(&app, &r.cookie, "/groups").await;
+    assert!(texts(&list.body, "form.quick").is_empty());
 }
