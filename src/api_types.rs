@@ -18,6 +18,7 @@ pub mod retention;
 pub mod rules;
 mod schemas;
 pub mod search;
+pub mod tokens;
 pub mod webhooks;
 
 /// The stable snake_case `code` of an error body (`{"error": {"code", "message"}}`), which
@@ -50,6 +51,7 @@ pub enum ErrorCode {
     Internal,
     InvalidRetention,
     InvalidRule,
+    InvalidToken,
     InvalidWebhook,
     JobPending,
     LeaseLost,
@@ -98,6 +100,7 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidRetention => "invalid_retention",
             ErrorCode::InvalidRule => "invalid_rule",
+            ErrorCode::InvalidToken => "invalid_token",
             ErrorCode::InvalidWebhook => "invalid_webhook",
             ErrorCode::JobPending => "job_pending",
             ErrorCode::LeaseLost => "lease_lost",

@@ -129,6 +129,9 @@ pub enum TokenCommand {
         /// Who or what uses the token (shown in listings and on recorded fixes).
         #[arg(long)]
         name: String,
+        /// Days until the token stops working (1 to 3650; default: it never expires).
+        #[arg(long)]
+        expires_in_days: Option<u32>,
         #[command(flatten)]
         database: DatabaseArgs,
     },

@@ -13,21 +13,17 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
         TokenCommand::Create {
             scope,
             name,
+            expires_in_days,
             database,
         } => {
-            if name.trim().is_empty() || name.len() > 200 {
-                bail!("--name must be 1 to 200 characters");
-            }
-            let mut scopes: Vec<Scope> = Vec::new();
-            for s in scope {
-                if !scopes.contains(&s) {
-                    scopes.push(s);
-                }
-            }
-            let (record, secret) = with_database(&database, async |db| {
-                Ok(tokens::create(db, &name, &scopes).await?)
-            })
-            .await?;
+            let new = tokens::CreateToken {
+                name,
+                scopes: scope,
+                expires_in_days,
+                created_by: String::new(),
+            };
+            let (record, secret) =
+                with_database(&database, async |db| Ok(tokens::create(db, new).await?)).await?;
             eprintln!(
                 "created token {} ({}) with scope {}; it is shown only once:",
                 record.id,
@@ -45,6 +41,10 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
             for t in all {
                 let name = if t.revoked {
                     format!("{} (revoked)", t.name)
+                } else if t.expired {
+                    format!("{} (expired)", t.name)
+                } else if let Some(at) = t.expires_at {
+                    format!("{} (expires {at})", t.name)
                 } else {
                     t.name.clone()
                 };

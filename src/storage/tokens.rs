@@ -24,13 +24,24 @@ pub struct TokenRecord {
     pub last_used_at: Option<crate::time::Timestamp>,
     /// Whether it has been revoked.
     pub revoked: bool,
+    /// When it stops authenticating (`None`: never).
+    pub expires_at: Option<crate::time::Timestamp>,
+    /// Whether it has expired.
+    pub expired: bool,
+    /// Who created it: the creating token's name (portal, API), or empty (the CLI, first start).
+    pub created_by: String,
 }
 
 /// The columns of a token row, for a query that names the table `t`.
 const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
     floor(extract(epoch FROM t.created_at))::int8 AS created, \
     floor(extract(epoch FROM t.last_used_at))::int8 AS last_used, \
-    t.revoked_at IS NOT NULL AS revoked";
+    t.revoked_at IS NOT NULL AS revoked, \
+    floor(extract(epoch FROM t.expires_at))::int8 AS expires, \
+    coalesce(t.expires_at <= now(), false) AS expired, t.created_by";
+
+/// The condition a token row `t` must meet to authenticate: not revoked, not expired.
+const LIVE: &str = "t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())";
 
 fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {
     let scopes: Vec<String> = row.try_get("scopes")?;
@@ -42,6 +53,9 @@ fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {
         created_at: row.try_get("created")?,
         last_used_at: row.try_get("last_used")?,
         revoked: row.try_get("revoked")?,
+        expires_at: row.try_get("expires")?,
+        expired: row.try_get("expired")?,
+        created_by: row.try_get("created_by")?,
     })
 }
 
@@ -49,21 +63,36 @@ fn scope_names(scopes: &[Scope]) -> Vec<String> {
     scopes.iter().map(|s| s.as_str().to_string()).collect()
 }
 
+/// A token to store: its hash and what it may do.
+#[derive(Clone, Copy, Debug)]
+pub struct NewToken<'a> {
+    pub name: &'a str,
+    pub scopes: &'a [Scope],
+    pub prefix: &'a str,
+    pub hash: &'a [u8],
+    /// Days until it expires (`None`: never).
+    pub expires_in_days: Option<u32>,
+    pub created_by: &'a str,
+}
+
 /// Stores a new token's hash.
 pub async fn insert_token(
     ex: impl PgExecutor<'_>,
-    name: &str,
-    scopes: &[Scope],
-    prefix: &str,
-    hash: &[u8],
+    new: NewToken<'_>,
 ) -> Result<TokenRecord, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO tokens AS t (name, scopes, prefix, hash) VALUES ($1, $2, $3, $4) RETURNING {COLUMNS}"
+        "INSERT INTO tokens AS t (name, scopes, prefix, hash, expires_at, created_by) \
+         VALUES ($1, $2, $3, $4, now() + make_interval(days => $5), $6) RETURNING {COLUMNS}"
     )))
-    .bind(name)
-    .bind(scope_names(scopes))
-    .bind(prefix)
-    .bind(hash)
+    .bind(new.name)
+    .bind(scope_names(new.scopes))
+    .bind(new.prefix)
+    .bind(new.hash)
+    .bind(
+        new.expires_in_days
+            .map(|d| i32::try_from(d).unwrap_or(i32::MAX)),
+    )
+    .bind(new.created_by)
     .fetch_one(ex)
     .await?;
     from_row(&row)
@@ -104,7 +133,7 @@ pub async fn authenticate(
     let mut conn = conn.acquire().await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS}, (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds') AS stale \
-         FROM tokens t WHERE t.hash = $1 AND t.revoked_at IS NULL"
+         FROM tokens t WHERE t.hash = $1 AND {LIVE}"
     )))
     .bind(hash)
     .fetch_optional(&mut *conn)
@@ -118,6 +147,17 @@ pub async fn authenticate(
             .await?;
     }
     Ok(Some(token))
+}
+
+/// The token with this id (revoked and expired ones too).
+pub async fn get_token(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<TokenRecord>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM tokens t WHERE t.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
 }
 
 /// Every token, newest first.
@@ -134,7 +174,8 @@ pub async fn list_tokens(ex: impl PgExecutor<'_>) -> Result<Vec<TokenRecord>, Db
 /// a group can be assigned to.
 pub async fn active_names(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<String>, DbError> {
     Ok(sqlx::query_scalar(
-        "SELECT DISTINCT name FROM tokens WHERE revoked_at IS NULL ORDER BY name LIMIT $1",
+        "SELECT DISTINCT name FROM tokens t WHERE t.revoked_at IS NULL \
+         AND (t.expires_at IS NULL OR t.expires_at > now()) ORDER BY name LIMIT $1",
     )
     .bind(limit)
     .fetch_all(ex)
@@ -144,7 +185,8 @@ pub async fn active_names(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Str
 /// Whether an active (not revoked) token is named `name`.
 pub async fn is_active_name(ex: impl PgExecutor<'_>, name: &str) -> Result<bool, DbError> {
     Ok(sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM tokens WHERE name = $1 AND revoked_at IS NULL)",
+        "SELECT EXISTS (SELECT 1 FROM tokens t WHERE t.name = $1 AND t.revoked_at IS NULL \
+         AND (t.expires_at IS NULL OR t.expires_at > now()))",
     )
     .bind(name)
     .fetch_one(ex)
@@ -211,7 +253,7 @@ pub async fn find_session(
 ) -> Result<Option<Session>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {COLUMNS}, s.csrf FROM sessions s JOIN tokens t ON t.id = s.token_id \
-         WHERE s.id_hash = $1 AND s.expires_at > now() AND t.revoked_at IS NULL"
+         WHERE s.id_hash = $1 AND s.expires_at > now() AND {LIVE}"
     )))
     .bind(id_hash)
     .fetch_optional(ex)

@@ -155,6 +155,12 @@ id_extractor!(
     "webhook"
 );
 
+id_extractor!(
+    /// `{id}` of `/tokens/{id}` and `/api/v1/tokens/{id}`.
+    TokenId,
+    "token"
+);
+
 /// `{project}` of `/api/v1/projects/{project}/...`: one path segment, percent-decoded (so a
 /// project named `team/vision` is `team%2Fvision`); a segment that does not decode is an
 /// unknown project (404).

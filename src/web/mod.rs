@@ -165,6 +165,11 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/rules/{id}/delete", post(html::rules::delete_rule))
         .route(
+            "/tokens",
+            get(html::tokens::list_tokens).post(html::tokens::create_token),
+        )
+        .route("/tokens/{id}/revoke", post(html::tokens::revoke_token))
+        .route(
             "/webhooks",
             get(html::webhooks::list_webhooks).post(html::webhooks::create_webhook),
         )

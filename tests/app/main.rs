@@ -24,6 +24,7 @@ mod serve_binary;
 mod similar;
 mod support;
 mod team_rules;
+mod tokens;
 mod triage;
 mod upload_cli;
 mod webhooks;

@@ -420,6 +420,7 @@ fn probe_body(method: &str, template: &str) -> (&'static str, Vec<u8>) {
             json(json!({"url": "http://127.0.0.1:9/hook", "events": ["new_group"]}))
         }
         ("patch", "/api/v1/webhooks/{id}") => json(json!({"description": "probe"})),
+        ("post", "/api/v1/tokens") => json(json!({"name": "probe", "scopes": ["read"]})),
         ("put", "/api/v1/projects/{project}/retention") => json(json!({"log_days": 30})),
         _ => ("application/json", Vec::new()),
     }
@@ -436,7 +437,13 @@ async fn every_operation_lists_the_scopes_the_server_enforces() {
     }
     for (method, template, op) in spec.operations() {
         let what = format!("{} {template}", method.to_uppercase());
-        let mut path = concrete(template, "1");
+        // Revoking a token probes an id no token has: the probe's own tokens stay valid.
+        let id = if template == "/api/v1/tokens/{id}" {
+            "999999"
+        } else {
+            "1"
+        };
+        let mut path = concrete(template, id);
         if template == "/api/v1/search" {
             path.push_str("?q=probe");
         }

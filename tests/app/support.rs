@@ -178,10 +178,14 @@ impl TestApp {
         let secret = gpu_triage::auth::generate().expect("random");
         gpu_triage::storage::tokens::insert_token(
             self.db.pool(),
-            name,
-            scopes,
-            &secret.prefix,
-            &secret.hash,
+            gpu_triage::storage::tokens::NewToken {
+                name,
+                scopes,
+                prefix: &secret.prefix,
+                hash: &secret.hash,
+                expires_in_days: None,
+                created_by: "",
+            },
         )
         .await
         .expect("insert token");

@@ -15,6 +15,7 @@ pub(crate) mod openapi;
 pub(crate) mod reports;
 pub(crate) mod retention;
 pub(crate) mod rules;
+pub(crate) mod tokens;
 pub(crate) mod webhooks;
 
 use axum::Router;
@@ -55,6 +56,8 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(rules::list_rules, rules::create_rule))
         .routes(routes!(rules::preview_rule))
         .routes(routes!(rules::update_rule, rules::delete_rule))
+        .routes(routes!(tokens::list_tokens, tokens::create_token))
+        .routes(routes!(tokens::revoke_token))
         .routes(routes!(webhooks::list_webhooks, webhooks::create_webhook))
         .routes(routes!(
             webhooks::show_webhook,

@@ -48,6 +48,8 @@ const BEARER: &str = "bearer";
         (name = "search", description = "Full-text search over reports, groups and fixes."),
         (name = "jobs", description = "The reproduction queue, for GPU workers."),
         (name = "rules", description = "Built-in and team classification rules."),
+        (name = "tokens", description = "API tokens: create (the secret shown once), list, \
+            revoke; for admins."),
         (name = "webhooks", description = "Endpoints notified of new groups, regressions, \
             reproductions and rule changes."),
         (name = "retention", description = "How long raw logs and reports are kept, per \

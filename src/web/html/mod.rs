@@ -13,6 +13,7 @@ pub mod retention;
 pub mod rules;
 pub mod rules_disable;
 pub mod search;
+pub mod tokens;
 pub mod trend;
 pub mod webhooks;
 pub mod when;

@@ -309,3 +309,51 @@ pub(super) async fn retention(c: &mut Checker<'_>, t: &Tokens, report: i64) {
     );
     assert_eq!(shown["log_removed"]["after_days"], 1, "{shown}");
 }
+
+/// `/api/v1/tokens`: create (the secret once), list, refusals, revoke.
+pub(super) async fn tokens(c: &mut Checker<'_>, t: &Tokens) {
+    let created = expect(
+        &c.json(
+            &t.admin,
+            "post",
+            "/api/v1/tokens",
+            &json!({"name": "probe-ci", "scopes": ["ingest"], "expires_in_days": 7}),
+        )
+        .await,
+        StatusCode::CREATED,
+    );
+    let id = created["id"].as_i64().unwrap();
+    assert!(created["secret"].is_string(), "{created}");
+    expect(
+        &c.json(
+            &t.admin,
+            "post",
+            "/api/v1/tokens",
+            &json!({"name": "x", "scopes": ["root"]}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    );
+    expect(
+        &c.raw(
+            &t.admin,
+            "post",
+            "/api/v1/tokens",
+            "application/json",
+            b"{\"colour\": 1}".to_vec(),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+    );
+    expect(&c.get(&t.admin, "/api/v1/tokens").await, StatusCode::OK);
+    expect(
+        &c.get(&t.read, "/api/v1/tokens").await,
+        StatusCode::FORBIDDEN,
+    );
+    let path = format!("/api/v1/tokens/{id}");
+    expect(&c.bodyless(&t.admin, "delete", &path).await, StatusCode::OK);
+    expect(
+        &c.bodyless(&t.admin, "delete", &path).await,
+        StatusCode::NOT_FOUND,
+    );
+}
