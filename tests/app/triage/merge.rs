@@ -381,3 +381,34 @@ async fn an_upload_that_meets_a_merge_waits_for_it_and_lands_in_the_target() {
     assert_eq!(target["count"], 3);
     assert!(ids(&target["reports"]).contains(&report));
 }
+
+#[tokio::test]
+async fn a_merged_group_is_no_search_hit_of_its_own_and_its_reports_name_the_target() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let (report, a) = upload(&app, &alice, &device_log("quebec"), Value::Null).await;
+    let (_, b) = upload(&app, &alice, &device_log("romeo"), Value::Null).await;
+    let hits = |v: Value, kind: &str| -> Vec<(i64, i64)> {
+        v["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|h| h["kind"] == kind)
+            .map(|h| (h["id"].as_i64().unwrap(), h["group_id"].as_i64().unwrap()))
+            .collect()
+    };
+    let search = async || {
+        let res = app
+            .get_as(&alice, "/api/v1/search?q=wrapper_CUDA__quebec")
+            .await;
+        assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+        res.json()
+    };
+    let before = search().await;
+    assert_eq!(hits(before.clone(), "group"), [(a, a)], "{before}");
+    assert_eq!(hits(before, "report"), [(report, a)]);
+    assert_eq!(merge(&app, &alice, a, b).await.status, StatusCode::OK);
+    let after = search().await;
+    assert_eq!(hits(after.clone(), "group"), [], "{after}");
+    assert_eq!(hits(after, "report"), [(report, b)]);
+}
