@@ -12,7 +12,7 @@ use serde::Deserialize;
 use super::Layout;
 use super::group_triage::{TREND_DAYS, TriageView, triage_view};
 use super::trend::{self, ChartSize};
-use crate::api_types::MergeRequest;
+use crate::api_types::{ErrorCode, MergeRequest};
 use crate::app::{self, group_merge, triage};
 use crate::auth::Scope;
 use crate::storage::group_merge::MergedGroup;
@@ -178,7 +178,7 @@ pub async fn merge_group(
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let into = form.into.trim().parse::<i64>().map_err(|_| {
         AppError::Unprocessable(
-            crate::api_types::ErrorCode::BadMerge,
+            ErrorCode::BadMerge,
             format!(
                 "into must be the id of a group, got {:?}",
                 form.into.chars().take(40).collect::<String>()
