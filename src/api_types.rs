@@ -12,7 +12,7 @@ pub mod filters;
 mod groups;
 pub use groups::{
     GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
-    GroupState, GroupTags, TagCount,
+    GroupState, GroupTags, MergeRequest, TagCount,
 };
 pub mod retention;
 pub mod rules;
@@ -34,6 +34,7 @@ pub enum ErrorCode {
     BadGpu,
     BadIdempotencyKey,
     BadJson,
+    BadMerge,
     BadMeta,
     BadMultipart,
     BadQuery,
@@ -47,6 +48,7 @@ pub enum ErrorCode {
     EmptyLog,
     Forbidden,
     Gone,
+    GroupMerged,
     IdempotencyKeyReused,
     Internal,
     InvalidRetention,
@@ -83,6 +85,7 @@ impl ErrorCode {
             ErrorCode::BadGpu => "bad_gpu",
             ErrorCode::BadIdempotencyKey => "bad_idempotency_key",
             ErrorCode::BadJson => "bad_json",
+            ErrorCode::BadMerge => "bad_merge",
             ErrorCode::BadMeta => "bad_meta",
             ErrorCode::BadMultipart => "bad_multipart",
             ErrorCode::BadQuery => "bad_query",
@@ -96,6 +99,7 @@ impl ErrorCode {
             ErrorCode::EmptyLog => "empty_log",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::Gone => "gone",
+            ErrorCode::GroupMerged => "group_merged",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
             ErrorCode::InvalidRetention => "invalid_retention",

@@ -70,6 +70,9 @@ pub enum GroupAction {
     /// A report arrived in a resolved group from a build older than the fix: recorded, and the
     /// group stays resolved (`detail` says why).
     OlderBuild,
+    /// Another group was merged into this one (`from` its id, `to` this group's id, `detail`
+    /// its title and what moved); its reports, fixes and history are this group's now.
+    Merge,
 }
 
 impl GroupAction {
@@ -80,6 +83,7 @@ impl GroupAction {
             GroupAction::State => "state",
             GroupAction::Assignee => "assignee",
             GroupAction::OlderBuild => "older_build",
+            GroupAction::Merge => "merge",
         }
     }
 
@@ -90,6 +94,7 @@ impl GroupAction {
             GroupAction::State,
             GroupAction::Assignee,
             GroupAction::OlderBuild,
+            GroupAction::Merge,
         ]
         .into_iter()
         .find(|a| a.as_str() == s)
@@ -110,6 +115,11 @@ pub struct GroupEvent {
     /// The report whose upload caused the entry, if one did.
     #[schema(required)]
     pub report_id: Option<i64>,
+    /// The group the entry was written for when that group was later merged into this one;
+    /// `null` for the group's own entries.
+    #[schema(required)]
+    #[serde(default)]
+    pub merged_from: Option<i64>,
 }
 
 /// `PATCH /api/v1/groups/{id}` (and the portal's state form): every field optional, at least
@@ -253,6 +263,20 @@ pub struct GroupDetail {
     pub reports: Vec<GroupReport>,
     /// Newest first.
     pub fixes: Vec<super::Fix>,
+    /// The groups merged into this one, newest merge first: their URLs answer with this
+    /// group (`308`), and uploads of their failures land here.
+    #[serde(default)]
+    pub merged_groups: Vec<i64>,
+}
+
+/// `POST /api/v1/groups/{id}/merge`: the group to merge group `id` into. A group that was
+/// itself merged stands for the group it was merged into.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeRequest {
+    /// The id of the group that takes over group `id`'s reports, fixes and history.
+    #[schema(minimum = 1)]
+    pub into: i64,
 }
 
 #[cfg(test)]
@@ -267,7 +291,7 @@ mod tests {
             assert_eq!(json.as_str(), Some(s));
         }
         assert_eq!(GroupState::parse("Open"), None);
-        for a in ["state", "assignee", "older_build"] {
+        for a in ["state", "assignee", "older_build", "merge"] {
             assert_eq!(GroupAction::parse(a).map(GroupAction::as_str), Some(a));
         }
     }

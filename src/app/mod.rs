@@ -1,11 +1,12 @@
 //! The use cases, between the edges (`web`, the CLI commands) and the engine and storage:
 //! upload a report, reproduce it on a GPU worker, search, triage groups (state, assignee,
-//! history) and fixes, team rules and reclassification, tokens, webhooks, retention. Each
+//! history, merges) and fixes, team rules and reclassification, tokens, webhooks, retention. Each
 //! function takes
 //! typed input, opens and owns its transaction,
 //! calls the pure `ingest`/`rules` and the `storage` statements, and returns typed output; the
 //! HTTP handlers (JSON and HTML alike) only extract, call one of them and render.
 
+pub mod group_merge;
 pub mod group_triage;
 pub mod logfind;
 pub mod logstore;
@@ -48,6 +49,15 @@ pub enum Error {
     /// The request conflicts with the current state (409: a lost lease, an existing id).
     #[error("{1}")]
     Conflict(ErrorCode, String),
+    /// The group asked for was merged into another, which holds its reports now (the API
+    /// answers 308 to the other's URL, the portal redirects there).
+    #[error("group {group} was merged into group {into}")]
+    Merged {
+        /// The group asked for.
+        group: i64,
+        /// The group it was merged into.
+        into: i64,
+    },
     /// The database failed or is unreachable.
     #[error(transparent)]
     Db(#[from] DbError),

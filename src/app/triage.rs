@@ -1,11 +1,13 @@
 //! Triage the knowledge base: read a group with its newest reports and fixes; record a fix for
-//! a group (search is `app::search`). Input is validated here (the same rules for the
+//! a group (search is `app::search`; merging groups is `app::group_merge`). Input is validated here (the same rules for the
 //! API and the portal's forms), so both surfaces refuse the same things with the same words.
 
 use serde::Deserialize;
+use sqlx::PgConnection;
 
 use super::Error;
 use crate::api_types::ErrorCode;
+use crate::storage::group_merge::{self as merges, Lock, MergedGroup, Standing};
 use crate::storage::groups::{self, Fix, Group, NewFix};
 use crate::storage::reports::{self as store, ReportSummary};
 use crate::storage::{Db, DbError};
@@ -18,25 +20,43 @@ pub struct GroupDetail {
     pub reports: Vec<ReportSummary>,
     pub fixes: Vec<Fix>,
     pub triage: super::group_triage::TriageDetail,
+    /// The groups merged into this one, newest first.
+    pub merged: Vec<MergedGroup>,
 }
 
-/// The group with id `id` (its 50 newest reports), or 404; read in one transaction.
+/// The group with id `id` (its 50 newest reports), or 404; read in one transaction. A group
+/// that was merged is [`Error::Merged`], naming the group that holds its reports now.
 pub async fn group(db: &Db, id: i64) -> Result<GroupDetail, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    if let Some(Standing::Merged(_)) = merges::standing(&mut *tx, id, Lock::None).await? {
+        let into = merges::final_group(&mut tx, id)
+            .await?
+            .ok_or(Error::NotFound("group"))?;
+        return Err(Error::Merged { group: id, into });
+    }
+    let detail = detail_in(&mut tx, id).await?;
+    tx.rollback().await.map_err(DbError::from)?;
+    Ok(detail)
+}
+
+/// Group `id` with its 50 newest reports, fixes, triage and merged groups, read in the
+/// caller's transaction (a change answers with the group as its own transaction left it).
+pub(crate) async fn detail_in(tx: &mut PgConnection, id: i64) -> Result<GroupDetail, Error> {
     let group = groups::get_group(&mut *tx, id)
         .await?
         .ok_or(Error::NotFound("group"))?;
     let reports = store::group_reports(&mut *tx, id, 50).await?;
     let fixes = groups::group_fixes(&mut *tx, id).await?;
-    let triage = super::group_triage::detail(&mut tx, id)
+    let triage = super::group_triage::detail(&mut *tx, id)
         .await?
         .ok_or(Error::NotFound("group"))?;
-    tx.rollback().await.map_err(DbError::from)?;
+    let merged = merges::merged_groups(&mut *tx, id).await?;
     Ok(GroupDetail {
         group,
         reports,
         fixes,
         triage,
+        merged,
     })
 }
 
@@ -105,7 +125,9 @@ fn validate_fix(body: FixRequest, author: &str) -> Result<NewFix, Error> {
     })
 }
 
-/// Records a fix for group `group_id` by `author`; 404 for an unknown group.
+/// Records a fix for group `group_id` by `author`; 404 for an unknown group, 409
+/// `group_merged` for a group merged into another (the fix belongs there). The group's row is
+/// held while the fix is written, so a merge of it waits and then moves the fix along.
 pub async fn record_fix(
     db: &Db,
     group_id: i64,
@@ -113,9 +135,28 @@ pub async fn record_fix(
     author: &str,
 ) -> Result<Fix, Error> {
     let fix = validate_fix(request, author)?;
-    groups::insert_fix(db.pool(), group_id, &fix)
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    match merges::standing(&mut *tx, group_id, Lock::KeyShare).await? {
+        None => return Err(Error::NotFound("group")),
+        Some(Standing::Merged(into)) => return Err(merged_away(group_id, into)),
+        Some(Standing::Live) => {}
+    }
+    let stored = groups::insert_fix(&mut *tx, group_id, &fix)
         .await?
-        .ok_or(Error::NotFound("group"))
+        .ok_or(Error::NotFound("group"))?;
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(stored)
+}
+
+/// The refusal of a change to group `group`, which was merged into group `into`: 409
+/// `group_merged`, naming where to send it.
+pub(crate) fn merged_away(group: i64, into: i64) -> Error {
+    Error::Conflict(
+        ErrorCode::GroupMerged,
+        format!(
+            "group {group} was merged into group {into}: its reports, fixes and history are              there now; send this to group {into}"
+        ),
+    )
 }
 
 /// Reports per day of some groups over the last `days` days: `(group, day, count)` rows and

@@ -75,7 +75,8 @@ pub struct GroupFilter {
     pub assignee: Option<String>,
 }
 
-const FILTER: &str = "($1::text IS NULL OR g.state = $1) \
+/// Merged groups are never listed: their reports, fixes and history are their targets'.
+const FILTER: &str = "g.merged_into IS NULL AND ($1::text IS NULL OR g.state = $1) \
      AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r \
           WHERE lower(r.project) = lower($2) AND r.group_id = g.id) \
           OR EXISTS (SELECT 1 FROM group_expired_reports e \
@@ -271,7 +272,7 @@ pub async fn group_events(
     let rows = sqlx::query(concat!(
         "SELECT id, ",
         rfc3339!("at"),
-        " AS at_s, actor, action, from_value, to_value, detail, report_id \
+        " AS at_s, actor, action, from_value, to_value, detail, report_id, merged_from \
          FROM group_events WHERE group_id = $1 ORDER BY at DESC, id DESC LIMIT $2"
     ))
     .bind(id)
@@ -289,6 +290,7 @@ pub async fn group_events(
                 to: r.try_get("to_value")?,
                 detail: r.try_get("detail")?,
                 report_id: r.try_get("report_id")?,
+                merged_from: r.try_get("merged_from")?,
             })
         })
         .collect()

@@ -86,11 +86,12 @@ pub async fn get_group(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Group>
     row.as_ref().map(group_from_row).transpose()
 }
 
-/// Groups seen most recently first.
+/// Groups seen most recently first (merged groups left out: their reports are elsewhere).
 pub async fn recent_groups(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Group>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS} FROM ( \
-             SELECT g.* FROM groups g ORDER BY g.last_seen DESC, g.id DESC LIMIT $1) g \
+             SELECT g.* FROM groups g WHERE g.merged_into IS NULL \
+             ORDER BY g.last_seen DESC, g.id DESC LIMIT $1) g \
          {GROUP_STATS} \
          ORDER BY coalesce(s.last_seen, g.first_seen) DESC, g.id DESC"
     )))
@@ -193,7 +194,8 @@ pub struct Similar {
 /// How many nearest signatures the index returns before the similarity floor is applied.
 const NEAREST: i64 = 50;
 
-/// The groups other than `exclude` whose signature is at least `min_similarity` alike to
+/// The groups other than `exclude` (and other than merged groups, whose failures are their
+/// targets' now) whose signature is at least `min_similarity` alike to
 /// `signature` (pg_trgm `similarity`), most alike first, at most `limit`. The GiST trigram
 /// index on `groups.signature` returns the nearest by `<->` distance, so this reads a few
 /// dozen groups whatever their number.
@@ -210,7 +212,7 @@ pub async fn similar_groups(
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS}, g.sim FROM ( \
              SELECT g.*, similarity(g.signature, $1) AS sim FROM groups g \
-             WHERE g.id <> $2 AND g.signature <> '' \
+             WHERE g.id <> $2 AND g.signature <> '' AND g.merged_into IS NULL \
              ORDER BY g.signature <-> $1 LIMIT {NEAREST}) g \
          {GROUP_STATS} \
          WHERE g.sim >= $3 \

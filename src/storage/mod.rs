@@ -3,6 +3,7 @@
 //! [`Db`] handle) and return domain types, so the schema can change in one place.
 
 pub mod embedded;
+pub mod group_merge;
 pub mod group_triage;
 pub mod groups;
 pub mod jobs;
@@ -55,6 +56,21 @@ pub enum DbError {
     /// Any other database error.
     #[error("database error: {0}")]
     Sqlx(sqlx::Error),
+}
+
+impl DbError {
+    /// Whether the statement lost a race that running the transaction again can win: a
+    /// deadlock PostgreSQL broke by failing this side (40P01), or a serialization failure
+    /// (40001).
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            DbError::Sqlx(sqlx::Error::Database(e)) => {
+                matches!(e.code().as_deref(), Some("40P01" | "40001"))
+            }
+            _ => false,
+        }
+    }
 }
 
 impl From<sqlx::Error> for DbError {

@@ -296,7 +296,8 @@ pub async fn reports_by_id(
 /// Stores a report's new classification in the caller's transaction (which holds the report's
 /// row lock until it ends: roll back on `Missing`/`Unchanged`, commit otherwise). When the
 /// fingerprint changed, the report moves to the group of the new fingerprint (created or counted
-/// up, as an upload would) and its old group is removed when it has no report and no fix left.
+/// up, as an upload would; a merged group's fingerprint leads to the group it was merged into)
+/// and its old group is removed when it has no report and no fix left.
 pub async fn apply(
     tx: &mut PgConnection,
     report_id: i64,
@@ -341,6 +342,11 @@ pub async fn apply(
         .bind(&new.headline.signature)
         .fetch_one(&mut *tx)
         .await?;
+        // The fingerprint of a merged group stands for the group it was merged into, as on
+        // upload (migration 0023).
+        if let Some(live) = super::group_merge::live_group(&mut *tx, group_id).await? {
+            group_id = live;
+        }
     }
     // A report whose headline follows a reproduction (the synchronous run was more specific)
     // keeps that headline: the new log classification becomes what "the log alone said", and
@@ -395,12 +401,12 @@ pub async fn apply(
     super::search::add_words(&mut *tx, &new.search_words).await?;
     if group_id != old_group {
         // Counts are read from reports; a group left with no report, no fix and no report
-        // retention deleted goes. An upload, a fix or a retention pass landing in it meanwhile
+        // retention deleted goes (a merged group stays: its URL names its target). An upload, a fix or a retention pass landing in it meanwhile
         // makes the delete fail on the foreign key (none cascades, migrations 0009 and 0020):
         // then the group stays, and only this savepoint is rolled back.
         let mut sp = sqlx::Connection::begin(&mut *tx).await?;
         let deleted = sqlx::query(
-            "DELETE FROM groups g WHERE g.id = $1 \
+            "DELETE FROM groups g WHERE g.id = $1 AND g.merged_into IS NULL \
              AND NOT EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) \
              AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.group_id = g.id) \
              AND NOT EXISTS (SELECT 1 FROM group_expired_reports e WHERE e.group_id = g.id)",

@@ -142,8 +142,14 @@ pub async fn insert_report(
                 return Ok(InsertOutcome::KeyReused);
             }
             let response: serde_json::Value = row.try_get("response")?;
-            if let Some(stored) = stored_from_json(&response) {
+            if let Some(mut stored) = stored_from_json(&response) {
                 let job = job_for_report(&mut *tx, stored.report_id).await?;
+                // The group may have been merged since: the answer names where it went.
+                if let Some(now) =
+                    super::group_merge::final_group(&mut *tx, stored.group_id).await?
+                {
+                    stored.group_id = now;
+                }
                 return Ok(InsertOutcome::Stored(Stored {
                     job,
                     replayed: true,
@@ -233,7 +239,9 @@ async fn job_for_report(
 /// `FOR KEY SHARE` until the transaction ends: that does not queue uploads of one failure behind
 /// each other (they all take the shared lock), but it keeps a reclassification from deleting the
 /// group it just emptied before this report lands in it. When such a delete won the race, the
-/// group is created again.
+/// group is created again. A group that was merged stands for the group it was merged into
+/// (held the same way, so it is not merged away before this report lands); a merge of the
+/// fingerprint's group that is under way is waited for (migration 0023).
 async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, bool), DbError> {
     loop {
         // When another transaction inserted the group first, this statement waits for it, and
@@ -254,13 +262,20 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, b
         if let Some(id) = inserted {
             return Ok((id, true));
         }
-        let existing: Option<i64> =
-            sqlx::query_scalar("SELECT id FROM groups WHERE fingerprint = $1 FOR KEY SHARE")
-                .bind(&r.headline.fingerprint)
-                .fetch_optional(&mut *tx)
-                .await?;
-        if let Some(id) = existing {
-            return Ok((id, false));
+        let existing: Option<(i64, Option<i64>)> = sqlx::query_as(
+            "SELECT id, merged_into FROM groups WHERE fingerprint = $1 FOR KEY SHARE",
+        )
+        .bind(&r.headline.fingerprint)
+        .fetch_optional(&mut *tx)
+        .await?;
+        match existing {
+            Some((id, None)) => return Ok((id, false)),
+            Some((_, Some(into))) => {
+                if let Some(id) = super::group_merge::live_group(&mut *tx, into).await? {
+                    return Ok((id, false));
+                }
+            }
+            None => {}
         }
     }
 }

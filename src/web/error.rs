@@ -43,6 +43,11 @@ pub enum AppError {
     /// 409: a conflict with the current state (a lost lease).
     #[error("{1}")]
     Conflict(ErrorCode, String),
+    /// 308 (API) or 303 (pages) to group `into`: group `group` was merged into it.
+    #[error(
+        "group {group} was merged into group {into}: its reports, fixes and history are there now"
+    )]
+    Merged { group: i64, into: i64 },
     /// 413: over a size cap.
     #[error("{0}")]
     TooLarge(String),
@@ -93,6 +98,7 @@ impl From<app::Error> for AppError {
             app::Error::TooLarge(message) => AppError::TooLarge(message),
             app::Error::Unsupported(message) => AppError::UnsupportedMediaType(message),
             app::Error::Conflict(code, message) => AppError::Conflict(code, message),
+            app::Error::Merged { group, into } => AppError::Merged { group, into },
             app::Error::Db(e) => e.into(),
             app::Error::Internal(e) => AppError::Internal(e),
         }
@@ -125,6 +131,7 @@ impl AppError {
             }
             AppError::BodyTooSlow(_) => (StatusCode::REQUEST_TIMEOUT, ErrorCode::BodyTooSlow),
             AppError::Conflict(code, _) => (StatusCode::CONFLICT, *code),
+            AppError::Merged { .. } => (StatusCode::PERMANENT_REDIRECT, ErrorCode::GroupMerged),
             AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge),
             AppError::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -159,6 +166,11 @@ impl AppError {
             && let Ok(value) = HeaderValue::from_str(&secs.to_string())
         {
             res.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        if let AppError::Merged { into, .. } = self
+            && let Ok(value) = HeaderValue::from_str(&format!("/api/v1/groups/{into}"))
+        {
+            res.headers_mut().insert(header::LOCATION, value);
         }
         if matches!(
             self,
@@ -271,6 +283,11 @@ impl IntoResponse for PageError {
                 return axum::response::Redirect::to("/login").into_response();
             }
             _ => {}
+        }
+        if let AppError::Merged { group, into } = err {
+            // The page of the group it went into, which says so.
+            return axum::response::Redirect::to(&format!("/groups/{into}?merged_from={group}"))
+                .into_response();
         }
         let mut res = render_error_page(
             super::html::Layout::for_user(None),

@@ -150,6 +150,7 @@ pub fn router(state: AppState) -> Router {
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/groups/{id}/state", post(html::group_triage::update_state))
+        .route("/groups/{id}/merge", post(html::groups::merge_group))
         .route("/search", get(html::search::search))
         .route(
             "/rules",

@@ -407,6 +407,7 @@ fn probe_body(method: &str, template: &str) -> (&'static str, Vec<u8>) {
         }
         ("patch", "/api/v1/groups/{id}") => json(json!({"state": "open"})),
         ("post", "/api/v1/groups/{id}/fixes") => json(json!({"summary": "pin the index"})),
+        ("post", "/api/v1/groups/{id}/merge") => json(json!({"into": 2})),
         ("post", "/api/v1/jobs/claim") => {
             json(json!({"worker": "probe", "wait_secs": 0, "no_gpu": true, "sandbox": "bwrap"}))
         }

@@ -14,6 +14,7 @@ use super::Error;
 use super::triage::{self, GroupDetail};
 use crate::api_types::{ErrorCode, GroupAction, GroupEvent, GroupPatch, GroupState, GroupTags};
 use crate::rules::Category;
+use crate::storage::group_merge::{self as merges, Lock, Standing};
 use crate::storage::group_triage::{
     self as store, GroupFilter, GroupSort, ListedGroup, NewEvent, Triage,
 };
@@ -315,7 +316,7 @@ fn next_triage(current: &Triage, change: &Change) -> Result<Triage, Error> {
 /// history entry per change in the same transaction, and returns the group as it is then.
 /// 404 for an unknown group; 422 `bad_triage` for an unknown state, `regressed` set by hand,
 /// `resolved_in` without the resolved state or not a commit or version, an assignee that is no
-/// active token's name, or an empty patch.
+/// active token's name, or an empty patch; 409 `group_merged` for a group merged into another.
 pub async fn change(
     db: &Db,
     id: i64,
@@ -329,6 +330,10 @@ pub async fn change(
     let current = store::lock_triage(&mut tx, id)
         .await?
         .ok_or(Error::NotFound("group"))?;
+    // Read once the row is held: a merge of it either committed before (seen here) or waits.
+    if let Some(Standing::Merged(into)) = merges::standing(&mut *tx, id, Lock::None).await? {
+        return Err(triage::merged_away(id, into));
+    }
     let next = next_triage(&current, &change)?;
     if next.assignee != current.assignee
         && !next.assignee.is_empty()

@@ -542,13 +542,15 @@ const LOG_ROWS: &str = concat!(
     " LIMIT $6"
 );
 /// Groups match on their title, category and root cause (root-cause tier); they belong to no
-/// project, so a project filter leaves them out.
+/// project, so a project filter leaves them out. A merged group is no hit of its own: its
+/// target, which holds its reports now, is.
 const GROUP_ROWS: &str = concat!(
     "SELECT g.id, ",
     micros!("g.last_seen"),
     " FROM groups g \
      WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
             AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
+       AND g.merged_into IS NULL \
        AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL \
      ORDER BY g.last_seen DESC, g.id DESC LIMIT $6"
 );
@@ -667,6 +669,7 @@ const COUNT_OTHERS: &str = concat!(
     "SELECT 1 FROM groups g \
      WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
             AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
+       AND g.merged_into IS NULL \
        AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) x) \
      + (SELECT count(*) FROM (\
      SELECT 1 FROM fixes f JOIN groups g ON g.id = f.group_id \

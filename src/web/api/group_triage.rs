@@ -1,13 +1,17 @@
-//! `GET /api/v1/groups` (the filtered, sorted, paged group list) and `PATCH /api/v1/groups/{id}`
-//! (state, `resolved_in`, assignee): extract, call one `app::group_triage` function, render.
-//! Triage changes take the `ingest` scope, like recording a fix: the people and tools that
-//! report and fix failures also triage them; a read-only token gets 403.
+//! `GET /api/v1/groups` (the filtered, sorted, paged group list), `PATCH /api/v1/groups/{id}`
+//! (state, `resolved_in`, assignee) and `POST /api/v1/groups/{id}/merge`: extract, call one
+//! `app::group_triage` or `app::group_merge` function, render. Triage changes and merges take
+//! the `ingest` scope, like recording a fix: the people and tools that report and fix failures
+//! also triage them; a read-only token gets 403.
 
 use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 
-use crate::api_types::{ErrorBody, ErrorCode, GroupDetail, GroupList, GroupListItem, GroupPatch};
+use crate::api_types::{
+    ErrorBody, ErrorCode, GroupDetail, GroupList, GroupListItem, GroupPatch, MergeRequest,
+};
+use crate::app::group_merge;
 use crate::app::group_triage::{self, ListRequest};
 use crate::web::extract::{GroupId, JsonBody};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
@@ -75,6 +79,8 @@ pub async fn list_groups(
         (status = 400, description = "`bad_json`: malformed JSON or an unknown field.",
             body = ErrorBody),
         (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+        (status = 409, description = "`group_merged`: the group was merged into another (the \
+            message names it); triage that one.", body = ErrorBody),
         (status = 422, description = "`bad_triage`: an unknown or hand-set `regressed` state, \
             `resolved_in` without `resolved` or neither a commit nor a version, an unknown \
             assignee, or nothing to change.", body = ErrorBody),
@@ -88,5 +94,42 @@ pub async fn update_group(
     JsonBody(patch): JsonBody<GroupPatch>,
 ) -> Result<Json<GroupDetail>, AppError> {
     let d = group_triage::change(&state.db, id, patch, &token.name).await?;
+    Ok(Json(super::groups::group_detail(&state, d)))
+}
+
+/// `POST /api/v1/groups/{id}/merge` with `{"into": N}`: group `id`'s reports, fixes, counts and
+/// history move to group N, whose history names the token that merged them; group `id`'s
+/// fingerprint sends later uploads to N and its URL answers `308` to N. 200 + group N as `GET`
+/// answers it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/groups/{id}/merge",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The group to merge into another.")),
+    request_body(content = MergeRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The group merged into, as `GET` answers it: the merged \
+            group's reports, fixes and history are its own now, `merged_groups` lists it, and \
+            its history's newest entry is the merge (`action` `merge`, `from` the merged \
+            group's id, `to` its own, `actor` the token's name).", body = GroupDetail),
+        (status = 400, description = "`bad_json`: malformed JSON, a missing `into` or an \
+            unknown field.", body = ErrorBody),
+        (status = 404, description = "`not_found`: no group `id`, or no group `into`.",
+            body = ErrorBody),
+        (status = 409, description = "`group_merged`: group `id` was already merged (the \
+            message names where); `busy`: the target kept being merged elsewhere meanwhile.",
+            body = ErrorBody),
+        (status = 422, description = "`bad_merge`: `into` is `id` itself, or a group that was \
+            merged into `id`, or not a positive id.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"]), ("bearer" = ["admin"])),
+)]
+pub async fn merge_group(
+    State(state): State<AppState>,
+    token: Scoped<IngestOrAdmin>,
+    GroupId(id): GroupId,
+    JsonBody(request): JsonBody<MergeRequest>,
+) -> Result<Json<GroupDetail>, AppError> {
+    let d = group_merge::merge(&state.db, id, &request, &token.name).await?;
     Ok(Json(super::groups::group_detail(&state, d)))
 }

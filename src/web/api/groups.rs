@@ -115,7 +115,10 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
     }
 }
 
-/// `GET /api/v1/groups/{id}`: a group with its newest reports, fixes and triage.
+/// `GET /api/v1/groups/{id}`: a group with its newest reports, fixes and triage. A group that
+/// was merged into another answers `308 Permanent Redirect` with `Location` naming the other
+/// (`/api/v1/groups/{into}`), so a client that follows redirects gets the group that holds its
+/// reports now.
 #[utoipa::path(
     get,
     path = "/api/v1/groups/{id}",
@@ -124,6 +127,9 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
     responses(
         (status = 200, description = "The group, its newest reports, fixes and triage.",
             body = GroupDetail),
+        (status = 308, description = "`group_merged`: the group was merged into another;             `Location` is that group's URL (`/api/v1/groups/{into}`), the message names it.",
+            body = ErrorBody,
+            headers(("Location" = String, description = "The group it was merged into."))),
         (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
     ),
     security(("bearer" = ["read"])),
@@ -172,6 +178,7 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
         tags: t.tags,
         reports,
         fixes: d.fixes,
+        merged_groups: d.merged.iter().map(|m| m.id).collect(),
     }
 }
 
@@ -186,6 +193,8 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
         (status = 201, description = "The recorded fix (secrets in it scrubbed).", body = Fix),
         (status = 400, description = "`bad_json`: malformed JSON.", body = ErrorBody),
         (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+        (status = 409, description = "`group_merged`: the group was merged into another (the \
+            message names it); record the fix there.", body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`: not `application/json`.",
             body = ErrorBody),
         (status = 422, description = "`bad_fix`: a missing, empty or too long summary, or an \

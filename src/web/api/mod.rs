@@ -50,6 +50,7 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(group_triage::list_groups))
         .routes(routes!(groups::show_group, group_triage::update_group))
         .routes(routes!(groups::create_fix))
+        .routes(routes!(group_triage::merge_group))
         .routes(routes!(jobs::claim_job))
         .routes(routes!(jobs::heartbeat_job))
         .routes(routes!(jobs::post_result).layer(result_cap))

@@ -264,6 +264,8 @@ pub struct HistoryLine {
     pub actor: String,
     pub text: String,
     pub report_id: Option<i64>,
+    /// The group the entry was written for, when that group was merged into this one.
+    pub merged_from: Option<i64>,
 }
 
 /// One tag's most frequent values, with the group's report count for the meters.
@@ -308,6 +310,12 @@ fn history_text(e: &crate::api_types::GroupEvent) -> String {
         GroupAction::Assignee if e.to.is_empty() => format!("unassigned {}", e.from),
         GroupAction::Assignee => format!("reassigned from {} to {}", e.from, e.to),
         GroupAction::OlderBuild => format!("kept it resolved{}", with(&e.detail)),
+        GroupAction::Merge => format!(
+            "merged group {} into group {}{}",
+            e.from,
+            e.to,
+            with(&e.detail)
+        ),
     }
 }
 
@@ -351,6 +359,7 @@ pub async fn triage_view(
             actor: e.actor.clone(),
             text: history_text(e),
             report_id: e.report_id,
+            merged_from: e.merged_from,
         })
         .collect();
     let labels = [
@@ -397,12 +406,13 @@ mod tests {
             to: to.into(),
             detail: detail.into(),
             report_id: None,
+            merged_from: None,
         }
     }
 
     #[test]
     fn history_entries_read_as_sentences() {
-        use GroupAction::{Assignee, OlderBuild, State};
+        use GroupAction::{Assignee, Merge, OlderBuild, State};
         let cases = [
             (
                 event("alice", State, "open", "resolved", "in 2.0"),
@@ -437,6 +447,16 @@ mod tests {
                     "version 1.9 is older than the fix (2.0)",
                 ),
                 "kept it resolved: version 1.9 is older than the fix (2.0)",
+            ),
+            (
+                event(
+                    "alice",
+                    Merge,
+                    "5",
+                    "7",
+                    "\u{201c}OOM\u{201d}: 2 reports, 0 fixes",
+                ),
+                "merged group 5 into group 7: \u{201c}OOM\u{201d}: 2 reports, 0 fixes",
             ),
         ];
         for (e, want) in cases {

@@ -1,17 +1,21 @@
 //! Portal pages for one group of recurring failures (its reports, fixes, chart and triage; the
-//! fix form). The group list and the state form are in `group_triage`; search is in `search`.
+//! fix form; the merge form that "Similar failures" offers). The group list and the state form
+//! are in `group_triage`; search is in `search`.
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::Layout;
 use super::group_triage::{TREND_DAYS, TriageView, triage_view};
 use super::trend::{self, ChartSize};
-use crate::app::{self, triage};
+use crate::api_types::{ErrorCode, MergeRequest};
+use crate::app::{self, group_merge, triage};
 use crate::auth::Scope;
+use crate::storage::group_merge::MergedGroup;
 use crate::storage::groups::{Fix, Group};
 use crate::storage::reports::ReportSummary;
 use crate::web::auth::PortalUser;
@@ -33,6 +37,16 @@ pub struct GroupPage {
     fix_form: FixFields,
     /// Why the fix was not recorded.
     fix_error: Option<String>,
+    /// The groups merged into this one, newest first.
+    merged: Vec<MergedGroup>,
+    /// The merged group whose link led here (`?merged_from=N`, when N is one of `merged`).
+    arrived_from: Option<MergedGroup>,
+}
+
+/// `?merged_from=N`: the group page was reached through the link of group N, merged here.
+#[derive(Debug, Default, Deserialize)]
+pub struct GroupParams {
+    merged_from: Option<String>,
 }
 
 /// The fix form's fields.
@@ -48,8 +62,17 @@ pub async fn show_group(
     State(state): State<AppState>,
     user: PortalUser,
     GroupId(id): GroupId,
+    params: Result<Query<GroupParams>, QueryRejection>,
 ) -> Result<GroupPage, PageError> {
-    group_page(&state, &user, id, FixFields::default(), None).await
+    // Anything but a known merged group's id is no notice (the parameter is only a hint).
+    let from = params
+        .map(|Query(p)| p)
+        .unwrap_or_default()
+        .merged_from
+        .and_then(|s| s.trim().parse::<i64>().ok());
+    let mut page = group_page(&state, &user, id, FixFields::default(), None).await?;
+    page.arrived_from = page.merged.iter().find(|m| Some(m.id) == from).cloned();
+    Ok(page)
 }
 
 async fn group_page(
@@ -74,6 +97,8 @@ async fn group_page(
         group: detail.group,
         fix_form,
         fix_error,
+        merged: detail.merged,
+        arrived_from: None,
     })
 }
 
@@ -134,4 +159,43 @@ pub async fn create_fix(
         }
         Err(err) => Err(err.into()),
     }
+}
+
+/// The merge form ("Similar failures" on a report page): merge the group of the path into
+/// group `into`.
+#[derive(Debug, Deserialize)]
+pub struct MergeForm {
+    // Missing is refused by the CSRF check (403), not by the form parser (400).
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    into: String,
+}
+
+impl CsrfField for MergeForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+/// `POST /groups/{id}/merge`: merges group `id` into the form's `into` (`ingest` or `admin`
+/// scope, CSRF-checked), then shows the group merged into, its history naming the merge.
+pub async fn merge_group(
+    State(state): State<AppState>,
+    GroupId(id): GroupId,
+    CsrfForm { user, form }: CsrfForm<MergeForm>,
+) -> Result<Response, PageError> {
+    user.require(&[Scope::Ingest, Scope::Admin])?;
+    let into = form.into.trim().parse::<i64>().map_err(|_| {
+        AppError::Unprocessable(
+            ErrorCode::BadMerge,
+            format!(
+                "into must be the id of a group, got {:?}",
+                form.into.chars().take(40).collect::<String>()
+            ),
+        )
+    })?;
+    let merged =
+        group_merge::merge(&state.db, id, &MergeRequest { into }, &user.0.token.name).await?;
+    Ok(Redirect::to(&format!("/groups/{}#history", merged.group.id)).into_response())
 }

@@ -457,6 +457,8 @@ pub struct ReportPage {
     fixed_before: Option<FixedBefore>,
     /// Other groups whose failure has nearly the same shape.
     similar: Vec<SimilarFailure>,
+    /// Each similar group offers to merge it into this report's group (the session may).
+    can_merge: bool,
     /// The log has no failure line a rule names: its group is "logs that end the same way".
     unmatched: bool,
     log: LogWindow,
@@ -686,6 +688,7 @@ pub async fn show_report(
         fixed_before,
         unmatched: c.root_cause.is_none(),
         similar: d.similar,
+        can_merge: can_write,
         fixes: d.fixes,
         log,
         log_lines: r.log_lines,

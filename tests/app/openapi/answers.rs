@@ -91,6 +91,7 @@ async fn real_answers_of_every_operation_match_their_documented_schemas() {
     let report = reports_and_jobs(&mut c, &t).await;
     let group = search_and_groups(&mut c, &t, &report).await;
     fixes(&mut c, &t, group).await;
+    merges(&mut c, &t, group).await;
     rules(&mut c, &t).await;
     webhooks(&mut c, &t).await;
     tokens(&mut c, &t).await;
@@ -516,5 +517,75 @@ async fn fixes(c: &mut Checker<'_>, t: &Tokens, group: i64) {
     expect(
         &c.get(&t.read, &format!("/api/v1/groups/{group}")).await,
         StatusCode::OK,
+    );
+}
+
+/// Another failure's group merged into `group`, then the refusals and the merged group's URL.
+async fn merges(c: &mut Checker<'_>, t: &Tokens, group: i64) {
+    let (ct, body) = multipart(&[("log", Some("device.log"), DEVICE_LOG.as_bytes())]);
+    let created = expect(
+        &c.raw(&t.ingest, "post", "/api/v1/reports", ct, body).await,
+        StatusCode::CREATED,
+    );
+    let other = created["group_id"].as_i64().unwrap();
+    assert_ne!(other, group);
+    let path = format!("/api/v1/groups/{other}/merge");
+    expect(
+        &c.json(&t.read, "post", &path, &json!({"into": group}))
+            .await,
+        StatusCode::FORBIDDEN,
+    );
+    expect(
+        &c.json(&t.ingest, "post", &path, &json!({"into": other}))
+            .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    );
+    expect(
+        &c.json(&t.ingest, "post", &path, &json!({"into": 999_999}))
+            .await,
+        StatusCode::NOT_FOUND,
+    );
+    expect(
+        &c.raw(&t.ingest, "post", &path, "application/json", b"{}".to_vec())
+            .await,
+        StatusCode::BAD_REQUEST,
+    );
+    let merged = expect(
+        &c.json(&t.ingest, "post", &path, &json!({"into": group}))
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(merged["id"], group);
+    assert_eq!(merged["merged_groups"], json!([other]));
+    expect(
+        &c.json(&t.ingest, "post", &path, &json!({"into": group}))
+            .await,
+        StatusCode::CONFLICT,
+    );
+    let moved = c.get(&t.read, &format!("/api/v1/groups/{other}")).await;
+    expect(&moved, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(
+        moved.headers["location"],
+        format!("/api/v1/groups/{group}").as_str()
+    );
+    expect(
+        &c.json(
+            &t.ingest,
+            "patch",
+            &format!("/api/v1/groups/{other}"),
+            &json!({"state": "open"}),
+        )
+        .await,
+        StatusCode::CONFLICT,
+    );
+    expect(
+        &c.json(
+            &t.ingest,
+            "post",
+            &format!("/api/v1/groups/{other}/fixes"),
+            &json!({"summary": "late"}),
+        )
+        .await,
+        StatusCode::CONFLICT,
     );
 }

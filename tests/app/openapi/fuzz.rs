@@ -37,7 +37,9 @@ const SEED: u32 = 28;
 ///   deleted (422);
 /// - an upload's log must be text and its script UTF-8 (415, 422), a classified log not empty;
 /// - a triage change must change something, name an active token as assignee and give
-///   `resolved_in` only with `resolved` (422);
+///   `resolved_in` only with `resolved` (422), and a group merged away is triaged, given fixes
+///   or merged no more (409) and its URL answers with the group it went into (308); a merge
+///   names another group that exists (404, 422);
 /// - a worker without a GPU must say so with `no_gpu` (a rule across two fields, 422);
 /// - a token's name must hold something besides spaces and no control characters (422).
 ///
@@ -74,8 +76,16 @@ include-name = ["POST /api/v1/reports", "POST /api/v1/classify"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "413", "415", "422"]
 
 [[operations]]
-include-name = "PATCH /api/v1/groups/{id}"
+include-name = ["PATCH /api/v1/groups/{id}", "POST /api/v1/groups/{id}/merge"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
+
+[[operations]]
+include-name = "POST /api/v1/groups/{id}/fixes"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409"]
+
+[[operations]]
+include-name = "GET /api/v1/groups/{id}"
+checks.positive_data_acceptance.expected-statuses = ["2xx", "308", "401", "403", "404"]
 
 [[operations]]
 include-path = "/api/v1/projects/{project}/retention"

@@ -696,6 +696,12 @@ async fn a_nul_anywhere_on_any_route_is_never_a_500() {
         ),
         portal(
             "POST",
+            &format!("/groups/{group}/merge"),
+            fm,
+            form(&[("csrf", csrf), ("into", nul)]),
+        ),
+        portal(
+            "POST",
             "/rules",
             fm,
             form(&[

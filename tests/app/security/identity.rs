@@ -360,6 +360,7 @@ async fn every_portal_form_refuses_a_foreign_origin_or_a_missing_csrf_token() {
             "&summary=forged+fix".to_owned(),
         ),
         (format!("/jobs/{job}/requeue"), String::new()),
+        (format!("/groups/{group}/merge"), "&into=1".to_owned()),
     ];
     for (path, rest) in &urlencoded_forms {
         for (what, csrf, origin) in [

@@ -1,7 +1,7 @@
 //! Group triage (issue 18 items 4 and 5) against a real database: states, `resolved_in`,
 //! assignees and the history through `PATCH /api/v1/groups/{id}`, the filtered, sorted and paged
-//! `GET /api/v1/groups`, the regression rule on upload, tag breakdowns, and the same through
-//! the portal's pages and forms.
+//! `GET /api/v1/groups`, the regression rule on upload, tag breakdowns, merges, and the same
+//! through the portal's pages and forms.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -13,6 +13,8 @@ use crate::support::{TestApp, TestResponse};
 
 mod api;
 mod concurrency;
+mod merge;
+mod merge_portal;
 mod portal;
 mod regression;
 

@@ -1,0 +1,178 @@
+//! Merging groups (issue 30 item 3), as Sentry's users merge issues: two groups that are one
+//! failure (worded differently, matched by another rule) become one. The merged group's
+//! reports, fixes, counts of reports retention deleted and history move to the group it is
+//! merged into, which records who merged what and when; the merged group's row stays, pointing
+//! at its target, so its fingerprint routes later uploads there and its URL answers with the
+//! target. The API and the portal's form call [`merge`], so both refuse the same things with the
+//! same words.
+//!
+//! Both group rows are locked in id order (so two merges of the same pair cannot deadlock), the
+//! merged one so strongly that uploads, fixes and triage changes of it wait for the merge and
+//! then follow it (see `storage::group_merge`).
+
+use super::Error;
+use super::triage::{self, GroupDetail};
+use crate::api_types::{ErrorCode, GroupAction, MergeRequest};
+use crate::storage::group_merge::{self as merges, Lock, Standing};
+use crate::storage::group_triage::{self as store, NewEvent};
+use crate::storage::groups;
+use crate::storage::{Db, DbError};
+
+/// Tries before giving up on a merge whose target kept being merged elsewhere, or that a
+/// deadlock with a concurrent writer (retention, reclassification) cancelled.
+const ATTEMPTS: usize = 4;
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::Invalid(ErrorCode::BadMerge, message.into())
+}
+
+/// The refusal to merge group `group` again: it was merged into `into` already.
+fn already_merged(group: i64, into: i64) -> Error {
+    Error::Conflict(
+        ErrorCode::GroupMerged,
+        format!("group {group} was already merged into group {into}; merge group {into} instead"),
+    )
+}
+
+/// Merges group `source` into the group `request.into` names (or, when that one was merged,
+/// the group it was merged into), as `actor` (a token name), and returns the target as it is
+/// then. 422 `bad_merge` for a group merged into itself (directly or through a chain) or an
+/// `into` that is no id; 404 for an unknown group on either side; 409 `group_merged` for a
+/// group that was merged already.
+pub async fn merge(
+    db: &Db,
+    source: i64,
+    request: &MergeRequest,
+    actor: &str,
+) -> Result<GroupDetail, Error> {
+    let into = request.into;
+    if into < 1 {
+        return Err(invalid(format!(
+            "into must be the id of a group (a positive integer), got {into}"
+        )));
+    }
+    if into == source {
+        return Err(invalid(format!(
+            "group {source} cannot be merged into itself: name another group"
+        )));
+    }
+    for attempt in 1..=ATTEMPTS {
+        match try_merge(db, source, into, actor).await {
+            Ok(Some(detail)) => return Ok(detail),
+            Ok(None) if attempt < ATTEMPTS => {}
+            Err(Error::Db(e)) if e.is_retryable() && attempt < ATTEMPTS => {}
+            Ok(None) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Conflict(
+        ErrorCode::Busy,
+        format!("group {into} kept being merged elsewhere while this merge waited; try again"),
+    ))
+}
+
+/// One try: the merged target as it is after the merge, or `None` when the target was merged
+/// elsewhere while this one waited for its lock (the caller tries again with where it went).
+async fn try_merge(
+    db: &Db,
+    source: i64,
+    into: i64,
+    actor: &str,
+) -> Result<Option<GroupDetail>, Error> {
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    // Unlocked first: the refusals that need no lock, and the group `into` stands for now.
+    match merges::standing(&mut *tx, source, Lock::None).await? {
+        None => return Err(Error::NotFound("group")),
+        Some(Standing::Merged(to)) => return Err(already_merged(source, to)),
+        Some(Standing::Live) => {}
+    }
+    let target = merges::final_group(&mut tx, into)
+        .await?
+        .ok_or(Error::NotFound("group to merge into"))?;
+    if target == source {
+        return Err(invalid(format!(
+            "group {into} was merged into group {source}: a group cannot be merged into itself"
+        )));
+    }
+    // Both rows, lower id first. Each answer is read again under its lock: a merge that
+    // committed while this one waited is seen.
+    let mut ids = [source, target];
+    ids.sort_unstable();
+    for id in ids {
+        let lock = if id == source {
+            Lock::Update
+        } else {
+            Lock::NoKeyUpdate
+        };
+        match (merges::standing(&mut *tx, id, lock).await?, id == source) {
+            (None, true) => return Err(Error::NotFound("group")),
+            (None, false) => return Err(Error::NotFound("group to merge into")),
+            (Some(Standing::Merged(to)), true) => return Err(already_merged(source, to)),
+            (Some(Standing::Merged(_)), false) => return Ok(None),
+            (Some(Standing::Live), _) => {}
+        }
+    }
+    let merged = groups::get_group(&mut *tx, source)
+        .await?
+        .ok_or(Error::NotFound("group"))?;
+    let moved = merges::move_into(&mut tx, source, target).await?;
+    // Dated after the moved entries, so the merge reads as the latest change.
+    let at = store::change_moment(&mut tx, target).await?;
+    let detail = merge_detail(&merged.title, moved);
+    store::insert_event(
+        &mut *tx,
+        &NewEvent {
+            group_id: target,
+            at,
+            actor,
+            action: GroupAction::Merge,
+            from: &source.to_string(),
+            to: &target.to_string(),
+            detail: &detail,
+            report_id: None,
+        },
+    )
+    .await?;
+    let answer = triage::detail_in(&mut tx, target).await?;
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(Some(answer))
+}
+
+/// What the history says moved: the merged group's title and its counts.
+fn merge_detail(title: &str, moved: merges::Moved) -> String {
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let reports = moved.reports + u64::try_from(moved.removed_reports).unwrap_or(0);
+    let title: String = title.chars().take(200).collect();
+    format!(
+        "\u{201c}{title}\u{201d}: {}, {}",
+        plural(reports, "report", "reports"),
+        plural(moved.fixes, "fix", "fixes")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_history_names_what_moved() {
+        let moved = merges::Moved {
+            reports: 2,
+            removed_reports: 1,
+            fixes: 1,
+            events: 4,
+        };
+        assert_eq!(
+            merge_detail("CUDA out of memory", moved),
+            "\u{201c}CUDA out of memory\u{201d}: 3 reports, 1 fix"
+        );
+        let one = merges::Moved {
+            reports: 1,
+            ..merges::Moved::default()
+        };
+        assert_eq!(
+            merge_detail("x", one),
+            "\u{201c}x\u{201d}: 1 report, 0 fixes"
+        );
+    }
+}

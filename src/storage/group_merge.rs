@@ -1,0 +1,228 @@
+//! Merging groups in SQL (issue 30 item 3, migration 0023): where a group stands (its own, or
+//! merged into another), the row locks a merge and the writers that meet it take, following a
+//! merged group to the group that holds its failure now, and the statements that move one
+//! group's reports, fixes, deleted-report counts and history to another. Policy (what may be
+//! merged, the lock order, the history entry) lives in `app::group_merge`.
+//!
+//! The locks: a merge holds its source row `FOR UPDATE`, which waits for every transaction that
+//! holds it `FOR KEY SHARE` (an upload adding a report to it, a fix, the foreign-key check of
+//! any row written for it) and makes new ones wait until the merge commits; they then read the
+//! row again and see where it went. Its target is held `FOR NO KEY UPDATE`, like a triage
+//! change, so uploads into it go on while it is merged into.
+
+use sqlx::{PgConnection, PgExecutor, Row};
+
+use super::DbError;
+
+/// Where a group stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// It holds its own reports.
+    Live,
+    /// It was merged into this group, which holds its reports now (chains are one step long).
+    Merged(i64),
+}
+
+impl Standing {
+    fn of(merged_into: Option<i64>) -> Standing {
+        merged_into.map_or(Standing::Live, Standing::Merged)
+    }
+}
+
+/// How a statement locks a group row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lock {
+    /// None: a plain read.
+    None,
+    /// `FOR KEY SHARE`: writes for the group (a report, a fix) wait for a merge of it.
+    KeyShare,
+    /// `FOR NO KEY UPDATE`: the group is being changed (merged into); uploads go on.
+    NoKeyUpdate,
+    /// `FOR UPDATE`: the group is being merged away; every writer for it waits.
+    Update,
+}
+
+impl Lock {
+    /// The locking clause: chosen from this enum, never from request text.
+    fn clause(self) -> &'static str {
+        match self {
+            Lock::None => "",
+            Lock::KeyShare => " FOR KEY SHARE",
+            Lock::NoKeyUpdate => " FOR NO KEY UPDATE",
+            Lock::Update => " FOR UPDATE",
+        }
+    }
+}
+
+/// Where group `id` stands, its row locked as `lock` says until the transaction ends; `None`
+/// for an unknown group. A locking read that waited for a merge sees the merge.
+pub async fn standing(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    lock: Lock,
+) -> Result<Option<Standing>, DbError> {
+    let sql = format!(
+        "SELECT merged_into FROM groups WHERE id = $1{}",
+        lock.clause()
+    );
+    let row: Option<Option<i64>> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_optional(ex)
+        .await?;
+    Ok(row.map(Standing::of))
+}
+
+/// Most steps [`live_group`] follows: chains are one step long, so more means a cycle that the
+/// schema's checks and the merge's own checks should have made impossible.
+const MAX_STEPS: usize = 16;
+
+/// The group that holds group `id`'s failure now: `id` itself, or the group it was merged
+/// into. Each row on the way is held `FOR KEY SHARE` until the transaction ends, so the group
+/// returned is not merged away before the caller's writes for it commit. `None` for an unknown
+/// group.
+pub async fn live_group(tx: &mut PgConnection, id: i64) -> Result<Option<i64>, DbError> {
+    let mut at = id;
+    for _ in 0..MAX_STEPS {
+        match standing(&mut *tx, at, Lock::KeyShare).await? {
+            None => return Ok(None),
+            Some(Standing::Live) => return Ok(Some(at)),
+            Some(Standing::Merged(next)) => at = next,
+        }
+    }
+    Err(DbError::Corrupt(format!(
+        "group {id} is merged in a chain longer than {MAX_STEPS} steps"
+    )))
+}
+
+/// The group that holds group `id`'s failure now, read without locks (for pages and answers
+/// that only name it).
+pub async fn final_group(tx: &mut PgConnection, id: i64) -> Result<Option<i64>, DbError> {
+    let mut at = id;
+    for _ in 0..MAX_STEPS {
+        match standing(&mut *tx, at, Lock::None).await? {
+            None => return Ok(None),
+            Some(Standing::Live) => return Ok(Some(at)),
+            Some(Standing::Merged(next)) => at = next,
+        }
+    }
+    Err(DbError::Corrupt(format!(
+        "group {id} is merged in a chain longer than {MAX_STEPS} steps"
+    )))
+}
+
+/// What a merge moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// Stored reports.
+    pub reports: u64,
+    /// Reports retention deleted (their counts per project and day).
+    pub removed_reports: i64,
+    pub fixes: u64,
+    /// History entries.
+    pub events: u64,
+}
+
+/// Moves everything of group `source` to group `target` (both locked by the caller: `source`
+/// with [`Lock::Update`], `target` with [`Lock::NoKeyUpdate`]) and marks `source` merged into
+/// `target`, re-pointing the groups that were merged into `source`. The target keeps its own
+/// title, signature and triage; its first and last sightings widen to cover the source's, and
+/// it takes the source's reproduction verdict when that one is newer. Reports keep their own
+/// fingerprints.
+pub async fn move_into(tx: &mut PgConnection, source: i64, target: i64) -> Result<Moved, DbError> {
+    let reports = sqlx::query("UPDATE reports SET group_id = $2 WHERE group_id = $1")
+        .bind(source)
+        .bind(target)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    let fixes = sqlx::query("UPDATE fixes SET group_id = $2 WHERE group_id = $1")
+        .bind(source)
+        .bind(target)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    // Counts of deleted reports add up per project and day (keys in one order, as retention
+    // writes them, so the two cannot deadlock on these rows).
+    let removed_reports: i64 = sqlx::query_scalar(
+        "WITH moved AS ( \
+             INSERT INTO group_expired_reports AS e (group_id, project, day, reports, last_seen) \
+             SELECT $2, project, day, reports, last_seen FROM group_expired_reports \
+             WHERE group_id = $1 ORDER BY day, project \
+             ON CONFLICT (group_id, day, project) DO UPDATE SET \
+                 reports = e.reports + excluded.reports, \
+                 last_seen = GREATEST(e.last_seen, excluded.last_seen) \
+             RETURNING 1) \
+         SELECT coalesce(sum(reports), 0)::int8 FROM group_expired_reports WHERE group_id = $1",
+    )
+    .bind(source)
+    .bind(target)
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query("DELETE FROM group_expired_reports WHERE group_id = $1")
+        .bind(source)
+        .execute(&mut *tx)
+        .await?;
+    let events = sqlx::query(
+        "UPDATE group_events SET group_id = $2, merged_from = coalesce(merged_from, $1) \
+         WHERE group_id = $1",
+    )
+    .bind(source)
+    .bind(target)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    sqlx::query(
+        "UPDATE groups t SET first_seen = LEAST(t.first_seen, s.first_seen), \
+             last_seen = GREATEST(t.last_seen, s.last_seen), \
+             verdict = CASE WHEN s.verdict_at IS NOT NULL \
+                 AND (t.verdict_at IS NULL OR s.verdict_at > t.verdict_at) \
+                 THEN s.verdict ELSE t.verdict END, \
+             verdict_at = GREATEST(t.verdict_at, s.verdict_at) \
+         FROM groups s WHERE t.id = $2 AND s.id = $1",
+    )
+    .bind(source)
+    .bind(target)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE groups SET merged_into = $2 WHERE merged_into = $1")
+        .bind(source)
+        .bind(target)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE groups SET merged_into = $2 WHERE id = $1")
+        .bind(source)
+        .bind(target)
+        .execute(&mut *tx)
+        .await?;
+    Ok(Moved {
+        reports,
+        removed_reports,
+        fixes,
+        events,
+    })
+}
+
+/// A group merged into another, as the other's page names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MergedGroup {
+    pub id: i64,
+    pub title: String,
+}
+
+/// The groups merged into group `id` (directly or through a chain), newest group first.
+pub async fn merged_groups(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<MergedGroup>, DbError> {
+    let rows = sqlx::query(
+        "SELECT id, title FROM groups WHERE merged_into = $1 ORDER BY id DESC LIMIT 1000",
+    )
+    .bind(id)
+    .fetch_all(ex)
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(MergedGroup {
+                id: r.try_get("id")?,
+                title: r.try_get("title")?,
+            })
+        })
+        .collect()
+}
