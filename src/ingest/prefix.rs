@@ -89,7 +89,52 @@ pub fn strip_operations_prefix(s: &str) -> &str {
     {
         return &s[bar + 3..];
     }
-    s
+    strip_progress_bar(s)
+}
+
+/// A progress bar (tqdm and its look-alikes) that the failure's message was printed right
+/// after, on the same line: `Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.5it/s]` then the
+/// error. The message after the bar is what a finding shows; a line that is only a bar is kept.
+fn strip_progress_bar(s: &str) -> &str {
+    let Some(percent) = s.find("%|") else {
+        return s;
+    };
+    // The bar's percentage is 1-3 digits right before `%|`.
+    let digits = s[..percent]
+        .bytes()
+        .rev()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    if digits == 0 || digits > 3 {
+        return s;
+    }
+    let Some(close) = s[percent + 2..].find('|').map(|i| percent + 2 + i) else {
+        return s;
+    };
+    let is_bar = |c: char| {
+        c.is_whitespace() || "#=>-.*━╸╺".contains(c) || ('\u{2580}'..='\u{259F}').contains(&c)
+    };
+    if !s[percent + 2..close].chars().all(is_bar) {
+        return s;
+    }
+    let mut rest = &s[close + 1..];
+    // ` 45/100` then ` [00:10<00:12, 4.5it/s]`, each optional.
+    let counted = rest.trim_start();
+    let count_len = counted
+        .bytes()
+        .take_while(|c| c.is_ascii_digit() || matches!(c, b'/' | b'.' | b'k' | b'M' | b'G'))
+        .count();
+    if count_len > 0 {
+        rest = &counted[count_len..];
+    }
+    let timed = rest.trim_start();
+    if timed.starts_with('[')
+        && let Some(end) = timed.find(']')
+    {
+        rest = &timed[end + 1..];
+    }
+    let message = rest.trim_start();
+    if message.is_empty() { s } else { message }
 }
 
 /// The level `line` (already cleaned: no timestamp, no rank prefix) announces.
@@ -276,6 +321,37 @@ mod tests {
         ];
         for line in other {
             assert_eq!(level(line), Level::Other, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_message_printed_right_after_a_progress_bar_is_peeled_from_it() {
+        for (line, want) in [
+            (
+                "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.50it/s]RuntimeError: CUDA error: out of memory",
+                "RuntimeError: CUDA error: out of memory",
+            ),
+            (
+                "100%|##########| 10/10 [00:01<00:00]  torch.OutOfMemoryError: CUDA out of memory.",
+                "torch.OutOfMemoryError: CUDA out of memory.",
+            ),
+            (
+                "  7%|▋         | 7/100 RuntimeError: boom",
+                "RuntimeError: boom",
+            ),
+            // Only a bar, or no bar at all: unchanged.
+            (
+                "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.50it/s]",
+                "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.50it/s]",
+            ),
+            ("load is 95%|high| CPU", "load is 95%|high| CPU"),
+            ("ratio 1234%|x| y", "ratio 1234%|x| y"),
+            (
+                "RuntimeError: index 3 is out of bounds",
+                "RuntimeError: index 3 is out of bounds",
+            ),
+        ] {
+            assert_eq!(strip_progress_bar(line), want, "{line:?}");
         }
     }
 }

@@ -150,3 +150,20 @@ fn onnx_runtime_dtypes_are_read_from_their_tensor_spelling() {
         vec!["float".to_owned(), "float16".to_owned()]
     );
 }
+
+/// A failure printed right after a progress bar on the same line (issue 30 item 8): the
+/// root-cause text is the message, without the bar.
+#[test]
+fn a_failure_printed_after_a_progress_bar_is_named_without_the_bar() {
+    let c = classify(
+        "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.50it/s]torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB of which 1.20 GiB is free.\n",
+    );
+    assert_eq!(c.category, Category::OutOfMemory, "{c:?}");
+    let root = c.root_cause.expect("root cause");
+    assert!(
+        root.text
+            .starts_with("torch.OutOfMemoryError: CUDA out of memory"),
+        "{}",
+        root.text
+    );
+}

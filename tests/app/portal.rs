@@ -698,3 +698,90 @@ async fn a_read_only_session_is_offered_only_what_it_can_do_and_keeps_what_it_ty
     assert_eq!(app.count("reports").await, 1);
     assert_eq!(app.count("fixes").await, 0);
 }
+
+/// The smaller portal items of issue 30 item 8: the rules list filters by id, title and
+/// category; a rule page with no stored reports says how to apply it to them; a regressed
+/// group says it was resolved in the version named, not that it broke there.
+#[tokio::test]
+async fn rules_filter_the_reclassify_hint_and_the_regression_wording() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("root", &[Scope::Admin]).await;
+    let b = sign_in(&app, &admin).await;
+    let all = get(&app, &b.cookie, "/rules").await;
+    let total = select_text(&all.body, "tr.rule-row").len();
+    assert!(total > 100, "{total}");
+    let nccl = get(&app, &b.cookie, "/rules?q=NCCL").await;
+    let ids = select_text(&nccl.body, "tr.rule-row td.mono");
+    assert!(!ids.is_empty() && ids.len() < total);
+    let rows = select_text(&nccl.body, "tr.rule-row");
+    assert!(
+        rows.iter().all(|r| r.to_lowercase().contains("nccl")),
+        "{rows:?}"
+    );
+    assert_eq!(
+        select_text(&nccl.body, "#rule-count").concat(),
+        format!("{} of {total} rules shown", ids.len())
+    );
+    let oom = get(&app, &b.cookie, "/rules?category=out_of_memory").await;
+    let cats = select_text(&oom.body, "tr.rule-row .cat");
+    assert!(
+        !cats.is_empty() && cats.iter().all(|c| c == "Out of memory"),
+        "{cats:?}"
+    );
+    let long = "x".repeat(201);
+    assert_eq!(
+        get(&app, &b.cookie, &format!("/rules?q={long}"))
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+
+    // A rule no stored report names yet: the page says how to apply it to them.
+    let rule = get(&app, &b.cookie, "/rules/cuda.illegal_address").await;
+    assert_eq!(rule.status, StatusCode::OK);
+    let hint = select_text(&rule.body, "#no-matching").concat();
+    assert!(
+        hint.contains("reclassified") && hint.contains("Reclassify"),
+        "{hint}"
+    );
+
+    // Resolved in 2.0.0, failing again: the page says so in those words.
+    let up = app
+        .upload(&admin, &[("log", Some("a.log"), CASCADE)], None)
+        .await
+        .json();
+    let group = up["group_id"].as_i64().unwrap();
+    let patch = |body: &str| {
+        let req = Request::patch(format!("/api/v1/groups/{group}"))
+            .header("authorization", format!("Bearer {admin}"))
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_owned()))
+            .unwrap();
+        app.send(req)
+    };
+    assert_eq!(
+        patch(r#"{"state": "resolved", "resolved_in": "2.0.0"}"#)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    // The same failure again after the resolution: the server reopens it as regressed.
+    // (Other bytes: the same bytes again would be the same report.)
+    let second = [b"run 2\n".as_slice(), CASCADE].concat();
+    let again = app
+        .upload(&admin, &[("log", Some("b.log"), &second)], None)
+        .await
+        .json();
+    assert_eq!(again["group_id"].as_i64(), Some(group));
+    let page = get(&app, &b.cookie, &format!("/groups/{group}")).await;
+    let line = select_text(&page.body, "p.state-line").concat();
+    assert!(
+        line.contains("failing again after it was resolved in 2.0.0"),
+        "{line}"
+    );
+    let list = get(&app, &b.cookie, "/groups").await;
+    assert_eq!(
+        select_text(&list.body, "td.state .muted"),
+        ["was resolved in 2.0.0"]
+    );
+}

@@ -142,25 +142,67 @@ pub struct RulesPage {
     layout: Layout,
     builtin: Vec<RuleRow>,
     team: Vec<RuleRow>,
+    /// Rules before the filter (built-in and team).
+    total: usize,
+    /// The filter as typed, and the category picked ("" any).
+    q: String,
+    category: String,
+    categories: &'static [Category],
     version: i64,
     history: Vec<HistoryRow>,
     runs: Vec<RunRow>,
     can_edit: bool,
 }
 
+/// `GET /rules?q=&category=`: the rules whose id or title holds `q` (any letter case) and of
+/// that category.
+#[derive(Debug, Default, Deserialize)]
+pub struct RulesQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    category: String,
+}
+
+impl RulesQuery {
+    fn keeps(&self, r: &RuleInfo) -> bool {
+        let q = self.q.trim().to_lowercase();
+        let text = q.is_empty()
+            || r.spec.id.to_lowercase().contains(&q)
+            || r.spec.title.to_lowercase().contains(&q);
+        let category = self.category.is_empty() || r.spec.category.as_str() == self.category;
+        text && category
+    }
+}
+
 /// `GET /rules`
 pub async fn list_rules(
     State(state): State<AppState>,
     user: PortalUser,
+    query: Result<Query<RulesQuery>, QueryRejection>,
 ) -> Result<RulesPage, PageError> {
     user.require(&[Scope::Read])?;
+    let Query(query) =
+        query.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
+    if query.q.chars().count() > 200 {
+        return Err(
+            AppError::BadRequest(ErrorCode::BadQuery, "q: at most 200 characters".into()).into(),
+        );
+    }
     let (rules, version) = team_rules::list(&state.db, true).await?;
-    let (builtin, team) = rules.iter().partition(|r| r.origin == Origin::Builtin);
+    let total = rules.len();
+    let (builtin, team) = (rules.iter())
+        .filter(|r| query.keeps(r))
+        .partition(|r| r.origin == Origin::Builtin);
     let rows = |list: Vec<&RuleInfo>| list.into_iter().map(RuleRow::from).collect();
     Ok(RulesPage {
         layout: Layout::for_user(Some(&user)),
         builtin: rows(builtin),
         team: rows(team),
+        total,
+        q: query.q.trim().to_owned(),
+        category: query.category,
+        categories: &Category::ALL,
         version,
         history: history(&state, None).await?,
         runs: team_rules::recent_runs(&state.db, 5)
