@@ -191,7 +191,7 @@ pub(crate) fn signed_in_browser(test: &str) -> Option<Session> {
 }
 
 /// [`signed_in_browser`] with a token of `scopes`.
-fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> {
+pub(crate) fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> {
     let tools = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
     if tools.iter().any(|t| !std::path::Path::new(t).exists()) {
         assert!(
@@ -236,12 +236,18 @@ fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> {
     d.go(&format!("{base}/login"));
     d.type_into("input[name=token]", &token);
     d.click("form button[type=submit]");
-    // Signing in lands on the home page with the new-report form (shown only to a session).
+    // Signing in lands on the home page with the new-report form (shown only to a session
+    // that may submit; a read-only one gets a note instead).
     let home = format!("{base}/");
+    let may_submit = scopes.contains("ingest") || scopes.contains("admin");
     d.wait_for_page(
         "the signed-in home page after signing in",
         |url| url == home,
-        "#new-report #log_text",
+        if may_submit {
+            "#new-report #log_text"
+        } else {
+            "#read-only-note"
+        },
     );
     Some(Session {
         d,

@@ -7,6 +7,7 @@ mod api;
 mod browse;
 mod browser;
 mod browser_merge;
+mod browser_triage;
 mod ci_action;
 mod classify_cli;
 mod health;
