@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::rules::outcome::Outcome;
 use crate::rules::{Category, Classification};
 
 pub mod filters;
@@ -506,6 +507,18 @@ pub struct Reproduction {
     pub runs: Vec<RunOutcome>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
+    /// What the run showed; null while the job is pending (or dead without a run the
+    /// worker could start, other than a sandbox error).
+    #[schema(required)]
+    pub outcome: Option<Outcome>,
+    /// For `environment_error` and `sandbox_error`: what went wrong ("the worker's Python has
+    /// no module named 'torch' ..."); else null.
+    #[schema(required)]
+    pub outcome_reason: Option<String>,
+    /// For `environment_error` and `sandbox_error`: how to fix the worker (or the script)
+    /// before re-queueing the job; else null.
+    #[schema(required)]
+    pub outcome_fix: Option<String>,
     /// What the run ran on.
     #[schema(required)]
     pub environment: Option<RunEnvironment>,
@@ -721,6 +734,11 @@ pub struct RunOutcome {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub failing_line: Option<String>,
+    /// What the run showed (a worker decides it from the run's output; the server fills it in
+    /// from the exit when a worker did not send it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub outcome: Option<Outcome>,
 }
 
 impl RunOutcome {
@@ -760,6 +778,10 @@ pub struct CpuRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub classification: Option<Classification>,
+    /// What the CPU run showed, decided by the server (a worker's own is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub outcome: Option<Outcome>,
 }
 
 #[cfg(test)]
