@@ -15,6 +15,7 @@ mod limits;
 mod logviewer;
 mod migrations;
 mod openapi;
+mod outcome;
 mod portal;
 mod repro_status;
 mod retention;
