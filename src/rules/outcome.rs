@@ -272,7 +272,7 @@ fn environment(tb: &Traceback) -> Option<Decision> {
     });
     let at = at.unwrap_or_default();
     if matches!(short, "ModuleNotFoundError" | "ImportError") {
-        return Some(import_error(exception, &at));
+        return Some(import_error(exception, short, &at));
     }
     if matches!(short, "SyntaxError" | "IndentationError" | "TabError") {
         return Some(Decision::environment(
@@ -308,8 +308,8 @@ fn environment(tb: &Traceback) -> Option<Decision> {
     None
 }
 
-/// A missing or broken import.
-fn import_error(exception: &str, at: &str) -> Decision {
+/// A missing or broken import: `exception` is the whole line, `name` its type.
+fn import_error(exception: &str, name: &str, at: &str) -> Decision {
     if let Some(caps) = NO_MODULE.captures(exception) {
         let module = &caps[1];
         let top = module.split('.').next().unwrap_or(module);
@@ -326,7 +326,7 @@ fn import_error(exception: &str, at: &str) -> Decision {
             )
         };
         return Decision::environment(
-            format!("the worker's Python has no module named '{module}' ({exception}{at})"),
+            format!("the worker's Python has no module named '{module}' ({name}{at})"),
             fix,
         );
     }

@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use crate::support::{KillOnDrop, create_token, database_url, free_port, spawn_server, wait_until};
 
 /// How long a page may take to appear after a click (the server classifies a paste inline).
-const PAGE_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const PAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// A real cascade from a PyTorch run: kernel assertions, then the generic re-raise.
-const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
+pub(crate) const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
 /opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [29,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n\
 /opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [30,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n\
 Traceback (most recent call last):\n  File \"train.py\", line 57, in <module>\n    loss.item()\n\
@@ -66,13 +66,13 @@ fn call(port: u16, method: &str, path: &str, body: Option<&Value>) -> Value {
         .unwrap_or_else(|e| panic!("WebDriver answered non-JSON ({e}): {body}"))
 }
 
-struct Driver {
+pub(crate) struct Driver {
     port: u16,
     session: String,
 }
 
 impl Driver {
-    fn cmd(&self, method: &str, what: &str, body: Option<Value>) -> Value {
+    pub(crate) fn cmd(&self, method: &str, what: &str, body: Option<Value>) -> Value {
         let v = call(
             self.port,
             method,
@@ -83,7 +83,7 @@ impl Driver {
         v["value"].clone()
     }
 
-    fn go(&self, url: &str) {
+    pub(crate) fn go(&self, url: &str) {
         self.cmd("POST", "url", Some(json!({ "url": url })));
     }
 
@@ -100,7 +100,7 @@ impl Driver {
             .to_owned()
     }
 
-    fn type_into(&self, css: &str, text: &str) {
+    pub(crate) fn type_into(&self, css: &str, text: &str) {
         let el = self.find(css);
         self.cmd(
             "POST",
@@ -109,12 +109,12 @@ impl Driver {
         );
     }
 
-    fn click(&self, css: &str) {
+    pub(crate) fn click(&self, css: &str) {
         let el = self.find(css);
         self.cmd("POST", &format!("element/{el}/click"), Some(json!({})));
     }
 
-    fn text(&self, css: &str) -> String {
+    pub(crate) fn text(&self, css: &str) -> String {
         let el = self.find(css);
         self.cmd("GET", &format!("element/{el}/text"), None)
             .as_str()
@@ -122,7 +122,7 @@ impl Driver {
             .to_owned()
     }
 
-    fn current_url(&self) -> String {
+    pub(crate) fn current_url(&self) -> String {
         self.cmd("GET", "url", None)
             .as_str()
             .unwrap_or_default()
@@ -130,7 +130,7 @@ impl Driver {
     }
 
     /// How many elements match `css` now (none is an answer, not an error).
-    fn count(&self, css: &str) -> usize {
+    pub(crate) fn count(&self, css: &str) -> usize {
         self.cmd(
             "POST",
             "elements",
@@ -154,7 +154,7 @@ impl Driver {
 
     /// Waits until the browser shows a page whose URL satisfies `url`, fully loaded, with an
     /// element matching `css`: the page a click led to, not the one it left.
-    fn wait_for_page(&self, what: &str, url: impl Fn(&str) -> bool, css: &str) {
+    pub(crate) fn wait_for_page(&self, what: &str, url: impl Fn(&str) -> bool, css: &str) {
         wait_until(PAGE_WAIT, what, || {
             url(&self.current_url()) && self.ready_state() == "complete" && self.count(css) > 0
         });
@@ -163,11 +163,11 @@ impl Driver {
 
 /// A signed-in browser session against a fresh `serve`: what a test drives, and the processes
 /// it keeps alive.
-struct Session {
-    d: Driver,
-    base: String,
+pub(crate) struct Session {
+    pub(crate) d: Driver,
+    pub(crate) base: String,
     /// The server's database, for tokens a test needs beside the browser's.
-    url: String,
+    pub(crate) url: String,
     _server: KillOnDrop,
     _driver: KillOnDrop,
 }
@@ -186,7 +186,7 @@ impl Drop for Session {
 /// Starts `serve` on a fresh database and Chromium, and signs in with a new `ingest,read`
 /// token; `None` (the test is skipped with a note) only where the browser is not installed and
 /// not required.
-fn signed_in_browser(test: &str) -> Option<Session> {
+pub(crate) fn signed_in_browser(test: &str) -> Option<Session> {
     signed_in_browser_as(test, "ingest,read")
 }
 
@@ -454,12 +454,12 @@ fn long_log() -> String {
 
 impl Driver {
     /// Runs `script` (without arguments) in the page and returns its value.
-    fn js(&self, script: &str) -> Value {
+    pub(crate) fn js(&self, script: &str) -> Value {
         self.run_js(script, json!([]))
     }
 
     /// Runs `script` in the page with `args` and returns its value.
-    fn run_js(&self, script: &str, args: Value) -> Value {
+    pub(crate) fn run_js(&self, script: &str, args: Value) -> Value {
         self.cmd(
             "POST",
             "execute/sync",
@@ -468,7 +468,7 @@ impl Driver {
     }
 
     /// Resizes the window so the page's viewport is about `width` CSS pixels wide.
-    fn resize(&self, width: u32, height: u32) {
+    pub(crate) fn resize(&self, width: u32, height: u32) {
         self.cmd(
             "POST",
             "window/rect",
@@ -476,7 +476,7 @@ impl Driver {
         );
     }
 
-    fn screenshot(&self, name: &str) {
+    pub(crate) fn screenshot(&self, name: &str) {
         let shot = self.cmd("GET", "screenshot", None);
         let png = base64_decode(shot.as_str().expect("the screenshot, as base64"));
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
@@ -486,7 +486,7 @@ impl Driver {
     }
 
     /// axe-core's serious and critical violations on the current page, one line each.
-    fn axe(&self, axe_source: &str) -> Vec<String> {
+    pub(crate) fn axe(&self, axe_source: &str) -> Vec<String> {
         self.run_js(&format!("{axe_source}\n;return true;"), json!([]));
         let found = self.cmd(
             "POST",
@@ -509,7 +509,7 @@ impl Driver {
 
 /// The axe-core script: `GPU_TRIAGE_AXE_JS` (`.ci/run` installs axe-core from npm into its cache
 /// and sets it); `None` where it is not installed and not required.
-fn axe_source(test: &str) -> Option<String> {
+pub(crate) fn axe_source(test: &str) -> Option<String> {
     match std::env::var_os("GPU_TRIAGE_AXE_JS") {
         Some(path) => Some(
             std::fs::read_to_string(&path)
@@ -677,7 +677,7 @@ fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
 }
 
 /// A worker's call to the server, over a real socket: (status, body).
-fn worker_post(base: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
+pub(crate) fn worker_post(base: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

@@ -6,6 +6,7 @@
 mod api;
 mod browse;
 mod browser;
+mod browser_outcome;
 mod ci_action;
 mod classify_cli;
 mod health;
