@@ -242,6 +242,12 @@ static NO_MODULE: LazyLock<Regex> = LazyLock::new(|| re(r#"No module named ['"](
 /// `ImportError: cannot import name 'x' from 'y'`.
 static CANNOT_IMPORT: LazyLock<Regex> =
     LazyLock::new(|| re(r#"cannot import name ['"]([^'"]+)['"] from ['"]([^'"]+)['"]"#));
+/// What torch says when it has no GPU to run on: no driver, a CPU-only build, no device.
+static NO_GPU: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"Found no NVIDIA driver on your system|Torch not compiled with CUDA enabled|No CUDA GPUs are available",
+    )
+});
 /// What a sandbox (no network, read-only system, its own uid) answers a script's call with.
 static DENIED: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -280,6 +286,16 @@ fn environment(tb: &Traceback) -> Option<Decision> {
             format!(
                 "If the script needs a newer Python, start the worker with --python pointing at \
                  one and {REQUEUE}; otherwise fix the script and upload it again."
+            ),
+        ));
+    }
+    if NO_GPU.is_match(exception) {
+        return Some(Decision::environment(
+            format!("the worker's torch has no usable GPU: {exception}{at}"),
+            format!(
+                "Run this job on a worker with a GPU whose --python has a CUDA build of torch \
+                 (a worker started with --no-gpu cannot run it; upload with needs=gpu), \
+                 {REQUEUE}."
             ),
         ));
     }
@@ -467,6 +483,22 @@ mod tests {
         // CUDA's own "operation not permitted" is a real failure, not the sandbox.
         let graph = "Traceback (most recent call last):\n  File \"/tmp/repro.py\", line 8, in <module>\n    y = model(x)\nRuntimeError: CUDA error: operation not permitted when stream is capturing\n";
         assert_eq!(decided(Some(1), graph).outcome, Outcome::Reproduced);
+    }
+
+    #[test]
+    fn a_worker_whose_torch_has_no_gpu_is_an_environment_error() {
+        for message in [
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+            "AssertionError: Torch not compiled with CUDA enabled",
+            "RuntimeError: No CUDA GPUs are available",
+        ] {
+            let out = format!(
+                "Traceback (most recent call last):\n  File \"/tmp/repro.py\", line 4, in <module>\n    free, total = torch.cuda.mem_get_info()\n{message}\n"
+            );
+            let d = decided(Some(1), &out);
+            assert_eq!(d.outcome, Outcome::EnvironmentError, "{message}");
+            assert!(d.fix.contains("worker with a GPU"), "{}", d.fix);
+        }
     }
 
     #[test]
