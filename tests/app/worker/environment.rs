@@ -219,3 +219,85 @@ fn a_worker_without_torch_reports_an_environment_error_and_the_fixed_worker_repr
         "{html}"
     );
 }
+
+#[test]
+fn the_systems_python_without_torch_is_an_environment_error_under_the_real_bootstrap() {
+    // The real interpreter and the real CPU-translation bootstrap, in the real sandbox where
+    // bubblewrap works: what a worker started without --python on a machine whose system
+    // Python has no torch reports.
+    if !super::have_python() {
+        return;
+    }
+    let system = Path::new("/usr/bin/python3");
+    let has_torch = std::process::Command::new(system)
+        .args(["-c", "import torch"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if has_torch {
+        eprintln!("SKIPPED: /usr/bin/python3 has torch here");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (_db, options) = rt.block_on(fresh_db());
+    let url = database_url(options.get_database().unwrap());
+    let user = create_token(&url, "ingest,read", "ci");
+    let worker = create_token(&url, "worker", "cpu-host");
+    let (_server, port) = spawn_server(&url);
+    let base = format!("http://127.0.0.1:{port}");
+    let dir = crate::support::shared_tempdir();
+    let log = dir.path().join("train.log");
+    std::fs::write(&log, REPORTED).unwrap();
+    let script = dir.path().join("repro.py");
+    std::fs::write(
+        &script,
+        "import torch\nemb = torch.nn.Embedding(10, 4).cuda()\n",
+    )
+    .unwrap();
+    let up = binary()
+        .args(["upload", "--server", &base, "--script"])
+        .arg(&script)
+        .arg(&log)
+        .env("GPU_TRIAGE_TOKEN", &user)
+        .output()
+        .unwrap();
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    let sandbox: &[&str] = if std::process::Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        &[]
+    } else {
+        &["--unsafe-no-sandbox"]
+    };
+    let out = binary()
+        .args([
+            "worker",
+            "--server",
+            &base,
+            "--once",
+            "--no-gpu",
+            "--timeout",
+            "60",
+        ])
+        .args(sandbox)
+        .arg("--python")
+        .arg(system)
+        .env("GPU_TRIAGE_TOKEN", &worker)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "worker: {}", text(&out.stderr));
+    let (_, api) = http_get_json(port, "/api/v1/reports/1", &user);
+    let repro = &api["reproductions"][0];
+    assert_eq!(repro["cpu_translation"], true, "{repro}");
+    assert_eq!(repro["outcome"], "environment_error", "{repro}");
+    assert!(
+        repro["outcome_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("no module named 'torch'") && r.contains("repro.py:1")),
+        "{repro}"
+    );
+    assert_eq!(api["category_source"], "log", "{api}");
+}
