@@ -396,7 +396,12 @@ pub async fn record_result(
                 None
             };
             if decided.outcome == Outcome::EnvironmentError {
-                tracing::info!(job = job_id, worker = %worker, reason = %decided.reason, "reproduction stopped by the worker's environment");
+                tracing::info!(
+                    job = job_id,
+                    worker = %worker,
+                    reason = %decided.reason,
+                    "reproduction stopped by the worker's environment"
+                );
             }
             let run = (
                 &new.run.classification,
