@@ -507,8 +507,9 @@ pub struct Reproduction {
     pub runs: Vec<RunOutcome>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
-    /// What the run showed; null while the job is pending (or dead without a run the
-    /// worker could start, other than a sandbox error).
+    /// What the run showed (for a job that died of its worker's errors without a run,
+    /// `sandbox_error`, or `environment_error` when the interpreter was missing); null while the
+    /// job is pending, and for a job whose leases all expired without a result.
     #[schema(required)]
     pub outcome: Option<Outcome>,
     /// For `environment_error` and `sandbox_error`: what went wrong ("the worker's Python has
