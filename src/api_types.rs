@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::rules::outcome::Outcome;
 use crate::rules::{Category, Classification};
 
 pub mod filters;
@@ -513,6 +514,19 @@ pub struct Reproduction {
     pub runs: Vec<RunOutcome>,
     /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
     pub verdict: String,
+    /// What the run showed (for a job that died of its worker's errors without a run,
+    /// `sandbox_error`, or `environment_error` when the interpreter was missing); null while the
+    /// job is pending, and for a job whose leases all expired without a result.
+    #[schema(required)]
+    pub outcome: Option<Outcome>,
+    /// For `environment_error` and `sandbox_error`: what went wrong ("the worker's Python has
+    /// no module named 'torch' ..."); else null.
+    #[schema(required)]
+    pub outcome_reason: Option<String>,
+    /// For `environment_error` and `sandbox_error`: how to fix the worker (or the script)
+    /// before re-queueing the job; else null.
+    #[schema(required)]
+    pub outcome_fix: Option<String>,
     /// What the run ran on.
     #[schema(required)]
     pub environment: Option<RunEnvironment>,
@@ -728,6 +742,11 @@ pub struct RunOutcome {
         pattern = r"^[^\u0000-\u001f\u007f-\u009f]*$"
     )]
     pub failing_line: Option<String>,
+    /// What the run showed (a worker decides it from the run's output; the server fills it in
+    /// from the exit when a worker did not send it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub outcome: Option<Outcome>,
 }
 
 impl RunOutcome {
@@ -767,6 +786,10 @@ pub struct CpuRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub classification: Option<Classification>,
+    /// What the CPU run showed, decided by the server (a worker's own is ignored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub outcome: Option<Outcome>,
 }
 
 #[cfg(test)]

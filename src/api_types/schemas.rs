@@ -14,6 +14,7 @@ use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 
 use crate::rules::facts::{Facts, Memory};
+use crate::rules::outcome::Outcome;
 use crate::rules::{Category, Classification, Confidence, Finding, Role, RootCause, Stats};
 use crate::time::Timestamp;
 
@@ -124,6 +125,26 @@ impl PartialSchema for Category {
 impl ToSchema for Category {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("Category")
+    }
+}
+
+impl PartialSchema for Outcome {
+    fn schema() -> RefOr<Schema> {
+        names(
+            Outcome::ALL.map(Outcome::as_str),
+            "What a reproduction run showed: `reproduced` (the script failed), `did_not_fail` \
+             (it ran to the end), `environment_error` (it stopped for a reason of the worker's \
+             environment before reaching the failure: a missing module or interpreter, a syntax \
+             error in the script, a call the sandbox denied; the report keeps the log's \
+             classification and the job may be re-queued once the worker is fixed), `timed_out` \
+             (stopped at the time limit), `sandbox_error` (the worker could not start it).",
+        )
+    }
+}
+
+impl ToSchema for Outcome {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Outcome")
     }
 }
 

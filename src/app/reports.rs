@@ -1,10 +1,12 @@
 //! Read a report: everything its page and `GET /api/v1/reports/{id}` show (the report, its
 //! group's size and fixes, its reproduction jobs, where its headline comes from), read in one
-//! transaction so the parts agree, and its stored log: a range of lines for a page (only the
+//! transaction so the parts agree (with each run's outcome, derived for rows stored before
+//! outcomes were), and its stored log: a range of lines for a page (only the
 //! chunks that hold them are read), or the whole log as a stream for a download.
 
 use super::logfind::FindCache;
 use super::logstore;
+use super::reproduce;
 use super::similar::{self, SimilarFailure};
 use super::{Error, blocking};
 use crate::storage::groups::{self, Group};
@@ -46,6 +48,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
     let basis = reads::category_basis(&mut *tx, id, false).await?;
     let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
     tx.rollback().await.map_err(DbError::from)?;
+    let jobs = with_outcomes(jobs).await?;
     Ok(ReportDetail {
         report,
         group,
@@ -54,6 +57,26 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
         basis,
         similar,
     })
+}
+
+/// The jobs with every run's outcome: rows stored before outcomes were get theirs derived
+/// from their exit and output (on a blocking thread: the outputs may be megabytes).
+async fn with_outcomes(mut jobs: Vec<JobView>) -> Result<Vec<JobView>, Error> {
+    let old = |j: &JobView| {
+        j.reproduction
+            .as_ref()
+            .is_some_and(|r| reproduce::outcome::incomplete(&r.run))
+    };
+    if !jobs.iter().any(old) {
+        return Ok(jobs);
+    }
+    blocking(move || {
+        for r in jobs.iter_mut().filter_map(|j| j.reproduction.as_mut()) {
+            reproduce::outcome::complete(&mut r.run);
+        }
+        jobs
+    })
+    .await
 }
 
 /// Lines `first..=last` (1-based) of the report's stored (scrubbed) log, each followed by `\n`

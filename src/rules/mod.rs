@@ -13,6 +13,7 @@ pub mod facts;
 pub mod fallback;
 pub mod framework;
 mod literals;
+pub mod outcome;
 pub mod preview;
 mod refine;
 mod scan;

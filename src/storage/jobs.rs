@@ -334,9 +334,10 @@ pub async fn insert_reproduction(
     Ok(sqlx::query_scalar(
         "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
              duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification, \
-             cpu_translation, cpu_run, runs, verdict, environment) \
+             cpu_translation, cpu_run, runs, verdict, environment, outcome, outcome_reason, \
+             outcome_fix) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20) \
+             $18, $19, $20, $21, $22, $23) \
          RETURNING id",
     )
     .bind(r.job_id)
@@ -359,6 +360,9 @@ pub async fn insert_reproduction(
     .bind((!r.run.runs.is_empty()).then_some(Json(&r.run.runs)))
     .bind(&r.run.verdict)
     .bind(r.run.environment.as_ref().map(Json))
+    .bind(r.run.outcome.as_ref().map(|d| d.outcome.as_str()))
+    .bind(r.run.outcome.as_ref().map_or("", |d| d.reason.as_str()))
+    .bind(r.run.outcome.as_ref().map_or("", |d| d.fix.as_str()))
     .fetch_one(ex)
     .await?)
 }

@@ -10,6 +10,7 @@ use super::DbError;
 use super::jobs::AttemptOutcome;
 use super::reports::{Headline, rfc3339};
 use crate::api_types::{CategorySource, JobState, Sandbox};
+use crate::rules::outcome::{Decision, Outcome};
 use crate::rules::{Category, Classification};
 
 /// What one run of a script gave, as stored: written from a worker's result, read back for
@@ -40,6 +41,9 @@ pub struct RunRecord {
     pub worker: String,
     /// DESIGN.md section 3, of the combined output.
     pub classification: Classification,
+    /// What the run showed; `None` only for a row stored before outcomes were (the app derives
+    /// it when read).
+    pub outcome: Option<Decision>,
 }
 
 /// A stored reproduction.
@@ -120,8 +124,23 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
             sandbox: Sandbox::from(r.try_get::<String, _>("sandbox")?),
             worker: r.try_get("r_worker")?,
             classification: r.try_get::<Json<Classification>, _>("classification")?.0,
+            outcome: outcome_from_row(r)?,
         },
         created_at: r.try_get("r_created")?,
+    }))
+}
+
+/// The stored outcome of a reproduction row (`None` for rows from before migration 22).
+fn outcome_from_row(r: &PgRow) -> Result<Option<Decision>, DbError> {
+    let Some(spelled) = r.try_get::<Option<String>, _>("outcome")? else {
+        return Ok(None);
+    };
+    let outcome = Outcome::parse(&spelled)
+        .ok_or_else(|| DbError::Corrupt(format!("unknown reproduction outcome {spelled:?}")))?;
+    Ok(Some(Decision {
+        outcome,
+        reason: r.try_get("outcome_reason")?,
+        fix: r.try_get("outcome_fix")?,
     }))
 }
 
@@ -139,7 +158,7 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
         rfc3339!("j.heartbeat_at"),
         " AS heartbeat, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
              r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.cpu_run, r.runs, r.verdict, r.environment, \
-             r.sandbox, \
+             r.sandbox, r.outcome, r.outcome_reason, r.outcome_fix, \
              r.worker AS r_worker, r.classification, ",
         rfc3339!("r.created_at"),
         " AS r_created \

@@ -13,6 +13,7 @@ use super::run::{self, Limits};
 use super::sandbox::{self, Sandbox, SandboxKind};
 use super::{Config, peak_rss_bytes, probe};
 use crate::api_types::{CpuRun, MAX_REPEATS, RunEnvironment, RunOutcome, Sandbox as WireSandbox};
+use crate::rules::outcome::{Decision, Outcome};
 use crate::rules::{Category, Ruleset};
 
 /// Result post attempts before giving up.
@@ -81,6 +82,7 @@ fn execute_all(
         timed_out: r.timed_out,
         duration_ms: r.duration_ms,
         failing_line: failing_line(r),
+        outcome: Some(decide(r).outcome),
     };
     // The output sent is the first failing run's, else the last run's.
     let mut result = execute(sandbox, config, job, cancel);
@@ -111,6 +113,16 @@ fn execute_all(
     if repeats > 1 {
         result.runs = runs;
     }
+    // Said where the worker's operator looks: a run its environment stopped shows nothing.
+    let decided = decide(&result);
+    if decided.outcome == Outcome::EnvironmentError {
+        tracing::warn!(
+            "job {}: environment error: {}. {}",
+            job.job_id,
+            decided.reason,
+            decided.fix
+        );
+    }
     result.cpu = cpu_follow_up(sandbox, config, job, limits(config, job), cancel, &result);
     result
 }
@@ -123,6 +135,12 @@ fn cut_to(text: &mut String, cap: usize) -> bool {
     }
     text.truncate(text.floor_char_boundary(cap));
     true
+}
+
+/// What a run showed (the same decision the server makes for the run it stores).
+fn decide(result: &JobResult) -> Decision {
+    let output = format!("{}\n{}", result.stderr, result.stdout);
+    crate::rules::outcome::of_output(result.exit_code, result.signal, result.timed_out, &output)
 }
 
 /// The user's failing line of a run (`repro.py:13`), from its traceback.
@@ -333,6 +351,7 @@ fn cpu_follow_up(
         stderr: out.stderr.text,
         truncated,
         classification: None,
+        outcome: None,
     })
 }
 

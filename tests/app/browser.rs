@@ -14,10 +14,10 @@ use serde_json::{Value, json};
 use crate::support::{KillOnDrop, create_token, database_url, free_port, spawn_server, wait_until};
 
 /// How long a page may take to appear after a click (the server classifies a paste inline).
-const PAGE_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const PAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// A real cascade from a PyTorch run: kernel assertions, then the generic re-raise.
-const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
+pub(crate) const LOG: &str = "epoch 3: 100%|##########| 120/120\n\
 /opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [29,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n\
 /opt/conda/conda-bld/pytorch/work/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [31,0,0], thread: [30,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n\
 Traceback (most recent call last):\n  File \"train.py\", line 57, in <module>\n    loss.item()\n\
@@ -460,7 +460,7 @@ fn long_log() -> String {
 
 impl Driver {
     /// Runs `script` (without arguments) in the page and returns its value.
-    fn js(&self, script: &str) -> Value {
+    pub(crate) fn js(&self, script: &str) -> Value {
         self.run_js(script, json!([]))
     }
 
@@ -683,7 +683,7 @@ fn every_portal_page_works_at_desktop_and_phone_widths_and_passes_axe() {
 }
 
 /// A worker's call to the server, over a real socket: (status, body).
-fn worker_post(base: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
+pub(crate) fn worker_post(base: &str, token: &str, path: &str, body: &Value) -> (u16, Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()

@@ -13,7 +13,7 @@ use crate::browse::{attr, page, sign_in, texts as select};
 use crate::support::{TestApp, TestResponse, wait_until_async};
 
 /// What the user uploaded: the asynchronous report, pointing at an innocent `loss.item()`.
-const ASYNC_LOG: &str = "\
+pub(crate) const ASYNC_LOG: &str = "\
 2026-07-30 03:36:28 | epoch 3 step 120 | loss 2.3012
 Traceback (most recent call last):
   File \"/home/alice/proj/train.py\", line 57, in <module>
@@ -24,10 +24,10 @@ For debugging consider passing CUDA_LAUNCH_BLOCKING=1
 Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.
 ";
 
-const SCRIPT: &str = "import torch\nemb = torch.nn.Embedding(10, 4).cuda()\nidx = torch.tensor([10]).cuda()\nout = emb(idx)\nprint(out.sum().item())\n";
+pub(crate) const SCRIPT: &str = "import torch\nemb = torch.nn.Embedding(10, 4).cuda()\nidx = torch.tensor([10]).cuda()\nout = emb(idx)\nprint(out.sum().item())\n";
 
 /// What the worker saw with CUDA_LAUNCH_BLOCKING=1: the kernel assertion and the true line.
-const SYNC_STDERR: &str = "\
+pub(crate) const SYNC_STDERR: &str = "\
 /pytorch/aten/src/ATen/native/cuda/Indexing.cu:1289: indexSelectLargeIndex: block: [0,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.
 Traceback (most recent call last):
   File \"/tmp/job/train.py\", line 41, in <module>
@@ -51,14 +51,14 @@ fn claim_body(worker: &str, wait_secs: u64) -> Value {
     json!({"worker": worker, "wait_secs": wait_secs, "gpu": gpu(), "no_gpu": false, "sandbox": "bwrap"})
 }
 
-fn result_body(lease: &str, stdout: &str, stderr: &str) -> Value {
+pub(crate) fn result_body(lease: &str, stdout: &str, stderr: &str) -> Value {
     json!({"lease_token": lease, "exit_code": 1, "signal": null, "timed_out": false,
            "duration_ms": 4210, "stdout": stdout, "stderr": stderr, "truncated": false,
            "gpu": gpu(), "no_gpu": false, "sandbox": "bwrap", "error": null})
 }
 
 /// Uploads `log` with the reproduction script: (report id, job id).
-async fn report_with_script(app: &TestApp, token: &str, log: &str) -> (i64, i64) {
+pub(crate) async fn report_with_script(app: &TestApp, token: &str, log: &str) -> (i64, i64) {
     let res = app
         .upload(
             token,
@@ -78,13 +78,13 @@ async fn report_with_script(app: &TestApp, token: &str, log: &str) -> (i64, i64)
     )
 }
 
-async fn claim(app: &TestApp, token: &str, worker: &str) -> TestResponse {
+pub(crate) async fn claim(app: &TestApp, token: &str, worker: &str) -> TestResponse {
     app.post_json(token, "/api/v1/jobs/claim", &claim_body(worker, 0))
         .await
 }
 
 /// Claims and returns (job id, lease token, attempt).
-async fn claim_ok(app: &TestApp, token: &str, worker: &str) -> (i64, String, i64) {
+pub(crate) async fn claim_ok(app: &TestApp, token: &str, worker: &str) -> (i64, String, i64) {
     let res = claim(app, token, worker).await;
     assert_eq!(res.status, StatusCode::OK, "{}", res.body);
     let j = res.json();
@@ -117,7 +117,7 @@ async fn job_row(app: &TestApp, job_id: i64) -> (String, i32, String) {
         .unwrap()
 }
 
-async fn tokens(app: &TestApp) -> (String, String) {
+pub(crate) async fn tokens(app: &TestApp) -> (String, String) {
     (
         app.token("ci", &[Scope::Ingest, Scope::Read]).await,
         app.token("gpu-host", &[Scope::Worker]).await,
@@ -430,7 +430,12 @@ async fn outputs_over_the_cap_get_413_and_store_nothing() {
 
 // ───────────────────────── the report page and API after a reproduction ─────────────────────────
 
-async fn post_form(app: &TestApp, cookie: &str, path: &str, body: String) -> TestResponse {
+pub(crate) async fn post_form(
+    app: &TestApp,
+    cookie: &str,
+    path: &str,
+    body: String,
+) -> TestResponse {
     let req = Request::post(path)
         .header("cookie", cookie)
         .header("content-type", "application/x-www-form-urlencoded")

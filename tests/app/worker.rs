@@ -23,6 +23,7 @@ use crate::support::binary;
 
 mod canaries;
 mod e2e;
+mod environment;
 mod lifecycle;
 mod torch;
 

@@ -6,6 +6,7 @@
 //! and result also notes that its worker was in touch ([`workers`]).
 
 pub mod follow;
+pub mod outcome;
 pub mod traces;
 pub mod verdict;
 pub mod workers;
@@ -24,6 +25,7 @@ use crate::api_types::{
     ClaimRequest, ClaimedJob, CpuRun, ErrorCode, JobResult, JobState, ResultReply, Sandbox,
 };
 use crate::ingest::scrub;
+use crate::rules::outcome::Outcome;
 use crate::rules::{Category, Classification, Ruleset};
 use crate::storage::jobs::{
     self as store, AttemptOutcome, LockedJob, NewAttempt, NewReproduction, Reaped,
@@ -293,19 +295,28 @@ pub async fn record_result(
                 std::mem::take(&mut result.stderr),
             );
             let cpu = result.cpu.take();
+            let (exit_code, signal, timed_out) =
+                (result.exit_code, result.signal, result.timed_out);
             let ruleset = Arc::clone(&ruleset);
             Some(
                 blocking(move || {
                     let cpu = cpu.map(|c| {
                         let s = scrub_and_classify(&ruleset, &c.stdout, &c.stderr);
-                        CpuRun {
+                        let cpu = CpuRun {
                             stdout: s.stdout,
                             stderr: s.stderr,
                             classification: Some(s.classification),
                             ..c
+                        };
+                        CpuRun {
+                            outcome: Some(outcome::of_cpu_run(&cpu).outcome),
+                            ..cpu
                         }
                     });
-                    (scrub_and_classify(&ruleset, &stdout, &stderr), cpu)
+                    let run = scrub_and_classify(&ruleset, &stdout, &stderr);
+                    let decided =
+                        outcome::of_run(exit_code, signal, timed_out, &run.stderr, &run.stdout);
+                    (run, cpu, decided)
                 })
                 .await?,
             )
@@ -334,8 +345,10 @@ pub async fn record_result(
         request_sha256: &sha,
     };
     let recorded = match (classified, &result.error) {
-        (Some((run, cpu)), _) => {
+        (Some((run, cpu, decided)), _) => {
             store::insert_attempt(&mut *tx, &attempt).await?;
+            let mut runs = std::mem::take(&mut result.runs);
+            outcome::fill_runs(&mut runs, decided.outcome);
             let new = NewReproduction {
                 job_id,
                 report_id: job.report_id,
@@ -352,29 +365,44 @@ pub async fn record_result(
                     no_gpu: result.no_gpu,
                     cpu_translation: result.cpu_translation,
                     cpu,
-                    verdict: verdict::verdict(&result.runs),
+                    verdict: verdict::verdict(&runs),
                     environment: result.environment,
-                    runs: result.runs,
+                    runs,
                     sandbox: result.sandbox,
                     worker: worker.clone(),
                     classification: run.classification,
+                    outcome: Some(decided.clone()),
                 },
             };
             let id = store::insert_reproduction(&mut *tx, &new).await?;
-            if !new.run.verdict.is_empty() {
+            // A run the worker's environment stopped says nothing about the group's failure.
+            if !new.run.verdict.is_empty() && decided.outcome.is_informative() {
                 store::set_group_verdict(&mut *tx, job.report_id, &new.run.verdict).await?;
             }
             store::finish_job(&mut *tx, job_id, JobState::Done, "", "").await?;
-            let followed = follow::follow_if_more_specific(
-                &mut tx,
-                &ruleset,
-                job.report_id,
-                id,
-                &new.run.classification,
-                new.run.no_gpu,
-            )
-            .await?
-            .then_some(new.run.classification.category);
+            // Only a run that failed in the user's code may name the report's category.
+            let followed = if decided.outcome == Outcome::Reproduced {
+                follow::follow_if_more_specific(
+                    &mut tx,
+                    &ruleset,
+                    job.report_id,
+                    id,
+                    &new.run.classification,
+                    new.run.no_gpu,
+                )
+                .await?
+                .then_some(new.run.classification.category)
+            } else {
+                None
+            };
+            if decided.outcome == Outcome::EnvironmentError {
+                tracing::info!(
+                    job = job_id,
+                    worker = %worker,
+                    reason = %decided.reason,
+                    "reproduction stopped by the worker's environment"
+                );
+            }
             let run = (
                 &new.run.classification,
                 new.run.exit_code,

@@ -289,6 +289,7 @@ fn similar_failures(
 fn reproduction(j: &JobView) -> wire::Reproduction {
     let r = j.reproduction.as_ref().map(|r| &r.run);
     let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    let outcome = app::reproduce::outcome::of_job(j);
     wire::Reproduction {
         job_id: j.id,
         state: j.state,
@@ -308,6 +309,9 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         cpu_run: r.and_then(|r| r.cpu.clone()),
         runs: r.map(|r| r.runs.clone()).unwrap_or_default(),
         verdict: r.map(|r| r.verdict.clone()).unwrap_or_default(),
+        outcome_reason: outcome.as_ref().and_then(|d| text(&d.reason)),
+        outcome_fix: outcome.as_ref().and_then(|d| text(&d.fix)),
+        outcome: outcome.map(|d| d.outcome),
         environment: r.and_then(|r| r.environment.clone()),
         sandbox: r.map(|r| r.sandbox.clone()),
         worker: text(&j.worker),

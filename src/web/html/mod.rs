@@ -8,6 +8,7 @@ pub mod login;
 pub mod logview;
 pub mod reports;
 pub mod repro;
+pub mod repro_outcome;
 pub mod repro_status;
 pub mod retention;
 pub mod rules;

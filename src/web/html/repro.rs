@@ -14,6 +14,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use super::repro_outcome::{self, OutcomeView};
 use super::repro_status::{JobStatus, REFRESH_SECS, StatusContext, TrueLine};
 use crate::api_types::ErrorCode;
 use crate::api_types::{CategorySource, JobState, Sandbox};
@@ -21,6 +22,7 @@ use crate::app::reproduce::{self as repro, Requeue, UserFrame};
 use crate::auth::Scope;
 use crate::ingest::normalize::strip_ansi;
 use crate::rules::Classification;
+use crate::rules::outcome::{Decision, Outcome};
 use crate::storage::reproductions::{
     AttemptView, CategoryBasis, JobView, ReproductionView, RunRecord,
 };
@@ -68,7 +70,10 @@ pub struct TraceView {
 #[derive(Clone, Debug)]
 pub struct ReproPanel {
     /// `exited with code 1`, `killed by signal 9`, `timed out`.
-    pub outcome: String,
+    pub exit: String,
+    /// The run reached the user's code (not stopped by the worker's environment): its
+    /// classification is shown, and only then can it name a true failing line.
+    pub informative: bool,
     pub duration: String,
     pub gpu_name: Option<String>,
     pub no_gpu: bool,
@@ -114,6 +119,8 @@ pub struct JobRow {
     pub requeued_by: String,
     pub history: Vec<AttemptView>,
     pub can_requeue: bool,
+    /// What the run showed, in words; none while pending.
+    pub outcome: Option<OutcomeView>,
     pub repro: Option<ReproPanel>,
     /// What it is doing while queued or running.
     pub status: Option<JobStatus>,
@@ -133,6 +140,9 @@ pub struct ReproSection {
     pub headline: Option<String>,
     /// The true failing line the newest run found, for the header card.
     pub true_line: Option<TrueLine>,
+    /// The newest finished run's outcome when the worker's environment stopped it, for the
+    /// header card.
+    pub outcome_head: Option<OutcomeView>,
 }
 
 /// The log's traceback and root-cause line, computed once per page from an excerpt of the log
@@ -212,25 +222,11 @@ pub fn section(
     with_output.truncate(FULL_PANELS);
     let jobs: Vec<JobRow> = jobs
         .into_iter()
-        .map(|j| JobRow {
-            status: status.and_then(|ctx| JobStatus::of(&j, ctx)),
-            can_requeue: can_write && !pending && j.state.is_finished(),
-            retrying: j.state == JobState::Queued && !j.last_error.is_empty(),
-            repro: j
-                .reproduction
-                .as_ref()
-                .filter(|_| with_output.contains(&j.id))
-                .map(|r| panel(r, reported, reported_loc.as_ref())),
-            id: j.id,
-            state: j.state,
-            attempts: j.attempts,
-            max_attempts: j.max_attempts,
-            worker: j.worker,
-            last_error: j.last_error,
-            dead_reason: j.dead_reason,
-            requeued_from: j.requeued_from,
-            requeued_by: j.requeued_by,
-            history: j.history,
+        .map(|j| {
+            let full = with_output.contains(&j.id);
+            job_row(j, can_write && !pending, status, |r, d| {
+                full.then(|| panel(r, reported, reported_loc.as_ref(), d))
+            })
         })
         .collect();
     // The newest run that names a failing line in the user's code.
@@ -250,10 +246,47 @@ pub fn section(
             .find_map(|j| j.status.as_ref())
             .map(JobStatus::headline),
         true_line,
+        outcome_head: repro_outcome::head(jobs.iter().rev().filter_map(|j| j.outcome.as_ref())),
         pending,
         refresh_secs: REFRESH_SECS,
         jobs,
         category_note: basis.and_then(category_note),
+    }
+}
+
+/// One job's row with its outcome; `panel` draws its run given that outcome (or not: only
+/// the newest runs get one).
+fn job_row(
+    j: JobView,
+    may_requeue: bool,
+    status: Option<&StatusContext<'_>>,
+    panel: impl Fn(&ReproductionView, &Decision) -> Option<ReproPanel>,
+) -> JobRow {
+    let decided = repro::outcome::of_job(&j);
+    let cpu = j
+        .reproduction
+        .as_ref()
+        .is_some_and(|r| r.run.cpu_translation);
+    JobRow {
+        status: status.and_then(|ctx| JobStatus::of(&j, ctx)),
+        can_requeue: may_requeue && j.state.is_finished(),
+        retrying: j.state == JobState::Queued && !j.last_error.is_empty(),
+        repro: j
+            .reproduction
+            .as_ref()
+            .zip(decided.as_ref())
+            .and_then(|(r, d)| panel(r, d)),
+        outcome: decided.as_ref().map(|d| OutcomeView::new(j.id, d, cpu)),
+        id: j.id,
+        state: j.state,
+        attempts: j.attempts,
+        max_attempts: j.max_attempts,
+        worker: j.worker,
+        last_error: j.last_error,
+        dead_reason: j.dead_reason,
+        requeued_from: j.requeued_from,
+        requeued_by: j.requeued_by,
+        history: j.history,
     }
 }
 
@@ -281,11 +314,17 @@ fn panel(
     view: &ReproductionView,
     reported: &Reported,
     reported_loc: Option<&UserFrame>,
+    decided: &Decision,
 ) -> ReproPanel {
     let r = &view.run;
     let combined = repro::combined_output(&r.stderr, &r.stdout);
     let sync_tb = repro::main_traceback(&combined);
-    let sync_loc = sync_tb.as_ref().and_then(repro::location);
+    let stopped = !decided.outcome.is_informative();
+    // Only a run that failed in the user's code names a true failing line.
+    let sync_loc = sync_tb
+        .as_ref()
+        .and_then(repro::location)
+        .filter(|_| decided.outcome == Outcome::Reproduced);
     let sync_lines: Vec<String> = combined.lines().map(str::to_owned).collect();
     let (moved, same) = match (reported_loc, &sync_loc) {
         (Some(a), Some(b)) => match repro::moved_sentence(a, b) {
@@ -317,13 +356,17 @@ fn panel(
     }
     let sync_view = trace_view(
         TraceView {
-            title: if r.cpu_translation {
-                "On the CPU (CUDA redirected to the CPU)"
-            } else {
-                "Synchronous (CUDA_LAUNCH_BLOCKING=1)"
+            title: match (stopped, r.cpu_translation) {
+                (true, _) => "The run (stopped by the worker's environment)",
+                (false, true) => "On the CPU (CUDA redirected to the CPU)",
+                (false, false) => "Synchronous (CUDA_LAUNCH_BLOCKING=1)",
             },
             class: "trace-sync",
-            user_label: "true failing line",
+            user_label: if decided.outcome == Outcome::Reproduced {
+                "true failing line"
+            } else {
+                "where the run stopped"
+            },
             ..TraceView::default()
         },
         &sync_lines,
@@ -332,7 +375,8 @@ fn panel(
         sync_loc.as_ref(),
     );
     ReproPanel {
-        outcome: outcome(r),
+        exit: exit(r),
+        informative: !stopped,
         duration: format!("{:.1} s", r.duration_ms as f64 / 1000.0),
         gpu_name: r
             .gpu
@@ -404,11 +448,16 @@ fn cpu_view(cpu: &crate::api_types::CpuRun) -> TraceView {
     let tb = repro::main_traceback(&combined);
     let lines: Vec<String> = combined.lines().map(str::to_owned).collect();
     let root = cpu.classification.as_ref().and_then(root_line);
+    let stopped = !repro::outcome::of_cpu_run(cpu).outcome.is_informative();
     trace_view(
         TraceView {
             title: "On the CPU (CUDA redirected to the CPU)",
             class: "trace-cpu",
-            user_label: "failing line on the CPU",
+            user_label: if stopped {
+                "where the CPU run stopped"
+            } else {
+                "failing line on the CPU"
+            },
             ..TraceView::default()
         },
         &lines,
@@ -421,6 +470,15 @@ fn cpu_view(cpu: &crate::api_types::CpuRun) -> TraceView {
 /// "On the CPU: `IndexError: index out of range in self` at repro.py:13", or what the CPU run
 /// did when it raised nothing.
 fn cpu_line(cpu: &crate::api_types::CpuRun) -> Option<String> {
+    let decided = repro::outcome::of_cpu_run(cpu);
+    if !decided.outcome.is_informative() {
+        return Some(format!(
+            "On the CPU the run was stopped by the worker's environment ({}), so it says \
+             nothing about the failure. {}",
+            decided.reason.trim_end_matches('.'),
+            decided.fix
+        ));
+    }
     let combined = repro::combined_output(&cpu.stderr, &cpu.stdout);
     let tb = repro::main_traceback(&combined);
     let at = tb.as_ref().and_then(repro::location);
@@ -457,7 +515,7 @@ fn cpu_note(r: &RunRecord, reported: Option<crate::rules::Category>) -> Option<S
     })
 }
 
-fn outcome(r: &RunRecord) -> String {
+fn exit(r: &RunRecord) -> String {
     if r.timed_out {
         return "timed out".into();
     }
@@ -672,17 +730,16 @@ mod tests {
         assert_eq!(v.lines.last().map(|l| l.number), Some(30));
     }
 
-    #[test]
-    fn a_clean_run_on_the_cpu_says_what_it_means_for_the_reported_failure() {
-        use crate::rules::Category;
-        let run = |cpu_translation: bool, exit_code: i32| RunRecord {
+    /// A stored run of `stderr` that exited with `exit_code`.
+    fn record(cpu_translation: bool, exit_code: i32, stderr: &str) -> RunRecord {
+        RunRecord {
             attempt: 1,
             exit_code: Some(exit_code),
             signal: None,
             timed_out: false,
             duration_ms: 10,
             stdout: String::new(),
-            stderr: String::new(),
+            stderr: stderr.into(),
             truncated: false,
             gpu: None,
             no_gpu: true,
@@ -695,8 +752,94 @@ mod tests {
             worker: "w".into(),
             classification: crate::rules::Ruleset::builtin()
                 .expect("builtin")
-                .classify_bytes("run", b"ok\n"),
-        };
+                .classify_bytes("run", stderr.as_bytes()),
+            outcome: None,
+        }
+    }
+
+    const ASYNC_LOG: &str = "epoch 3\nTraceback (most recent call last):\n  File \"/w/repro.py\", line 7, in <module>\n    print(loss.item())\nRuntimeError: CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n";
+    const NO_TORCH: &str = "Traceback (most recent call last):\n  File \"/tmp/repro.py\", line 1, in <module>\n    import torch\nModuleNotFoundError: No module named 'torch'\n";
+
+    fn job_of(run: RunRecord) -> JobView {
+        let at = crate::time::Timestamp::from_unix(1_800_000_000);
+        JobView {
+            id: 3,
+            state: JobState::Done,
+            attempts: 1,
+            max_attempts: 3,
+            last_error: String::new(),
+            dead_reason: String::new(),
+            worker: "w".into(),
+            created_at: at,
+            updated_at: at,
+            claimed_at: None,
+            heartbeat_at: None,
+            needs: crate::api_types::Needs::Any,
+            requeued_from: None,
+            requeued_by: String::new(),
+            history: Vec::new(),
+            reproduction: Some(ReproductionView {
+                id: 9,
+                run,
+                created_at: at,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_run_stopped_by_a_missing_module_names_no_true_line() {
+        let rs = crate::rules::Ruleset::builtin().expect("builtin");
+        let log = rs.classify_bytes("log", ASYNC_LOG.as_bytes());
+        let reported = Reported::from_excerpt(ASYNC_LOG, 1, &log);
+        let section = section(
+            vec![job_of(record(true, 1, NO_TORCH))],
+            None,
+            &reported,
+            true,
+            None,
+        );
+        assert!(section.true_line.is_none(), "no header claim");
+        let head = section.outcome_head.expect("the header says why");
+        assert_eq!(head.kind, "environment_error");
+        assert!(
+            head.reason.contains("no module named 'torch'"),
+            "{}",
+            head.reason
+        );
+        let job = &section.jobs[0];
+        assert!(job.can_requeue);
+        let panel = job.repro.as_ref().expect("a panel");
+        assert!(!panel.informative);
+        assert!(panel.truth.is_none() && panel.moved.is_none() && panel.same.is_none());
+        let marks: Vec<&str> = panel
+            .traces
+            .iter()
+            .flat_map(|t| t.lines.iter().flat_map(|l| l.marks.iter().copied()))
+            .collect();
+        assert!(!marks.contains(&"true failing line"), "{marks:?}");
+        assert!(marks.contains(&"where the run stopped"), "{marks:?}");
+        // The same page for a run that failed in the user's code names its line.
+        let failed = "Traceback (most recent call last):\n  File \"/tmp/repro.py\", line 4, in <module>\n    out = emb(idx)\nIndexError: index out of range in self\n";
+        let section = section_of(failed, &reported);
+        let t = section.true_line.expect("a true line");
+        assert_eq!(t.at, "repro.py:4");
+        assert!(section.outcome_head.is_none());
+    }
+
+    fn section_of(stderr: &str, reported: &Reported) -> ReproSection {
+        section(
+            vec![job_of(record(true, 1, stderr))],
+            None,
+            reported,
+            true,
+            None,
+        )
+    }
+
+    #[test]
+    fn a_clean_run_on_the_cpu_says_what_it_means_for_the_reported_failure() {
+        use crate::rules::Category;
+        let run = |cpu_translation: bool, exit_code: i32| record(cpu_translation, exit_code, "");
         let placement = cpu_note(&run(true, 0), Some(Category::DeviceMismatch));
         assert!(placement.is_some_and(|n| n.contains("placement")));
         let kernel = cpu_note(&run(true, 0), Some(Category::IllegalMemoryAccess));

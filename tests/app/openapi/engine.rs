@@ -92,7 +92,8 @@ async fn the_engine_types_written_by_hand_match_full_and_empty_values() {
         let value = serde_json::to_value(&c).unwrap();
         v.assert_valid(&schema, &value, "a classification");
     }
-    // Every category, confidence and role spelling is in its enum, and nothing else is.
+    // Every category, confidence, role and reproduction-outcome spelling is in its enum, and
+    // nothing else is.
     for (name, values) in [
         (
             "Category",
@@ -107,6 +108,13 @@ async fn the_engine_types_written_by_hand_match_full_and_empty_values() {
             [Role::RootCause, Role::Symptom]
                 .iter()
                 .map(|r| json!(r))
+                .collect(),
+        ),
+        (
+            "Outcome",
+            gpu_triage::rules::outcome::Outcome::ALL
+                .iter()
+                .map(|o| json!(o))
                 .collect(),
         ),
     ] {
