@@ -49,6 +49,15 @@ fn failure(n: usize, file: &str) -> String {
     )
 }
 
+/// The elements that reach past the window's right edge, for a failure's message.
+fn too_wide(s: &Session) -> Value {
+    s.d.run_js(
+        "return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth)\
+         .slice(0, 8).map(e => e.tagName + '.' + e.className + '#' + e.id + ' ' + Math.round(e.getBoundingClientRect().right));",
+        json!([]),
+    )
+}
+
 fn check_axe(s: &Session, axe: Option<&String>, page: &str) {
     if let Some(axe) = axe {
         assert_eq!(s.d.axe(axe), Vec::<String>::new(), "{page}");
@@ -58,7 +67,7 @@ fn check_axe(s: &Session, axe: Option<&String>, page: &str) {
 /// Whether anything on the page is wider than the window.
 fn overflows(s: &Session) -> Value {
     s.d.run_js(
-        "return document.documentElement.scrollWidth > window.innerWidth + 1;",
+        "return document.documentElement.scrollWidth > document.documentElement.clientWidth;",
         json!([]),
     )
 }
@@ -249,4 +258,154 @@ fn the_triage_portal_works_in_a_real_browser() {
     );
     assert_eq!(d.count("form.quick"), 0);
     check_axe(&s, axe.as_ref(), "groups, read-only");
+}
+
+/// The smaller portal items of issue 30 item 8, each in the browser: a failure printed after a
+/// progress bar is named without the bar; a long fix link does not widen the phone layout;
+/// underscores in linked monospace text stay visible (the underline sits below them); the
+/// rules list filters; a rule no report names says how reclassifying applies it; a delete sits
+/// behind a confirming disclosure; a regressed group says it was resolved in that version.
+#[test]
+fn the_smaller_portal_items_work_in_a_real_browser() {
+    let test = "the_smaller_portal_items_work_in_a_real_browser";
+    let Some(s) = signed_in_browser_as(test, "admin") else {
+        return;
+    };
+    let axe = axe_source(test);
+    let d = &s.d;
+    d.resize(1400, 1000);
+    let log = "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.50it/s]torch.OutOfMemoryError: \
+               CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 \
+               GiB of which 1.20 GiB is free.\n";
+    let report = s.paste(log);
+    let root = d.text("#root-cause");
+    assert!(root.starts_with("torch.OutOfMemoryError"), "{root}");
+
+    // Resolved in 2.0.0 with a long fix link, from the group page's forms.
+    d.click(".columns a[href^='/groups/']");
+    d.wait_for_page("the group page", |u| u.contains("/groups/"), "#group-state");
+    let group = d.current_url();
+    let link = format!(
+        "https://wiki.example.com/{}",
+        "a-very-long-path-segment-".repeat(12)
+    );
+    d.type_into("#fix-summary", "lower the batch size to 16");
+    d.type_into("#fix-link", &link);
+    d.click("form.fix-form button[type=submit]");
+    d.wait_for_page(
+        "the group with its fix",
+        |u| u.contains("#fixes"),
+        ".fixes strong",
+    );
+    d.run_js(
+        "const f = document.querySelector('form.triage-form'); \
+         f.querySelector('[name=state]').value = 'resolved'; \
+         f.querySelector('[name=resolved_in]').value = '2.0.0'; \
+         f.submit(); return true;",
+        json!([]),
+    );
+    d.wait_for_page(
+        "the resolved group",
+        |u| u.contains("#triage"),
+        "#group-state.state-resolved",
+    );
+    // The failure again: regressed, and the page says in which version it had been resolved.
+    s.paste(&format!("run 2\n{log}"));
+    d.go(&group);
+    d.wait_for_page(
+        "the regressed group",
+        |u| u == group,
+        "#group-state.state-regressed",
+    );
+    assert!(
+        d.text("p.state-line")
+            .contains("failing again after it was resolved in 2.0.0"),
+        "{}",
+        d.text("p.state-line")
+    );
+    check_axe(&s, axe.as_ref(), "a regressed group");
+
+    // On a phone, the report with the long fix link is no wider than the screen.
+    d.resize(390, 900);
+    d.go(&report);
+    d.wait_for_page("the report", |u| u == report, "#fixed-before, .fixes");
+    d.screenshot("report-long-fix-390");
+    assert_eq!(
+        overflows(&s),
+        json!(false),
+        "the report is wider than 390 px: {}",
+        too_wide(&s)
+    );
+    d.resize(1400, 1000);
+
+    // Linked monospace: the underline sits below underscores.
+    d.go(&format!("{}/rules?q=illegal_address", s.base));
+    d.wait_for_page(
+        "the filtered rules",
+        |u| u.contains("q=illegal_address"),
+        "tr.rule-row",
+    );
+    let offset = d.run_js(
+        "return parseFloat(getComputedStyle(document.querySelector('td.mono a')).textUnderlineOffset);",
+        json!([]),
+    );
+    assert!(offset.as_f64().unwrap() >= 3.5, "underline offset {offset}");
+    // The filter: every row holds what was typed.
+    d.go(&format!("{}/rules", s.base));
+    d.wait_for_page("the rules", |u| u.ends_with("/rules"), "#rule-filters");
+    let all = d.count("tr.rule-row");
+    d.type_into("#rule-filters input[name=q]", "nccl");
+    d.click("#rule-filters button[type=submit]");
+    d.wait_for_page(
+        "the filtered rules",
+        |u| u.contains("q=nccl"),
+        "#rule-count",
+    );
+    let shown = d.count("tr.rule-row");
+    assert!(shown > 0 && shown < all, "{shown} of {all}");
+    let rows = d.run_js(
+        "return [...document.querySelectorAll('tr.rule-row')].every(r => r.textContent.toLowerCase().includes('nccl'));",
+        json!([]),
+    );
+    assert_eq!(rows, json!(true));
+    check_axe(&s, axe.as_ref(), "the filtered rules");
+
+    // A team rule no stored report names: the hint, and a delete behind its disclosure.
+    let admin = crate::support::create_token(&s.url, "admin", "api");
+    let (status, _) = crate::browser::worker_post(
+        &s.base,
+        &admin,
+        "/api/v1/rules",
+        &json!({"id": "team.frob", "category": "library_error", "title": "Frobnicator failed",
+                "pattern": "FrobKernel failed: code (?P<code>\\d+)",
+                "examples": ["FrobKernel failed: code 3"], "counter_examples": ["FrobKernel ok"]}),
+    );
+    assert_eq!(status, 201);
+    d.go(&format!("{}/rules/team.frob", s.base));
+    d.wait_for_page(
+        "the rule",
+        |u| u.ends_with("/rules/team.frob"),
+        "#no-matching",
+    );
+    assert!(d.text("#no-matching").contains("Reclassify"));
+    let visible = |css: &str| {
+        d.run_js(
+            "const e = document.querySelector(arguments[0]); return !!e && e.checkVisibility();",
+            json!([css]),
+        )
+    };
+    assert_eq!(
+        visible("#delete-rule button.danger"),
+        json!(false),
+        "delete in one click"
+    );
+    d.click("#delete-rule summary");
+    assert_eq!(visible("#delete-rule button.danger"), json!(true));
+    check_axe(&s, axe.as_ref(), "a rule, delete opened");
+    d.click("#delete-rule button.danger");
+    d.wait_for_page(
+        "the rules after the delete",
+        |u| !u.ends_with("team.frob"),
+        "h1",
+    );
 }
