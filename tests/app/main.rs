@@ -16,6 +16,7 @@ mod likely;
 mod limits;
 mod logviewer;
 mod migrations;
+mod oidc;
 mod openapi;
 mod portal;
 mod repro_status;
