@@ -132,6 +132,121 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub retention: RetentionArgs,
+
+    #[command(flatten)]
+    pub oidc: OidcArgs,
+}
+
+/// Signing people in through an OpenID Connect provider (issue 31); off unless `--oidc-issuer`
+/// is given. The provider's client must allow the redirect URI `{public-url}/login/oidc/callback`.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct OidcArgs {
+    /// The provider's issuer URL (its discovery document is at
+    /// `ISSUER/.well-known/openid-configuration`).
+    #[arg(long, env = "GPU_TRIAGE_OIDC_ISSUER", value_name = "URL")]
+    pub oidc_issuer: Option<String>,
+
+    /// The client id registered at the provider.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+
+    /// The client secret (prefer `--oidc-client-secret-file`: values in the environment or on
+    /// the command line are visible to other processes).
+    #[arg(long, env = "GPU_TRIAGE_OIDC_CLIENT_SECRET", hide_env_values = true)]
+    pub oidc_client_secret: Option<String>,
+
+    /// A file holding the client secret (surrounding whitespace is ignored).
+    #[arg(
+        long,
+        env = "GPU_TRIAGE_OIDC_CLIENT_SECRET_FILE",
+        value_name = "FILE",
+        conflicts_with = "oidc_client_secret"
+    )]
+    pub oidc_client_secret_file: Option<PathBuf>,
+
+    /// Scopes asked for besides `openid`, comma-separated (the groups claim often needs one).
+    #[arg(
+        long,
+        env = "GPU_TRIAGE_OIDC_SCOPES",
+        default_value = "email,profile,groups"
+    )]
+    pub oidc_scopes: String,
+
+    /// Provider groups whose members are admins, comma-separated.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_ADMIN_GROUPS", default_value = "")]
+    pub oidc_admin_groups: String,
+
+    /// Provider groups whose members are members (upload, fixes, triage), comma-separated.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_MEMBER_GROUPS", default_value = "")]
+    pub oidc_member_groups: String,
+
+    /// Provider groups whose members are viewers (read only), comma-separated.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_VIEWER_GROUPS", default_value = "")]
+    pub oidc_viewer_groups: String,
+
+    /// The provider's name on the sign-in button ("Sign in with NAME"); default: the issuer's
+    /// host.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_PROVIDER_NAME")]
+    pub oidc_provider_name: Option<String>,
+}
+
+impl OidcArgs {
+    /// The sign-in settings, `None` when no issuer is set; an error naming what is missing or
+    /// unreadable when the issuer is set without a client.
+    pub fn settings(
+        &self,
+        public_url: &str,
+    ) -> anyhow::Result<Option<crate::app::oidc::OidcSettings>> {
+        use crate::roles::{RoleMap, parse_groups};
+        use anyhow::Context as _;
+        let Some(issuer) = self
+            .oidc_issuer
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        else {
+            return Ok(None);
+        };
+        let client_id = (self.oidc_client_id.as_deref().map(str::trim))
+            .filter(|s| !s.is_empty())
+            .context(
+                "--oidc-issuer is set but --oidc-client-id (GPU_TRIAGE_OIDC_CLIENT_ID) is not",
+            )?;
+        let client_secret = match (&self.oidc_client_secret, &self.oidc_client_secret_file) {
+            (Some(secret), _) => secret.trim().to_owned(),
+            (None, Some(file)) => std::fs::read_to_string(file)
+                .with_context(|| format!("reading --oidc-client-secret-file {}", file.display()))?
+                .trim()
+                .to_owned(),
+            (None, None) => String::new(),
+        };
+        anyhow::ensure!(
+            !client_secret.is_empty(),
+            "--oidc-issuer is set but no client secret is (--oidc-client-secret or \
+             --oidc-client-secret-file)"
+        );
+        let mut scopes = parse_groups(&self.oidc_scopes);
+        scopes.retain(|s| s != "openid");
+        let provider_name = self.oidc_provider_name.clone().unwrap_or_else(|| {
+            url::Url::parse(issuer)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_owned))
+                .unwrap_or_else(|| issuer.to_owned())
+        });
+        Ok(Some(crate::app::oidc::OidcSettings {
+            issuer: issuer.to_owned(),
+            client_id: client_id.to_owned(),
+            client_secret,
+            scopes,
+            roles: RoleMap {
+                admin: parse_groups(&self.oidc_admin_groups),
+                member: parse_groups(&self.oidc_member_groups),
+                viewer: parse_groups(&self.oidc_viewer_groups),
+            },
+            provider_name,
+            redirect_url: format!("{}/login/oidc/callback", public_url.trim_end_matches('/')),
+        }))
+    }
 }
 
 /// Retention settings (`serve`, `retention run`): the instance defaults that projects without

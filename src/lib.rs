@@ -10,6 +10,7 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod ingest;
+pub mod roles;
 pub mod rules;
 pub mod storage;
 pub mod time;

@@ -10,7 +10,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let result = match cli.command {
-        Command::Serve(args) => run_async(commands::serve::serve(args)),
+        Command::Serve(args) => run_async(commands::serve::serve(*args)),
         Command::Migrate(args) => run_async(commands::db::migrate(args)),
         Command::Token(cmd) => run_async(commands::token::run(cmd)),
         Command::Classify(args) => commands::classify::run(args),

@@ -10,6 +10,7 @@ pub mod group_merge;
 pub mod group_triage;
 pub mod logfind;
 pub mod logstore;
+pub mod oidc;
 pub mod project;
 pub mod reports;
 pub mod reproduce;

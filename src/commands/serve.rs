@@ -93,6 +93,28 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     state.retention = args.retention.settings();
     let retention = crate::app::retention::spawn(db.clone(), state.retention.clone());
     state.ruleset.set_corpus(args.eval_corpus.clone());
+    state.oidc = args
+        .oidc
+        .settings(&public_url)
+        .context("the OpenID Connect settings")?
+        .map(std::sync::Arc::new);
+    if let Some(oidc) = state.oidc.clone() {
+        // A provider that does not answer (or a mistyped issuer) is reported now; token
+        // sign-in keeps working, and each sign-in through the provider asks it again.
+        tokio::spawn(async move {
+            match crate::app::oidc::check_issuer(oidc.clone()).await {
+                Ok(()) => tracing::info!(issuer = %oidc.issuer, "OpenID Connect sign-in enabled"),
+                Err(e) => tracing::error!(
+                    issuer = %oidc.issuer,
+                    error = %e,
+                    "OpenID Connect issuer misconfigured or unreachable; token sign-in still works"
+                ),
+            }
+            if oidc.roles.is_empty() {
+                tracing::warn!("no --oidc-*-groups set: nobody can sign in through the provider");
+            }
+        });
+    }
     let rules_watch = start_team_rules(db.clone(), state.ruleset.clone());
     let app = web::router(state);
     let connections = web::server::ConnectionLimits {

@@ -7,6 +7,7 @@ pub mod group_merge;
 pub mod group_triage;
 pub mod groups;
 pub mod jobs;
+pub mod people;
 pub mod reclassify;
 pub mod reports;
 pub mod reproductions;

@@ -216,13 +216,62 @@ pub async fn revoke_token(
     rows.iter().map(from_row).collect()
 }
 
+/// Who a portal session belongs to.
+#[derive(Clone, Debug)]
+pub enum Holder {
+    /// Signed in with an API token.
+    Token(TokenRecord),
+    /// Signed in through the identity provider.
+    Person(super::people::Person),
+}
+
 /// A portal session, resolved from its cookie.
 #[derive(Clone, Debug)]
 pub struct Session {
-    /// The token the person signed in with.
-    pub token: TokenRecord,
+    /// Who signed in.
+    pub holder: Holder,
     /// The CSRF token forms must echo.
     pub csrf: String,
+}
+
+impl Session {
+    /// The name shown in the header and recorded on what the session does.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        match &self.holder {
+            Holder::Token(t) => &t.name,
+            Holder::Person(p) => &p.name,
+        }
+    }
+
+    /// The scopes the session acts with: its token's, or its person's role's.
+    #[must_use]
+    pub fn scopes(&self) -> &[Scope] {
+        match &self.holder {
+            Holder::Token(t) => &t.scopes,
+            Holder::Person(p) => p.role.scopes(),
+        }
+    }
+
+    /// The token signed in with, if any.
+    #[must_use]
+    pub fn token_id(&self) -> Option<i64> {
+        match &self.holder {
+            Holder::Token(t) => Some(t.id),
+            Holder::Person(_) => None,
+        }
+    }
+
+    /// The key of the session's rate budget and in-flight share: its token's id (shared with
+    /// the token's API calls), or for a person the negated person id, so the two id spaces
+    /// never meet.
+    #[must_use]
+    pub fn budget_key(&self) -> i64 {
+        match &self.holder {
+            Holder::Token(t) => t.id,
+            Holder::Person(p) => -p.id,
+        }
+    }
 }
 
 /// Creates a session for `token_id`, valid for `days`.
@@ -246,25 +295,33 @@ pub async fn create_session(
     Ok(())
 }
 
-/// The live session with this cookie hash, if its token is still valid.
+/// The live session with this cookie hash, if its token is still valid (or its person is not
+/// disabled).
 pub async fn find_session(
-    ex: impl PgExecutor<'_>,
+    conn: impl Acquire<'_, Database = Postgres>,
     id_hash: &[u8],
 ) -> Result<Option<Session>, DbError> {
+    let mut conn = conn.acquire().await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS}, s.csrf FROM sessions s JOIN tokens t ON t.id = s.token_id \
-         WHERE s.id_hash = $1 AND s.expires_at > now() AND {LIVE}"
+        "SELECT s.person_id, s.csrf, {COLUMNS} FROM sessions s LEFT JOIN tokens t \
+         ON t.id = s.token_id AND {LIVE} WHERE s.id_hash = $1 AND s.expires_at > now()"
     )))
     .bind(id_hash)
-    .fetch_optional(ex)
+    .fetch_optional(&mut *conn)
     .await?;
-    row.map(|row| {
-        Ok(Session {
-            token: from_row(&row)?,
-            csrf: row.try_get("csrf")?,
-        })
-    })
-    .transpose()
+    let Some(row) = row else { return Ok(None) };
+    let csrf: String = row.try_get("csrf")?;
+    let holder = match row.try_get::<Option<i64>, _>("person_id")? {
+        Some(person) => match super::people::get_enabled(&mut *conn, person).await? {
+            Some(p) => Holder::Person(p),
+            None => return Ok(None),
+        },
+        None => match row.try_get::<Option<i64>, _>("id")? {
+            Some(_) => Holder::Token(from_row(&row)?),
+            None => return Ok(None), // Its token was revoked or has expired.
+        },
+    };
+    Ok(Some(Session { holder, csrf }))
 }
 
 /// Ends a session (sign-out) and drops expired ones.

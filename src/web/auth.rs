@@ -11,7 +11,7 @@ use super::limits::InFlight;
 use super::{AppError, AppState};
 use crate::app::tokens;
 use crate::auth::{self, Scope};
-use crate::storage::tokens::{Session, TokenRecord};
+use crate::storage::tokens::{Holder, Session, TokenRecord};
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "gt_session";
@@ -53,7 +53,7 @@ impl Verified {
         self.token
             .as_ref()
             .map(|t| t.id)
-            .or_else(|| self.session.as_ref().map(|s| s.token.id))
+            .or_else(|| self.session.as_ref().map(Session::budget_key))
     }
 }
 
@@ -128,9 +128,26 @@ impl PortalUser {
         Ok(())
     }
 
-    /// 403 unless the signed-in token holds one of `wanted`.
+    /// 403 unless the session (its token, or its person's role) holds one of `wanted`.
     pub fn require(&self, wanted: &[Scope]) -> Result<(), AppError> {
-        ApiToken(self.0.token.clone()).require(wanted)
+        if auth::allows(self.0.scopes(), wanted) {
+            return Ok(());
+        }
+        let names: Vec<&str> = wanted.iter().map(|s| s.as_str()).collect();
+        Err(AppError::Forbidden(match &self.0.holder {
+            Holder::Token(_) => format!("this token lacks the {} scope", names.join(" or ")),
+            Holder::Person(p) => format!(
+                "your role ({}) does not allow this: it needs the {} scope",
+                p.role,
+                names.join(" or ")
+            ),
+        }))
+    }
+
+    /// The name shown and recorded for what this session does: the person's, or the token's.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.0.name()
     }
 }
 
@@ -158,12 +175,12 @@ impl FromRequestParts<AppState> for PortalUser {
         // it spends the same per-token budget as the API would (SECURITY.md, issue 16 item 5).
         // Reading pages does not.
         if !matches!(parts.method, Method::GET | Method::HEAD)
-            && let Err(secs) = state.rate.check(user.0.token.id)
+            && let Err(secs) = state.rate.check(user.0.budget_key())
         {
             state.metrics.request_rate_limited();
             return Err(AppError::RateLimited(secs).into());
         }
-        take_token_share(parts, state, user.0.token.id)?;
+        take_token_share(parts, state, user.0.budget_key())?;
         Ok(user)
     }
 }

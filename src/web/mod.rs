@@ -66,6 +66,8 @@ pub struct AppState {
     pub retention: crate::app::retention::RetentionSettings,
     /// Finds in report logs in flight and recently answered (shared by concurrent readers).
     pub finds: crate::app::logfind::FindCache,
+    /// Sign-in through an OpenID Connect provider, when configured.
+    pub oidc: Option<Arc<crate::app::oidc::OidcSettings>>,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -120,6 +122,7 @@ impl AppState {
             webhooks: crate::app::webhooks::WebhookSettings::default(),
             retention: crate::app::retention::RetentionSettings::default(),
             finds: crate::app::logfind::FindCache::default(),
+            oidc: None,
             db,
         }
     }
@@ -194,6 +197,11 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/login",
             get(html::login::show_login).post(html::login::create_session),
+        )
+        .route("/login/oidc", get(html::login_oidc::start_sign_in))
+        .route(
+            "/login/oidc/callback",
+            get(html::login_oidc::finish_sign_in),
         )
         .route("/logout", post(html::login::delete_session))
         // The JSON API and the probes (`/healthz`, `/readyz`, `/metrics`), registered with

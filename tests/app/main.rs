@@ -17,6 +17,7 @@ mod likely;
 mod limits;
 mod logviewer;
 mod migrations;
+mod oidc;
 mod openapi;
 mod outcome;
 mod portal;

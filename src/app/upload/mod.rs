@@ -274,7 +274,8 @@ pub struct Uploaded {
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
 #[derive(Clone, Debug)]
 pub struct Uploader {
-    pub token_id: i64,
+    /// The uploading token (`None`: a person signed in through the identity provider).
+    pub token_id: Option<i64>,
     pub idempotency_key: Option<String>,
 }
 
@@ -304,8 +305,9 @@ pub async fn upload(
         prepare(&ruleset, log, &filename, meta, script)
     })
     .await??;
-    new.token_id = Some(uploader.token_id);
-    let idem = uploader.idempotency_key.map(|key| {
+    new.token_id = uploader.token_id;
+    // Idempotency keys belong to a token (API retries); the portal sends none.
+    let idem = (uploader.idempotency_key.zip(uploader.token_id)).map(|(key, token_id)| {
         let mut h = Sha256::new();
         h.update(&new.log_sha256);
         h.update([0]);
@@ -316,7 +318,7 @@ pub async fn upload(
         h.update([0]);
         h.update(new.filename.as_bytes());
         IdempotencyKey {
-            token_id: uploader.token_id,
+            token_id,
             key,
             request_sha256: h.finalize().to_vec(),
         }

@@ -115,7 +115,7 @@ pub async fn create_report(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<impl IntoResponse, AppError> {
     let uploader = Uploader {
-        token_id: token.id,
+        token_id: Some(token.id),
         idempotency_key: idempotency_key(&headers)?,
     };
     let multipart = multipart.map_err(|e| {

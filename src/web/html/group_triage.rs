@@ -247,7 +247,7 @@ pub async fn update_state(
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Ingest, Scope::Admin])?;
     let patch = group_triage::form_patch(form.state, form.resolved_in, form.assignee);
-    group_triage::change(&state.db, id, patch, &user.0.token.name).await?;
+    group_triage::change(&state.db, id, patch, user.name()).await?;
     let back = (form.return_to.as_deref())
         .and_then(super::login::return_path)
         .filter(|p| *p == "/groups" || p.starts_with("/groups?"))

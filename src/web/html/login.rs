@@ -20,7 +20,7 @@ use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, check_origin, c
 use crate::web::{AppError, AppState, PageError, limits};
 
 /// How long a portal session lasts.
-const SESSION_DAYS: i32 = 14;
+pub const SESSION_DAYS: i32 = 14;
 
 /// The sign-in form.
 #[derive(Template, WebTemplate)]
@@ -30,6 +30,21 @@ pub struct LoginPage {
     error: Option<String>,
     /// Where to go after signing in (a checked relative path).
     next: Option<String>,
+    /// The identity provider's name, when sign-in through it is configured.
+    oidc: Option<String>,
+}
+
+impl LoginPage {
+    /// The sign-in page with `error` shown (`None`: none), returning to `next` afterwards.
+    #[must_use]
+    pub fn new(state: &AppState, error: Option<String>, next: Option<String>) -> LoginPage {
+        LoginPage {
+            layout: Layout::for_user(None),
+            error,
+            next,
+            oidc: state.oidc.as_ref().map(|o| o.provider_name.clone()),
+        }
+    }
 }
 
 /// The longest return path kept across sign-in.
@@ -59,6 +74,7 @@ pub struct LoginQuery {
 
 /// `GET /login[?next=/path]`: the form, or straight to `next` (else home) when signed in.
 pub async fn show_login(
+    State(state): State<AppState>,
     OptionalUser(user): OptionalUser,
     Query(query): Query<LoginQuery>,
 ) -> Response {
@@ -70,12 +86,7 @@ pub async fn show_login(
     if user.is_some() {
         return Redirect::to(next.as_deref().unwrap_or("/")).into_response();
     }
-    LoginPage {
-        layout: Layout::for_user(None),
-        error: None,
-        next,
-    }
-    .into_response()
+    LoginPage::new(&state, None, next).into_response()
 }
 
 /// The sign-in form's fields.
@@ -168,22 +179,31 @@ pub async fn create_session(
         .map(str::to_owned);
     let record = tokens::authenticate(&state.db, form.token.trim()).await?;
     let Some(record) = record else {
-        let page = LoginPage {
-            layout: Layout::for_user(None),
-            error: Some("That token is not valid (mistyped, or revoked).".into()),
+        let page = LoginPage::new(
+            &state,
+            Some("That token is not valid (mistyped, or revoked).".into()),
             next,
-        };
+        );
         return Ok((StatusCode::UNAUTHORIZED, page).into_response());
     };
     let session = tokens::open_session(&state.db, &record, SESSION_DAYS).await?;
+    signed_in(&state, &session.cookie, next.as_deref())
+}
+
+/// The answer to a finished sign-in (token or provider): the session cookie set, and a
+/// redirect to `next` (a checked return path), else home.
+pub fn signed_in(
+    state: &AppState,
+    cookie: &str,
+    next: Option<&str>,
+) -> Result<Response, PageError> {
     let secure = if state.secure_cookies { "; Secure" } else { "" };
     let cookie = format!(
-        "{SESSION_COOKIE}={}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
-        session.cookie,
+        "{SESSION_COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Lax; Max-Age={}{secure}",
         SESSION_DAYS * 86_400
     );
-    let mut res = Redirect::to(next.as_deref().unwrap_or("/")).into_response();
-    res.headers_mut().insert(
+    let mut res = Redirect::to(next.unwrap_or("/")).into_response();
+    res.headers_mut().append(
         header::SET_COOKIE,
         HeaderValue::from_str(&cookie).map_err(|e| AppError::Internal(e.into()))?,
     );

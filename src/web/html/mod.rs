@@ -5,6 +5,7 @@
 pub mod group_triage;
 pub mod groups;
 pub mod login;
+pub mod login_oidc;
 pub mod logview;
 pub mod reports;
 pub mod repro;
@@ -54,7 +55,7 @@ impl Layout {
     pub fn for_user(user: Option<&PortalUser>) -> Layout {
         Layout {
             version: env!("CARGO_PKG_VERSION"),
-            user: user.map(|u| u.0.token.name.clone()),
+            user: user.map(|u| u.name().to_owned()),
             csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
             admin: user.is_some_and(|u| u.require(&[crate::auth::Scope::Admin]).is_ok()),
             can_ingest: user.is_some_and(|u| u.require(&[crate::auth::Scope::Ingest]).is_ok()),

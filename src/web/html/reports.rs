@@ -267,7 +267,7 @@ async fn store_form(
         meta_raw,
     };
     let uploader = Uploader {
-        token_id: user.0.token.id,
+        token_id: user.0.token_id(),
         idempotency_key: None,
     };
     let uploaded = store_upload(state, uploader, upload, held.map(|e| e.0)).await?;

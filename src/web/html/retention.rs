@@ -196,7 +196,7 @@ pub async fn set_retention(
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Admin])?;
     let request = retention::request_from_text(&form.log_days, &form.report_days);
-    let actor = &user.0.token.name;
+    let actor = user.name();
     match retention::set(&state.db, &state.retention, &form.project, &request, actor).await {
         Ok(_) => Ok(Redirect::to("/retention").into_response()),
         Err(app::Error::Invalid(_, message)) => {

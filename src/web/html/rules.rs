@@ -527,15 +527,7 @@ pub async fn save_rule(
         create: false,
     };
     let confirm = form.confirm.is_some();
-    match team_rules::save(
-        &state.db,
-        &state.ruleset,
-        change,
-        &user.0.token.name,
-        confirm,
-    )
-    .await
-    {
+    match team_rules::save(&state.db, &state.ruleset, change, user.name(), confirm).await {
         Ok(_) => Ok(Redirect::to(&format!("/rules/{id}")).into_response()),
         Err(e) => match AppError::from(e) {
             e @ AppError::Unprocessable(..) => Ok(refused(&user, form, e.to_string())),
@@ -581,7 +573,7 @@ pub async fn set_enabled(
         &state.ruleset,
         &id,
         form.enabled == "true",
-        &user.0.token.name,
+        user.name(),
         form.confirm == "yes",
     )
     .await
@@ -619,7 +611,7 @@ pub async fn delete_rule(
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::Delete { id };
-    team_rules::save(&state.db, &state.ruleset, change, &user.0.token.name, false)
+    team_rules::save(&state.db, &state.ruleset, change, user.name(), false)
         .await
         .map_err(AppError::from)?;
     Ok(Redirect::to("/rules").into_response())
@@ -636,7 +628,7 @@ pub async fn start_reclassify(
         form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
-    reclassify::start(&state.db, &state.ruleset, &user.0.token.name)
+    reclassify::start(&state.db, &state.ruleset, user.name())
         .await
         .map_err(AppError::from)?;
     Ok(Redirect::to("/rules#reclassify").into_response())

@@ -47,7 +47,7 @@ pub struct TokensPage {
     /// Why the last creation was refused.
     error: Option<String>,
     /// The token this session is signed in with (its revoke says so).
-    own_id: i64,
+    own_id: Option<i64>,
 }
 
 impl TokensPage {
@@ -68,7 +68,7 @@ async fn list_page(
         tokens: all.iter().map(TokenInfo::from).collect(),
         form,
         error,
-        own_id: user.0.token.id,
+        own_id: user.0.token_id(),
     })
 }
 
@@ -167,7 +167,7 @@ pub async fn create_token(
             .map(|(s, _)| *s)
             .collect(),
         expires_in_days,
-        created_by: user.0.token.name.clone(),
+        created_by: user.name().to_owned(),
     };
     match tokens::create(&state.db, new).await {
         Ok((record, secret)) => Ok(CreatedPage {
@@ -203,7 +203,7 @@ pub async fn revoke_token(
     user.require(&[Scope::Admin])?;
     tokens::revoke_by_id(&state.db, id).await?;
     // Revoking the token this session signed in with ends the session too.
-    let to = if id == user.0.token.id {
+    let to = if Some(id) == user.0.token_id() {
         "/login"
     } else {
         "/tokens"

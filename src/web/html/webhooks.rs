@@ -233,14 +233,7 @@ pub async fn create_webhook(
     CsrfForm { user, form }: CsrfForm<WebhookForm>,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Admin])?;
-    match webhooks::create(
-        &state.db,
-        &state.webhooks,
-        &form.request(),
-        &user.0.token.name,
-    )
-    .await
-    {
+    match webhooks::create(&state.db, &state.webhooks, &form.request(), user.name()).await {
         Ok(created) => Ok(CreatedPage {
             layout: Layout::for_user(Some(&user)),
             endpoint: EndpointRow::from(created.endpoint),

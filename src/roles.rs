@@ -1,0 +1,163 @@
+//! People's roles (issue 31): what a person signed in through the identity provider may do,
+//! decided from the provider's `groups` claim by the `--oidc-*-groups` settings at every
+//! sign-in. Pure: no database, no network. A role acts with the scopes tokens have, so the
+//! scope checks of every handler apply to people unchanged.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::auth::Scope;
+
+/// What a person may do, strongest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Everything, including tokens, people and rules.
+    Admin,
+    /// Upload, record fixes, triage; read everything.
+    Member,
+    /// Read only.
+    Viewer,
+}
+
+impl Role {
+    /// Every role, strongest first.
+    pub const ALL: [Role; 3] = [Role::Admin, Role::Member, Role::Viewer];
+
+    /// The role's name as stored and shown.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Member => "member",
+            Role::Viewer => "viewer",
+        }
+    }
+
+    /// The token scopes a person with this role acts with.
+    #[must_use]
+    pub fn scopes(self) -> &'static [Scope] {
+        match self {
+            Role::Admin => &[Scope::Admin],
+            Role::Member => &[Scope::Ingest, Scope::Read],
+            Role::Viewer => &[Scope::Read],
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.as_str() == s)
+            .ok_or_else(|| format!("unknown role {s:?} (expected admin, member or viewer)"))
+    }
+}
+
+/// Which provider groups give which role (`--oidc-admin-groups` and the others).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoleMap {
+    pub admin: Vec<String>,
+    pub member: Vec<String>,
+    pub viewer: Vec<String>,
+}
+
+impl RoleMap {
+    /// The groups that give `role`.
+    #[must_use]
+    pub fn groups_for(&self, role: Role) -> &[String] {
+        match role {
+            Role::Admin => &self.admin,
+            Role::Member => &self.member,
+            Role::Viewer => &self.viewer,
+        }
+    }
+
+    /// The strongest role any of `groups` gives (group names compare exactly, as providers
+    /// spell them); `None` when none is mapped: no access.
+    #[must_use]
+    pub fn role_of<S: AsRef<str>>(&self, groups: &[S]) -> Option<Role> {
+        Role::ALL.into_iter().find(|role| {
+            let mapped = self.groups_for(*role);
+            groups
+                .iter()
+                .any(|g| mapped.iter().any(|m| m == g.as_ref()))
+        })
+    }
+
+    /// Whether no group gives any role (then nobody can sign in through the provider).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.admin.is_empty() && self.member.is_empty() && self.viewer.is_empty()
+    }
+}
+
+/// Splits a comma-separated list of group names (a flag's value), dropping blanks.
+#[must_use]
+pub fn parse_groups(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> RoleMap {
+        RoleMap {
+            admin: parse_groups("triage-admins, platform"),
+            member: parse_groups("ml-team"),
+            viewer: parse_groups("everyone,"),
+        }
+    }
+
+    #[test]
+    fn the_strongest_mapped_group_decides_the_role() {
+        let cases: &[(&[&str], Option<Role>)] = &[
+            (&["everyone"], Some(Role::Viewer)),
+            (&["everyone", "ml-team"], Some(Role::Member)),
+            (&["ml-team", "platform", "everyone"], Some(Role::Admin)),
+            (&["triage-admins"], Some(Role::Admin)),
+            (&["unrelated"], None),
+            (&[], None),
+            // Names compare exactly: no case folding, no prefixes.
+            (&["ML-team", "ml-team-2", "Platform"], None),
+        ];
+        for (groups, want) in cases {
+            assert_eq!(map().role_of(groups), *want, "{groups:?}");
+        }
+    }
+
+    #[test]
+    fn roles_act_with_the_scopes_of_tokens() {
+        assert_eq!(Role::Admin.scopes(), &[Scope::Admin]);
+        assert!(crate::auth::allows(Role::Member.scopes(), &[Scope::Ingest]));
+        assert!(!crate::auth::allows(
+            Role::Viewer.scopes(),
+            &[Scope::Ingest]
+        ));
+        assert!(!crate::auth::allows(Role::Member.scopes(), &[Scope::Admin]));
+        assert!(crate::auth::allows(Role::Viewer.scopes(), &[Scope::Read]));
+    }
+
+    #[test]
+    fn group_lists_drop_blanks_and_roles_parse_from_their_names() {
+        assert_eq!(parse_groups(" a, ,b,"), vec!["a", "b"]);
+        assert!(parse_groups("").is_empty());
+        assert!(RoleMap::default().is_empty());
+        assert!(!map().is_empty());
+        for role in Role::ALL {
+            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+        }
+        assert!("owner".parse::<Role>().is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! People signed in through the identity provider, their portal sessions, and the sign-ins
+//! under way (state, nonce and PKCE verifier kept until the provider sends the browser back).
+
+use sqlx::{PgExecutor, Row};
+
+use super::DbError;
+use crate::roles::Role;
+use crate::time::Timestamp;
+
+/// A stored person.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Person {
+    pub id: i64,
+    /// The provider's issuer URL and its subject for this person: who they are.
+    pub issuer: String,
+    pub subject: String,
+    /// From the ID token at the last sign-in (may be empty).
+    pub email: String,
+    /// Shown in the header and on what they record.
+    pub name: String,
+    /// The role their groups mapped to at their last sign-in.
+    pub role: Role,
+    /// Whether an admin disabled them (no sessions, no sign-in).
+    pub disabled: bool,
+    pub created_at: Timestamp,
+    pub last_sign_in_at: Timestamp,
+}
+
+/// The columns of a person row, for a query that names the table `p`.
+const COLUMNS: &str = "p.id, p.issuer, p.subject, p.email, p.name, p.role, \
+    p.disabled_at IS NOT NULL AS disabled, \
+    floor(extract(epoch FROM p.created_at))::int8 AS created, \
+    floor(extract(epoch FROM p.last_sign_in_at))::int8 AS last_sign_in";
+
+fn from_row(row: &sqlx::postgres::PgRow) -> Result<Person, DbError> {
+    let role: String = row.try_get("role")?;
+    Ok(Person {
+        id: row.try_get("id")?,
+        issuer: row.try_get("issuer")?,
+        subject: row.try_get("subject")?,
+        email: row.try_get("email")?,
+        name: row.try_get("name")?,
+        role: role.parse().map_err(DbError::Corrupt)?,
+        disabled: row.try_get("disabled")?,
+        created_at: row.try_get("created")?,
+        last_sign_in_at: row.try_get("last_sign_in")?,
+    })
+}
+
+/// Who signed in: what the verified ID token says, and the role their groups give.
+#[derive(Clone, Copy, Debug)]
+pub struct SignedIn<'a> {
+    pub issuer: &'a str,
+    pub subject: &'a str,
+    pub email: &'a str,
+    pub name: &'a str,
+    pub role: Role,
+}
+
+/// Creates the person on first sign-in, or updates their email, name, role and sign-in time;
+/// returns them (a disabled person is returned disabled and unchanged but for nothing).
+pub async fn upsert_signed_in(
+    ex: impl PgExecutor<'_>,
+    who: SignedIn<'_>,
+) -> Result<Person, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO people AS p (issuer, subject, email, name, role) VALUES ($1, $2, $3, $4, $5) \
+         ON CONFLICT (issuer, subject) DO UPDATE SET \
+           email = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.email ELSE p.email END, \
+           name = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.name ELSE p.name END, \
+           role = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.role ELSE p.role END, \
+           last_sign_in_at = CASE WHEN p.disabled_at IS NULL THEN now() ELSE p.last_sign_in_at END \
+         RETURNING {COLUMNS}"
+    )))
+    .bind(who.issuer)
+    .bind(who.subject)
+    .bind(who.email)
+    .bind(who.name)
+    .bind(who.role.as_str())
+    .fetch_one(ex)
+    .await?;
+    from_row(&row)
+}
+
+/// The person with this id, if not disabled.
+pub async fn get_enabled(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Person>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL"
+    )))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Every person, by name.
+pub async fn list(ex: impl PgExecutor<'_>) -> Result<Vec<Person>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p ORDER BY lower(p.name), p.id"
+    )))
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Creates a session for person `person_id`, valid for `days`.
+pub async fn create_session(
+    ex: impl PgExecutor<'_>,
+    id_hash: &[u8],
+    person_id: i64,
+    csrf: &str,
+    days: i32,
+) -> Result<(), DbError> {
+    sqlx::query(
+        "INSERT INTO sessions (id_hash, person_id, csrf, expires_at) \
+         VALUES ($1, $2, $3, now() + make_interval(days => $4))",
+    )
+    .bind(id_hash)
+    .bind(person_id)
+    .bind(csrf)
+    .bind(days)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// A sign-in under way, as the callback needs it.
+#[derive(Clone, Debug)]
+pub struct PendingLogin {
+    pub state: String,
+    pub nonce: String,
+    pub pkce_verifier: String,
+    /// Where to go afterwards (already checked as a return path).
+    pub next_path: Option<String>,
+}
+
+/// Stores a sign-in under way for `minutes`, under the hash of its browser cookie; drops
+/// expired ones.
+pub async fn insert_pending(
+    conn: &mut sqlx::PgConnection,
+    id_hash: &[u8],
+    login: &PendingLogin,
+    minutes: i32,
+) -> Result<(), DbError> {
+    sqlx::query("DELETE FROM oidc_logins WHERE expires_at < now()")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO oidc_logins (id_hash, state, nonce, pkce_verifier, next_path, expires_at) \
+         VALUES ($1, $2, $3, $4, $5, now() + make_interval(mins => $6))",
+    )
+    .bind(id_hash)
+    .bind(&login.state)
+    .bind(&login.nonce)
+    .bind(&login.pkce_verifier)
+    .bind(&login.next_path)
+    .bind(minutes)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Takes (deletes and returns) the live sign-in under way with this cookie hash: each can be
+/// finished once.
+pub async fn take_pending(
+    ex: impl PgExecutor<'_>,
+    id_hash: &[u8],
+) -> Result<Option<PendingLogin>, DbError> {
+    let row = sqlx::query(
+        "DELETE FROM oidc_logins WHERE id_hash = $1 \
+         RETURNING state, nonce, pkce_verifier, next_path, expires_at > now() AS live",
+    )
+    .bind(id_hash)
+    .fetch_optional(ex)
+    .await?;
+    let Some(row) = row else { return Ok(None) };
+    if !row.try_get::<bool, _>("live")? {
+        return Ok(None);
+    }
+    Ok(Some(PendingLogin {
+        state: row.try_get("state")?,
+        nonce: row.try_get("nonce")?,
+        pkce_verifier: row.try_get("pkce_verifier")?,
+        next_path: row.try_get("next_path")?,
+    }))
+}
