@@ -151,6 +151,15 @@ pub struct ReproductionFacts {
     pub verdict: String,
     /// Why a dead job gave up.
     pub error: String,
+    /// What the run showed (a `done` job): only `reproduced` is an account of the reported
+    /// failure; `environment_error` means the worker's environment stopped the run first.
+    #[serde(default)]
+    pub outcome: Option<crate::rules::outcome::Outcome>,
+    /// For `environment_error` and `sandbox_error`: what went wrong and how to fix the worker.
+    #[serde(default)]
+    pub outcome_reason: String,
+    #[serde(default)]
+    pub outcome_fix: String,
 }
 
 /// A team-rule change.

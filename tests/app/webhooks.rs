@@ -384,6 +384,7 @@ async fn every_event_arrives_signed_after_two_failed_attempts_and_the_log_shows_
     assert_eq!(repro["reproduction"]["state"], "done");
     assert_eq!(repro["reproduction"]["category"], "out_of_bounds");
     assert_eq!(repro["reproduction"]["exit_code"], 1);
+    assert_eq!(repro["reproduction"]["outcome"], "reproduced");
 
     let saved = body_of("rule_saved");
     assert_eq!(saved["rule"]["id"], "team.mykernel");

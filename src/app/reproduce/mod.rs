@@ -414,6 +414,7 @@ pub async fn record_result(
                 job_id,
                 JobState::Done,
                 Some(run),
+                Some(&decided),
                 "",
             )
             .await?;
@@ -438,7 +439,7 @@ pub async fn record_result(
             store::insert_attempt(&mut *tx, &attempt).await?;
             let state = fail_attempt(&mut tx, job_id, &job, &worker, &error).await?;
             if state == JobState::Dead {
-                announce(&mut tx, job.report_id, job_id, state, None, &error).await?;
+                announce(&mut tx, job.report_id, job_id, state, None, None, &error).await?;
             }
             Recorded {
                 reply: ResultReply {
@@ -468,12 +469,15 @@ async fn announce(
     job_id: i64,
     state: JobState,
     run: Option<(&Classification, Option<i32>, &str)>,
+    decided: Option<&crate::rules::outcome::Decision>,
     error: &str,
 ) -> Result<(), Error> {
     let Some(report) = crate::storage::reports::get_report(&mut *tx, report_id).await? else {
         return Ok(());
     };
-    let event = crate::app::webhooks::event::reproduction_event(&report, job_id, state, run, error);
+    let event = crate::app::webhooks::event::reproduction_event(
+        &report, job_id, state, run, decided, error,
+    );
     crate::app::webhooks::enqueue(tx, &[event]).await?;
     Ok(())
 }

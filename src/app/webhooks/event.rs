@@ -86,6 +86,7 @@ pub fn reproduction_event(
     job_id: i64,
     state: JobState,
     run: Option<(&Classification, Option<i32>, &str)>,
+    decided: Option<&crate::rules::outcome::Decision>,
     error: &str,
 ) -> Event {
     let mut facts = report_facts(
@@ -110,6 +111,9 @@ pub fn reproduction_event(
         root_cause: run.and_then(|(c, _, _)| RootCauseLine::of(c)),
         verdict: run.map(|(_, _, v)| v.to_owned()).unwrap_or_default(),
         error: error.to_owned(),
+        outcome: decided.map(|d| d.outcome),
+        outcome_reason: decided.map(|d| d.reason.clone()).unwrap_or_default(),
+        outcome_fix: decided.map(|d| d.fix.clone()).unwrap_or_default(),
     };
     Event {
         group: Some(GroupFacts {

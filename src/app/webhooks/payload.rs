@@ -116,6 +116,13 @@ pub fn summary(event: &Event) -> String {
                 Some(r) if r.state == crate::api_types::JobState::Dead => {
                     format!("Reproduction of report {id}{project} gave up: {}", r.error)
                 }
+                Some(r) if r.outcome == Some(crate::rules::outcome::Outcome::EnvironmentError) => {
+                    format!(
+                        "Reproduction of report {id}{project} was stopped by the worker's \
+                         environment: {} ({})",
+                        r.outcome_reason, r.outcome_fix
+                    )
+                }
                 Some(r) => {
                     let what = match (r.category, &r.title) {
                         (Some(c), Some(t)) => format!("{}: {t}", c.words()),
@@ -215,6 +222,32 @@ pub fn signature(secret: &str, timestamp: i64, body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reproduction_stopped_by_the_workers_environment_says_so_in_words() {
+        let mut event = crate::api_types::webhooks::Event::empty(EventKind::ReproductionFinished);
+        event.reproduction = Some(ReproductionFacts {
+            job_id: 3,
+            state: crate::api_types::JobState::Done,
+            exit_code: Some(1),
+            category: Some(crate::rules::Category::Unknown),
+            title: Some("Python exception".into()),
+            root_cause: None,
+            verdict: String::new(),
+            error: String::new(),
+            outcome: Some(crate::rules::outcome::Outcome::EnvironmentError),
+            outcome_reason: "the worker's Python has no module named 'torch'".into(),
+            outcome_fix: "start the worker with --python pointing at an interpreter with torch"
+                .into(),
+        });
+        let text = summary(&event);
+        assert!(
+            text.contains("stopped by the worker's environment")
+                && text.contains("no module named 'torch'")
+                && text.contains("--python"),
+            "{text}"
+        );
+    }
     use crate::rules::Category;
 
     fn event() -> Event {
