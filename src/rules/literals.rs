@@ -8,7 +8,7 @@
 //! \d+ is out of bounds` requires ` is out of bounds`), or for an alternation one piece per
 //! branch, so a pattern need not start with fixed text to be found fast.
 
-use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::literal::{ExtractKind, Extractor, Literal, Seq};
 use regex_syntax::hir::{Hir, HirKind};
 
 /// Shortest required literal: anything shorter hits noise on most lines.
@@ -100,14 +100,22 @@ fn covers(hir: &Hir) -> Vec<Vec<String>> {
         HirKind::Repetition(rep) if rep.min >= 1 => covers(&rep.sub),
         HirKind::Concat(parts) => {
             // Any part's literals, or the prefixes of the pattern from any part on (which join
-            // adjacent literals and small classes: `[Ee]xpected scalar`).
+            // adjacent literals and small classes: `[Ee]xpected scalar`). Each part's prefixes
+            // are extracted once and crossed from each starting part, as the extractor does
+            // with a concatenation, rather than extracted again from every suffix.
             let mut out: Vec<Vec<String>> = parts.iter().flat_map(covers).collect();
+            let extractor = extractor();
+            let seqs: Vec<Seq> = parts.iter().map(|p| extractor.extract(p)).collect();
             for from in 0..parts.len() {
                 // After a literal, the prefixes from that literal on are longer and as many.
                 if from > 0 && matches!(parts[from - 1].kind(), HirKind::Literal(_)) {
                     continue;
                 }
-                out.extend(prefixes(&Hir::concat(parts[from..].to_vec())));
+                let seq = match &seqs[from..] {
+                    [one] => one.clone(),
+                    several => cross(several),
+                };
+                out.extend(texts(&seq));
             }
             out
         }
@@ -130,7 +138,47 @@ fn covers(hir: &Hir) -> Vec<Vec<String>> {
 
 /// The literal prefixes every match of `hir` starts with, when there is a finite set of them.
 fn prefixes(hir: &Hir) -> Option<Vec<String>> {
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(hir);
+    texts(&extractor().extract(hir))
+}
+
+/// Most literals in one set of prefixes, and most bytes kept of each: the extractor's defaults,
+/// named because [`cross`] applies them as the extractor would.
+const LIMIT_TOTAL: usize = 250;
+const LIMIT_LITERAL_LEN: usize = 100;
+
+fn extractor() -> Extractor {
+    let mut extractor = Extractor::new();
+    extractor
+        .kind(ExtractKind::Prefix)
+        .limit_total(LIMIT_TOTAL)
+        .limit_literal_len(LIMIT_LITERAL_LEN);
+    extractor
+}
+
+/// The prefixes of a concatenation of two or more parts, from each part's prefixes: what the
+/// extractor gives for the concatenation itself.
+fn cross(parts: &[Seq]) -> Seq {
+    let mut seq = Seq::singleton(Literal::exact(vec![]));
+    for part in parts {
+        // Once every literal is inexact, crossing adds nothing.
+        if seq.is_inexact() {
+            break;
+        }
+        let mut part = part.clone();
+        if seq
+            .max_cross_len(&part)
+            .is_some_and(|len| len > LIMIT_TOTAL)
+        {
+            part.make_infinite();
+        }
+        seq.cross_forward(&mut part);
+        seq.keep_first_bytes(LIMIT_LITERAL_LEN);
+    }
+    seq
+}
+
+/// A finite, non-empty set of prefixes as sorted, distinct texts.
+fn texts(seq: &Seq) -> Option<Vec<String>> {
     let mut out = Vec::new();
     for lit in seq.literals()? {
         out.push(std::str::from_utf8(lit.as_bytes()).ok()?.to_owned());
