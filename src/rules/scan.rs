@@ -13,6 +13,7 @@ mod keys;
 mod teddy;
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Read};
 use std::sync::mpsc;
 
@@ -104,7 +105,7 @@ impl<K: Copy + Ord> Candidates<K> {
                 owners: owners.remove(t).unwrap_or_default(),
             })
             .collect();
-        let mut searches = key_searches(&texts, &required)?;
+        let mut searches = key_searches(&texts)?;
         if !whole.is_empty() {
             searches.push(Search {
                 regex: build(&whole)?,
@@ -181,17 +182,20 @@ impl<K: Copy + Ord> Candidates<K> {
 }
 
 /// The searches for the keys of `texts` (the required literals, sorted), grouped as Teddy takes
-/// them in one pass, each key knowing which of `required` it stands for.
-fn key_searches<K>(texts: &[String], required: &[Required<K>]) -> Result<Vec<Search>, String> {
+/// them in one pass, each key knowing which of the literals it stands for.
+fn key_searches(texts: &[String]) -> Result<Vec<Search>, String> {
+    let keys = keys::keys(texts);
+    // Every place each key lies in each literal.
+    let mut places: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
+    keys::occurrences(&keys, texts, |ri, key, at| {
+        places.entry(keys[key].as_str()).or_default().push((ri, at));
+    });
     let mut searches = Vec::new();
-    for keys in teddy::arrange(keys::keys(texts)) {
+    for keys in teddy::arrange(keys.clone()) {
         let mut stands_for = StandsFor::new();
         for key in &keys {
-            let finder = memchr::memmem::Finder::new(key.as_bytes());
             let entry = stands_for.entry(key.as_bytes().into()).or_default();
-            for (ri, r) in required.iter().enumerate() {
-                entry.extend(finder.find_iter(&r.text).map(|at| (ri, at)));
-            }
+            entry.extend(places.remove(key.as_str()).unwrap_or_default());
         }
         let alternatives: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
         searches.push(Search {
@@ -208,6 +212,36 @@ fn build(alternatives: &[String]) -> Result<regex::bytes::Regex, String> {
         .dfa_size_limit(SEARCH_SIZE_LIMIT)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// A map keyed by a few bytes of text packed in a word, for the look-ups that build the pass:
+/// the default hasher would cost more than the look-up it serves.
+type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// Multiplicative hashing of a word (its high bits are the well mixed ones, and the hash
+/// table takes both ends).
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(u64::from(word));
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        let mixed = word.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = mixed ^ (mixed >> 32);
+    }
 }
 
 /// One line a pattern may match, as raw bytes (ANSI already removed).
