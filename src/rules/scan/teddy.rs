@@ -74,47 +74,47 @@ fn order_for_buckets<'a>(fingerprints: &[&'a [u8]]) -> Vec<&'a [u8]> {
     let buckets = if n > 32 { 16 } else { 8 };
     // Teddy fills the last buckets first: with `n % buckets` left over, those get one more.
     let capacity = |b: usize| n / buckets + usize::from(b >= buckets - n % buckets);
-    let mut placed: Vec<Vec<&[u8]>> = vec![Vec::new(); buckets];
-    let mut by_cost: Vec<&[u8]> = fingerprints.to_vec();
-    by_cost.sort_by(|a, b| fingerprint_cost(b).total_cmp(&fingerprint_cost(a)));
+    let halves: Vec<Halves> = fingerprints.iter().map(|fp| Halves::of(fp)).collect();
+    let mut placed: Vec<Vec<usize>> = vec![Vec::new(); buckets];
+    let mut union = vec![Halves::NONE; buckets];
+    let mut by_cost: Vec<usize> = (0..n).collect();
+    by_cost.sort_by(|&a, &b| {
+        fingerprint_cost(fingerprints[b]).total_cmp(&fingerprint_cost(fingerprints[a]))
+    });
     for fp in by_cost {
         let mut best: Option<(f64, usize)> = None;
-        for (b, bucket) in placed.iter_mut().enumerate() {
-            if bucket.len() >= capacity(b) {
+        for b in 0..buckets {
+            let len = placed[b].len();
+            if len >= capacity(b) {
                 continue;
             }
-            let cost = added_cost(bucket, fp);
-            if best.is_none_or(|(c, _)| cost < c) {
-                best = Some((cost, b));
+            let added = union[b].with(halves[fp]).cost(len + 1) - union[b].cost(len);
+            if best.is_none_or(|(c, _)| added < c) {
+                best = Some((added, b));
             }
         }
         if let Some((_, b)) = best {
             placed[b].push(fp);
+            union[b] = union[b].with(halves[fp]);
         }
     }
-    improve_by_swaps(&mut placed);
+    improve_by_swaps(&mut placed, &halves);
     // The n-th fingerprint goes to bucket `buckets - 1 - n % buckets`.
     let mut next = vec![0; buckets];
     (0..n)
         .filter_map(|i| {
             let b = buckets - 1 - i % buckets;
             next[b] += 1;
-            placed[b].get(next[b] - 1).copied()
+            placed[b].get(next[b] - 1).map(|&fp| fingerprints[fp])
         })
         .collect()
 }
 
-fn added_cost<'a>(bucket: &mut Vec<&'a [u8]>, fp: &'a [u8]) -> f64 {
-    let before = bucket_cost(bucket);
-    bucket.push(fp);
-    let after = bucket_cost(bucket);
-    bucket.pop();
-    after - before
-}
-
-/// Swaps fingerprints between buckets while that lowers the estimated cost (a few rounds).
-fn improve_by_swaps(placed: &mut [Vec<&[u8]>]) {
-    let mut cost: Vec<f64> = placed.iter().map(|b| bucket_cost(b)).collect();
+/// Swaps fingerprints (indices into `halves`) between buckets while that lowers the estimated
+/// cost (a few rounds).
+fn improve_by_swaps(placed: &mut [Vec<usize>], halves: &[Halves]) {
+    let union = |bucket: &[usize]| (bucket.iter()).fold(Halves::NONE, |u, &fp| u.with(halves[fp]));
+    let mut cost: Vec<f64> = placed.iter().map(|b| union(b).cost(b.len())).collect();
     for _ in 0..3 {
         let mut improved = false;
         for a in 0..placed.len() {
@@ -124,7 +124,8 @@ fn improve_by_swaps(placed: &mut [Vec<&[u8]>]) {
                         let (x, y) = (placed[a][i], placed[b][j]);
                         placed[a][i] = y;
                         placed[b][j] = x;
-                        let (ca, cb) = (bucket_cost(&placed[a]), bucket_cost(&placed[b]));
+                        let ca = union(&placed[a]).cost(placed[a].len());
+                        let cb = union(&placed[b]).cost(placed[b].len());
                         if ca + cb < (cost[a] + cost[b]) * 0.999 {
                             (cost[a], cost[b]) = (ca, cb);
                             improved = true;
@@ -142,37 +143,59 @@ fn improve_by_swaps(placed: &mut [Vec<&[u8]>]) {
     }
 }
 
-/// Estimated share of log positions one bucket lets through: per position, the total
-/// frequency of the bytes whose low and high halves both occur there in some fingerprint; a
-/// little more per fingerprint for the confirming that follows.
+/// What Teddy keeps of a fingerprint, or of a bucket's fingerprints together: per position, the
+/// low and the high halves of the bytes there (bit `b & 15` of the first mask, bit `b >> 4` of
+/// the second). A position past the end of a short fingerprint takes any byte.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Halves([(u16, u16); FINGERPRINT]);
+
+impl Halves {
+    /// No fingerprint: an empty bucket.
+    const NONE: Halves = Halves([(0, 0); FINGERPRINT]);
+
+    fn of(fp: &[u8]) -> Halves {
+        let mut out = Halves([(u16::MAX, u16::MAX); FINGERPRINT]);
+        for (pos, &b) in fp.iter().take(FINGERPRINT).enumerate() {
+            out.0[pos] = (1 << (b & 15), 1 << (b >> 4));
+        }
+        out
+    }
+
+    fn with(self, other: Halves) -> Halves {
+        let mut out = self;
+        for (o, p) in out.0.iter_mut().zip(other.0) {
+            *o = (o.0 | p.0, o.1 | p.1);
+        }
+        out
+    }
+
+    /// Estimated share of log positions a bucket of `len` fingerprints with these halves lets
+    /// through: per position, the total frequency of the bytes whose low and high halves both
+    /// occur there; a little more per fingerprint for the confirming that follows.
+    fn cost(&self, len: usize) -> f64 {
+        if len == 0 {
+            return 0.0;
+        }
+        let mut pass = 1.0;
+        for &(lows, highs) in &self.0 {
+            let (low8, high8) = (usize::from(lows as u8), usize::from(lows >> 8));
+            let share: u32 = bits(highs)
+                .map(|hi| {
+                    let hi = usize::from(hi);
+                    u32::from(SHARE_LOW[hi][low8]) + u32::from(SHARE_HIGH[hi][high8])
+                })
+                .sum();
+            pass *= f64::from(share) / f64::from(TOTAL);
+        }
+        pass * (1.0 + 0.2 * len as f64)
+    }
+}
+
+/// The estimated cost of one bucket (see [`Halves::cost`]).
+#[cfg(test)]
 fn bucket_cost(bucket: &[&[u8]]) -> f64 {
-    if bucket.is_empty() {
-        return 0.0;
-    }
-    let mut pass = 1.0;
-    for pos in 0..FINGERPRINT {
-        let (mut lows, mut highs) = (0u16, 0u16);
-        for fp in bucket {
-            match fp.get(pos) {
-                Some(&b) => {
-                    lows |= 1 << (b & 15);
-                    highs |= 1 << (b >> 4);
-                }
-                None => {
-                    (lows, highs) = (u16::MAX, u16::MAX);
-                    break;
-                }
-            }
-        }
-        let mut share = 0;
-        for hi in bits(highs) {
-            for lo in bits(lows) {
-                share += u32::from(FREQUENCY[usize::from((hi << 4) | lo)]);
-            }
-        }
-        pass *= f64::from(share) / f64::from(TOTAL);
-    }
-    pass * (1.0 + 0.2 * bucket.len() as f64)
+    let union = (bucket.iter()).fold(Halves::NONE, |u, fp| u.with(Halves::of(fp)));
+    union.cost(bucket.len())
 }
 
 /// The set bits of `set`, lowest first.
@@ -182,6 +205,34 @@ fn bits(mut set: u16) -> impl Iterator<Item = u8> {
         set &= set.wrapping_sub(1);
         (bit < 16).then_some(bit)
     })
+}
+
+/// `SHARE_LOW[hi][m]`: the total `frequency` of the bytes with high half `hi` and a low half
+/// among the set bits of `m` (low halves 0-7); `SHARE_HIGH` the same for low halves 8-15. A
+/// bucket position's share is then two look-ups per high half, not one per byte.
+const SHARE_LOW: [[u16; 256]; 16] = share_table(0);
+const SHARE_HIGH: [[u16; 256]; 16] = share_table(8);
+
+const fn share_table(first_low: usize) -> [[u16; 256]; 16] {
+    let mut table = [[0; 256]; 16];
+    let mut hi = 0;
+    while hi < 16 {
+        let mut m = 0;
+        while m < 256 {
+            let mut sum = 0;
+            let mut lo = 0;
+            while lo < 8 {
+                if m & (1 << lo) != 0 {
+                    sum += FREQUENCY[(hi << 4) | (first_low + lo)];
+                }
+                lo += 1;
+            }
+            table[hi][m] = sum;
+            m += 1;
+        }
+        hi += 1;
+    }
+    table
 }
 
 /// How often a key's fingerprint alone would occur in a log.
@@ -274,6 +325,29 @@ mod tests {
         let mut want = keys;
         want.sort();
         assert_eq!(all, want);
+    }
+
+    #[test]
+    fn the_bucket_cost_tables_give_the_byte_by_byte_sum() {
+        let bucket: Vec<&[u8]> = vec![b"CUDA", b"cuda", b"torc", b"_ST", b"\xff\x00ab"];
+        let mut want = 1.0;
+        for pos in 0..FINGERPRINT {
+            let (mut lows, mut highs) = (0u16, 0u16);
+            for fp in &bucket {
+                let Some(&b) = fp.get(pos) else {
+                    (lows, highs) = (u16::MAX, u16::MAX);
+                    break;
+                };
+                (lows, highs) = (lows | 1 << (b & 15), highs | 1 << (b >> 4));
+            }
+            let share: u32 = (0..=255u8)
+                .filter(|b| lows & 1 << (b & 15) != 0 && highs & 1 << (b >> 4) != 0)
+                .map(frequency)
+                .sum();
+            want *= f64::from(share) / f64::from(TOTAL);
+        }
+        want *= 1.0 + 0.2 * bucket.len() as f64;
+        assert_eq!(bucket_cost(&bucket), want);
     }
 
     #[test]
