@@ -39,30 +39,59 @@ const LOOKAHEAD: usize = 3;
 const SEARCH_SIZE_LIMIT: usize = 256 << 20;
 const ESC: u8 = 0x1b;
 
-/// The candidate pass: searches for keys, each standing for the required literals (see
-/// `rules::literals`) that contain it, and the owners of those literals. An owner `K` is what
-/// the caller names a pattern by (the ruleset's `PatternId`); the pass only sorts and hands
-/// them back.
+/// The candidate pass: searches for the fingerprints of keys, each key standing for the
+/// required literals (see `rules::literals`) that contain it, and the owners of those literals.
+/// An owner `K` is what the caller names a pattern by (the ruleset's `PatternId`); the pass only
+/// sorts and hands them back.
 #[derive(Debug)]
 pub(super) struct Candidates<K> {
     searches: Vec<Search>,
+    /// The patterns without required literals, as one regex: its matches need no confirmation.
+    whole: Option<regex::bytes::Regex>,
     required: Vec<Required<K>>,
     /// Patterns without required literals: always tried.
     ungated: Vec<K>,
 }
 
-/// One regex over whole chunks.
+/// One pass of Teddy over whole chunks, for up to 64 fingerprints of one length.
 #[derive(Debug)]
 struct Search {
-    regex: regex::bytes::Regex,
-    /// For each key: the required literals it stands for, with where in them it sits. `None`
-    /// for the search made of whole patterns (those without required literals): its matches
-    /// need no confirmation.
-    keys: Option<StandsFor>,
+    finder: Finder,
+    /// For each fingerprint (by its index in the search), the required literals it starts a key
+    /// of: (index in `required`, offset of the key in the literal).
+    stands_for: Vec<Vec<(usize, usize)>>,
 }
 
-/// For each key, the required literals that contain it: (index in `required`, offset of the key).
-type StandsFor = HashMap<Box<[u8]>, Vec<(usize, usize)>>;
+/// Teddy where the CPU has it, else an automaton of the same fingerprints.
+#[derive(Debug)]
+enum Finder {
+    Teddy(aho_corasick::packed::Searcher),
+    Automaton(aho_corasick::AhoCorasick),
+}
+
+impl Finder {
+    fn new(fingerprints: &[&[u8]]) -> Result<Finder, String> {
+        let mut teddy = aho_corasick::packed::Config::new().builder();
+        if let Some(searcher) = teddy.extend(fingerprints).build() {
+            return Ok(Finder::Teddy(searcher));
+        }
+        aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(fingerprints)
+            .map(Finder::Automaton)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The first fingerprint found in `hay[from..]`: its index and where it starts. The
+    /// fingerprints of one search have one length and differ, so at most one starts anywhere.
+    fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize)> {
+        let m = match self {
+            Finder::Teddy(s) => s.find_in(hay, aho_corasick::Span::from(from..hay.len()))?,
+            Finder::Automaton(a) => a.find(aho_corasick::Input::new(hay).range(from..))?,
+        };
+        Some((m.pattern().as_usize(), m.start()))
+    }
+}
 
 /// A required literal and the patterns that require it.
 #[derive(Debug)]
@@ -105,15 +134,13 @@ impl<K: Copy + Ord> Candidates<K> {
                 owners: owners.remove(t).unwrap_or_default(),
             })
             .collect();
-        let mut searches = key_searches(&texts)?;
-        if !whole.is_empty() {
-            searches.push(Search {
-                regex: build(&whole)?,
-                keys: None,
-            });
-        }
+        let whole = match whole.is_empty() {
+            true => None,
+            false => Some(build(&whole)?),
+        };
         Ok(Candidates {
-            searches,
+            searches: key_searches(&texts)?,
+            whole,
             required,
             ungated,
         })
@@ -122,18 +149,20 @@ impl<K: Copy + Ord> Candidates<K> {
     /// The patterns that may match `line`: owners of every required literal in it, ascending.
     pub fn patterns_for(&self, line: &[u8]) -> Vec<K> {
         let mut out = self.ungated.clone();
-        for search in &self.searches {
-            let Some(keys) = &search.keys else { continue };
-            // Every key occurrence, overlapping ones included.
-            let mut pos = 0;
-            while let Some(m) = search.regex.find_at(line, pos) {
-                for &(ri, off) in keys.get(m.as_bytes()).into_iter().flatten() {
-                    let r = &self.required[ri];
-                    if m.start() >= off && line[m.start() - off..].starts_with(&r.text) {
-                        out.extend_from_slice(&r.owners);
-                    }
+        let mut confirm = |places: &[(usize, usize)], at: usize| {
+            for &(ri, off) in places {
+                let r = &self.required[ri];
+                if at >= off && line[at - off..].starts_with(&r.text) {
+                    out.extend_from_slice(&r.owners);
                 }
-                pos = m.start() + 1;
+            }
+        };
+        for search in &self.searches {
+            // Every fingerprint occurrence, overlapping ones included.
+            let mut pos = 0;
+            while let Some((fp, at)) = search.finder.find(line, pos) {
+                confirm(&search.stands_for[fp], at);
+                pos = at + 1;
             }
         }
         out.sort_unstable();
@@ -152,55 +181,63 @@ impl<K: Copy + Ord> Candidates<K> {
     fn hits(&self, hay: &[u8], end: usize, out: &mut Vec<usize>) {
         out.clear();
         let hay = &hay[..end];
+        let next_line = |at: usize| memchr::memchr(b'\n', &hay[at..]).map_or(end, |p| at + p + 1);
         for search in &self.searches {
             let mut pos = 0;
-            while let Some(m) = search.regex.find_at(hay, pos) {
-                if self.confirmed(search, hay, m.start(), m.as_bytes()) {
-                    out.push(m.start());
-                    pos =
-                        memchr::memchr(b'\n', &hay[m.start()..]).map_or(end, |p| m.start() + p + 1);
+            while let Some((fp, at)) = search.finder.find(hay, pos) {
+                if self.confirmed(&search.stands_for[fp], hay, at) {
+                    out.push(at);
+                    pos = next_line(at);
                 } else {
-                    pos = m.start() + 1;
+                    pos = at + 1;
                 }
             }
         }
-        if self.searches.len() > 1 {
+        if let Some(whole) = &self.whole {
+            let mut pos = 0;
+            while let Some(m) = whole.find_at(hay, pos) {
+                out.push(m.start());
+                pos = next_line(m.start());
+            }
+        }
+        if self.searches.len() + usize::from(self.whole.is_some()) > 1 {
             out.sort_unstable();
         }
     }
 
-    /// Whether the key found at `at` lies inside one of the required literals it stands for.
-    fn confirmed(&self, search: &Search, hay: &[u8], at: usize, key: &[u8]) -> bool {
-        let Some(keys) = &search.keys else {
-            return true;
-        };
-        keys.get(key)
-            .into_iter()
-            .flatten()
+    /// Whether the fingerprint found at `at` starts a key inside one of the required literals
+    /// it stands for.
+    fn confirmed(&self, stands_for: &[(usize, usize)], hay: &[u8], at: usize) -> bool {
+        (stands_for.iter())
             .any(|&(ri, off)| at >= off && hay[at - off..].starts_with(&self.required[ri].text))
     }
 }
 
-/// The searches for the keys of `texts` (the required literals, sorted), grouped as Teddy takes
-/// them in one pass, each key knowing which of the literals it stands for.
+/// The searches for the keys of `texts` (the required literals, sorted): each key's fingerprint
+/// in a search as Teddy takes them, knowing where the key lies in which of the literals.
 fn key_searches(texts: &[String]) -> Result<Vec<Search>, String> {
     let keys = keys::keys(texts);
     // Every place each key lies in each literal.
-    let mut places: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
-    keys::occurrences(&keys, texts, |ri, key, at| {
-        places.entry(keys[key].as_str()).or_default().push((ri, at));
-    });
+    let mut places: Vec<Vec<(usize, usize)>> = vec![Vec::new(); keys.len()];
+    keys::occurrences(&keys, texts, |ri, key, at| places[key].push((ri, at)));
+    // Keys that share a fingerprint share its entry.
+    let mut fingerprints: Vec<&[u8]> = Vec::new();
+    let mut stands_for: HashMap<&[u8], Vec<(usize, usize)>> = HashMap::new();
+    for (key, places) in keys.iter().zip(places) {
+        let fp = &key.as_bytes()[..key.len().min(teddy::FINGERPRINT)];
+        let entry = stands_for.entry(fp).or_insert_with(|| {
+            fingerprints.push(fp);
+            Vec::new()
+        });
+        entry.extend(places);
+    }
     let mut searches = Vec::new();
-    for keys in teddy::arrange(keys.clone()) {
-        let mut stands_for = StandsFor::new();
-        for key in &keys {
-            let entry = stands_for.entry(key.as_bytes().into()).or_default();
-            entry.extend(places.remove(key.as_str()).unwrap_or_default());
-        }
-        let alternatives: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
+    for group in teddy::arrange(fingerprints) {
         searches.push(Search {
-            regex: build(&alternatives)?,
-            keys: Some(stands_for),
+            finder: Finder::new(&group)?,
+            stands_for: (group.iter())
+                .map(|fp| stands_for.remove(fp).unwrap_or_default())
+                .collect(),
         });
     }
     Ok(searches)
@@ -610,6 +647,30 @@ mod tests {
             );
             assert_eq!(c.is_match(line), !want.is_empty());
         }
+    }
+
+    #[test]
+    fn the_automaton_finds_what_teddy_finds() {
+        // Where the CPU has no Teddy the same fingerprints go to an automaton.
+        let fingerprints: Vec<&[u8]> = vec![b"CUDA", b"NCCL", b"rror", b"torc", b".cu:"];
+        let teddy = Finder::new(&fingerprints).expect("fingerprints");
+        let automaton = Finder::Automaton(
+            aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(&fingerprints)
+                .expect("fingerprints"),
+        );
+        let hay = b"x CUDA error: NCCL torch Indexing.cu:12 CUDNCCL error rror".repeat(3);
+        let all = |finder: &Finder| {
+            let (mut out, mut pos) = (Vec::new(), 0);
+            while let Some((fp, at)) = finder.find(&hay, pos) {
+                out.push((fp, at));
+                pos = at + 1;
+            }
+            out
+        };
+        assert_eq!(all(&teddy), all(&automaton));
+        assert_eq!(all(&teddy).len(), 3 * 8);
     }
 
     #[test]

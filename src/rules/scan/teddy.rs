@@ -1,70 +1,48 @@
-//! Arranging keys for Teddy, the SIMD searcher the regex crate uses for a few dozen literals.
+//! Arranging fingerprints for Teddy, the SIMD searcher of the aho-corasick crate (the one the
+//! regex crate uses for a few dozen literals).
 //!
-//! With more than ten literals, regex hands Teddy only their first four bytes (the
-//! *fingerprints*, distinct ones in order of appearance) and confirms each fingerprint hit with
-//! its own automaton. Teddy spreads the fingerprints over 8 buckets (16 beyond 32 of them), the
-//! n-th going to bucket `buckets - 1 - n % buckets`, and for each bucket keeps, per fingerprint
-//! position, which low and which high halves of a byte occur there. A log position is looked at
-//! further when its bytes pass one bucket's halves at every position, so a bucket that mixes
-//! `CUDA` with `torch` lets through `CUrch`-like byte soup, and lowercase keys let through most
-//! text. Ordering the keys so that similar fingerprints share buckets, estimated with typical
-//! byte frequencies of CI logs, made the searches of the built-in rules up to twice as fast on a
-//! CI log (`cargo bench --bench classify`); the order changes nothing else (any key hit is
-//! confirmed the same way).
+//! The candidate pass hands Teddy the *fingerprints* of its keys, their first four bytes, and
+//! confirms each fingerprint hit against the required literals itself. Teddy spreads the
+//! fingerprints over 8 buckets (16 beyond 32 of them), the n-th going to bucket `buckets - 1 - n
+//! % buckets`, and for each bucket keeps, per fingerprint position, which low and which high
+//! halves of a byte occur there. A log position is looked at further when its bytes pass one
+//! bucket's halves at every position, so a bucket that mixes `CUDA` with `torch` lets through
+//! `CUrch`-like byte soup, and lowercase keys let through most text. Ordering the fingerprints so
+//! that similar ones share buckets, estimated with typical byte frequencies of CI logs, made the
+//! searches of the built-in rules up to twice as fast on a CI log (`cargo bench --bench
+//! classify`); the order changes nothing else (any fingerprint hit is confirmed the same way).
 
-/// Most distinct fingerprints one search takes (Teddy's limit; regex shortens the keys further,
-/// to worse ones, beyond it).
+/// Most fingerprints one search takes (Teddy's limit).
 const PER_SEARCH: usize = 64;
 /// Teddy's fingerprint length.
 pub(super) const FINGERPRINT: usize = 4;
 
-/// The keys split into searches, each ordered for Teddy's buckets.
-pub(super) fn arrange(mut keys: Vec<String>) -> Vec<Vec<String>> {
+/// Distinct fingerprints split into searches, each ordered for Teddy's buckets. A search holds
+/// fingerprints of one length: Teddy looks at as many bytes as its shortest one has, and of two
+/// fingerprints where one starts the other it would report only one.
+pub(super) fn arrange(mut fingerprints: Vec<&[u8]>) -> Vec<Vec<&[u8]>> {
     // Fingerprints with more bytes whose high half is rare in logs (uppercase, `_`, brackets)
     // first, so that a split keeps the slow, lowercase-looking ones together.
-    let rank = |k: &String| {
-        let rare_halves = fingerprint(k)
-            .iter()
-            .filter(|&&b| b >> 4 == 4 || b >> 4 == 5)
-            .count();
-        (
-            std::cmp::Reverse(rare_halves),
-            fingerprint_cost(k.as_bytes()),
-        )
+    let rank = |fp: &[u8]| {
+        let rare_halves = fp.iter().filter(|&&b| b >> 4 == 4 || b >> 4 == 5).count();
+        (std::cmp::Reverse(rare_halves), fingerprint_cost(fp))
     };
-    keys.sort_by(|a, b| {
+    fingerprints.sort_by(|a, b| {
         let (ra, rb) = (rank(a), rank(b));
         ra.0.cmp(&rb.0).then(ra.1.total_cmp(&rb.1))
     });
-    let fingerprints = distinct_fingerprints(&keys);
-    // As few searches as possible, the last one (of the worst fingerprints) the smallest.
-    fingerprints
-        .chunks(PER_SEARCH)
-        .map(|group| {
-            let ordered = order_for_buckets(group);
-            let mut out = Vec::new();
-            for fp in ordered {
-                out.extend(keys.iter().filter(|k| fingerprint(k) == fp).cloned());
-            }
-            out
-        })
-        .filter(|search| !search.is_empty())
-        .collect()
-}
-
-fn fingerprint(key: &str) -> &[u8] {
-    &key.as_bytes()[..key.len().min(FINGERPRINT)]
-}
-
-fn distinct_fingerprints(keys: &[String]) -> Vec<&[u8]> {
-    let mut out: Vec<&[u8]> = Vec::new();
-    for key in keys {
-        let fp = fingerprint(key);
-        if !out.contains(&fp) {
-            out.push(fp);
-        }
+    // As few searches as possible, the last one of each length (of the worst fingerprints)
+    // the smallest.
+    let mut searches = Vec::new();
+    for len in (1..=FINGERPRINT).rev() {
+        let same: Vec<&[u8]> = fingerprints
+            .iter()
+            .copied()
+            .filter(|fp| fp.len() == len)
+            .collect();
+        searches.extend(same.chunks(PER_SEARCH).map(order_for_buckets));
     }
-    out
+    searches
 }
 
 /// The fingerprints in the order that puts similar ones in the same bucket: a greedy placement
@@ -308,21 +286,21 @@ mod tests {
     }
 
     #[test]
-    fn every_key_is_searched_once() {
+    fn every_fingerprint_is_searched_once_with_others_of_its_length() {
         let keys: Vec<String> = (0..300)
-            .map(|i| format!("{}{i:03}key", ["C", "t", "_"][i % 3]))
+            .map(|i| format!("{}{i:03}", ["C", "t", "_"][i % 3]))
+            .chain([".h:".to_owned(), ".go".to_owned()])
             .collect();
-        let searches = arrange(keys.clone());
-        assert!(searches.len() >= 2);
+        let fingerprints: Vec<&[u8]> = keys.iter().map(|k| k.as_bytes()).collect();
+        let searches = arrange(fingerprints.clone());
+        assert!(searches.len() >= 6);
         for s in &searches {
-            let fps: Vec<&str> = s.iter().map(|k| &k[..4]).collect();
-            let mut distinct = fps.clone();
-            distinct.dedup();
-            assert!(distinct.len() <= PER_SEARCH);
+            assert!(s.len() <= PER_SEARCH);
+            assert!(s.iter().all(|fp| fp.len() == s[0].len()), "{s:?}");
         }
-        let mut all: Vec<String> = searches.concat();
+        let mut all: Vec<&[u8]> = searches.concat();
         all.sort();
-        let mut want = keys;
+        let mut want = fingerprints;
         want.sort();
         assert_eq!(all, want);
     }
