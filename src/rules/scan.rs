@@ -1,6 +1,6 @@
-//! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few SIMD
-//! literal searches over each whole chunk (see `keys` for what they search), and hands each
-//! candidate line with its original 1-based line number and two lines of lookahead (for
+//! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few passes
+//! over each whole chunk (a look-up per four bytes for the longer required literals, see
+//! `grams`; SIMD literal searches for the others, see `keys`), and hands each candidate line with its original 1-based line number and two lines of lookahead (for
 //! console-wrapped messages) to the classifier. Memory stays bounded whatever the input size.
 //!
 //! An input longer than one chunk is processed on two threads: the caller's thread reads every
@@ -9,6 +9,7 @@
 //! thread, so neither the reader nor the callback need be `Send`.
 
 mod chunks;
+mod grams;
 mod keys;
 mod teddy;
 
@@ -39,12 +40,15 @@ const LOOKAHEAD: usize = 3;
 const SEARCH_SIZE_LIMIT: usize = 256 << 20;
 const ESC: u8 = 0x1b;
 
-/// The candidate pass: searches for the fingerprints of keys, each key standing for the
-/// required literals (see `rules::literals`) that contain it, and the owners of those literals.
-/// An owner `K` is what the caller names a pattern by (the ruleset's `PatternId`); the pass only
-/// sorts and hands them back.
+/// The candidate pass: finds the required literals (see `rules::literals`), the longer ones by
+/// pieces (`grams`), the others by the fingerprints of keys (`keys`), and names the owners of
+/// those found. An owner `K` is what the caller names a pattern by (the ruleset's `PatternId`);
+/// the pass only sorts and hands them back.
 #[derive(Debug)]
 pub(super) struct Candidates<K> {
+    /// The pass for the required literals long enough for it (see `grams`).
+    grams: Option<grams::Grams>,
+    /// Teddy's passes for the others.
     searches: Vec<Search>,
     /// The patterns without required literals, as one regex: its matches need no confirmation.
     whole: Option<regex::bytes::Regex>,
@@ -138,8 +142,16 @@ impl<K: Copy + Ord> Candidates<K> {
             true => None,
             false => Some(build(&whole)?),
         };
+        // Every line with a required literal holds one that contains no other: the long ones
+        // go to the gram pass, the short ones to Teddy; both confirm against every literal.
+        let mut innermost = texts.clone();
+        keys::minimal(&mut innermost);
+        let (long, short): (Vec<&str>, Vec<&str>) = (innermost.iter())
+            .map(String::as_str)
+            .partition(|t| t.len() >= grams::MIN_LEN);
         Ok(Candidates {
-            searches: key_searches(&texts)?,
+            grams: grams::Grams::new(&long, &texts),
+            searches: key_searches(&short, &texts)?,
             whole,
             required,
             ungated,
@@ -157,6 +169,13 @@ impl<K: Copy + Ord> Candidates<K> {
                 }
             }
         };
+        if let Some(grams) = &self.grams {
+            let mut pos = 0;
+            while let Some(at) = grams.next_place(line, pos) {
+                confirm(grams.places_at(line, at), at);
+                pos = at + grams::STEP;
+            }
+        }
         for search in &self.searches {
             // Every fingerprint occurrence, overlapping ones included.
             let mut pos = 0;
@@ -182,6 +201,17 @@ impl<K: Copy + Ord> Candidates<K> {
         out.clear();
         let hay = &hay[..end];
         let next_line = |at: usize| memchr::memchr(b'\n', &hay[at..]).map_or(end, |p| at + p + 1);
+        if let Some(grams) = &self.grams {
+            let mut pos = 0;
+            while let Some(at) = grams.next_place(hay, pos) {
+                if self.confirmed(grams.places_at(hay, at), hay, at) {
+                    out.push(at);
+                    pos = next_line(at).next_multiple_of(grams::STEP);
+                } else {
+                    pos = at + grams::STEP;
+                }
+            }
+        }
         for search in &self.searches {
             let mut pos = 0;
             while let Some((fp, at)) = search.finder.find(hay, pos) {
@@ -200,7 +230,8 @@ impl<K: Copy + Ord> Candidates<K> {
                 pos = next_line(m.start());
             }
         }
-        if self.searches.len() + usize::from(self.whole.is_some()) > 1 {
+        let passes = usize::from(self.grams.is_some()) + self.searches.len();
+        if passes + usize::from(self.whole.is_some()) > 1 {
             out.sort_unstable();
         }
     }
@@ -213,10 +244,10 @@ impl<K: Copy + Ord> Candidates<K> {
     }
 }
 
-/// The searches for the keys of `texts` (the required literals, sorted): each key's fingerprint
-/// in a search as Teddy takes them, knowing where the key lies in which of the literals.
-fn key_searches(texts: &[String]) -> Result<Vec<Search>, String> {
-    let keys = keys::keys(texts);
+/// The searches for the keys of `short` (required literals): each key's fingerprint in a search
+/// as Teddy takes them, knowing where the key lies in which of `texts` (all required literals).
+fn key_searches(short: &[&str], texts: &[String]) -> Result<Vec<Search>, String> {
+    let keys = keys::keys(short);
     // Every place each key lies in each literal.
     let mut places: Vec<Vec<(usize, usize)>> = vec![Vec::new(); keys.len()];
     keys::occurrences(&keys, texts, |ri, key, at| places[key].push((ri, at)));
@@ -251,8 +282,8 @@ fn build(alternatives: &[String]) -> Result<regex::bytes::Regex, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A map keyed by a few bytes of text packed in a word, for the look-ups that build the pass:
-/// the default hasher would cost more than the look-up it serves.
+/// A map keyed by a few bytes of text packed in a word, for the look-ups of building and running
+/// the pass: the default hasher would cost more than the look-up it serves.
 type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
 
 /// Multiplicative hashing of a word (its high bits are the well mixed ones, and the hash
@@ -628,15 +659,24 @@ mod tests {
     }
 
     #[test]
-    fn a_key_hit_becomes_a_candidate_only_inside_a_required_literal() {
-        // The two patterns share the key `cudaError`; noise with the key alone is no candidate.
-        let c = candidates(&["cudaErrorAssert", "cudaErrorUnknown"]);
+    fn a_hit_becomes_a_candidate_only_inside_a_required_literal() {
+        // The first two go to the gram pass, the last two share the Teddy key `cudaError`: noise
+        // with a piece of them alone is no candidate.
+        let c = candidates(&[
+            "cudaErrorAssert",
+            "cudaErrorUnknown",
+            "cudaErrorX",
+            "cudaErrorY",
+        ]);
         let cases: &[(&[u8], Vec<usize>)] = &[
             (b"x cudaErrorAssert y", vec![0]),
             (b"cudaErrorUnknown", vec![1]),
             (b"cudaErrorNoDevice and cudaErrorAssert", vec![0]),
             (b"cudaError cudaErrorUnknown", vec![1]),
             (b"plain cudaError", vec![]),
+            (b"cudaErrorAsser", vec![]),
+            (b"cudaErrorY", vec![3]),
+            (b"cudaErrorZ, cudaErrorX", vec![2]),
         ];
         for (line, want) in cases {
             assert_eq!(
@@ -647,6 +687,75 @@ mod tests {
             );
             assert_eq!(c.is_match(line), !want.is_empty());
         }
+    }
+
+    #[test]
+    fn a_line_is_a_candidate_exactly_when_it_holds_a_required_literal() {
+        // Every required literal of the built-in rules, whole or a byte short at either end,
+        // at offsets in every class the gram pass looks at, after and before pieces of other
+        // literals: the scan flags exactly the lines that hold one, and names for each line
+        // exactly the patterns whose literal it holds.
+        let file: crate::rules::spec::RuleFile =
+            toml::from_str(crate::rules::BUILTIN_RULES).expect("builtin ruleset parses");
+        let patterns: Vec<&str> = (file.rule.iter().map(|r| r.pattern.as_str()))
+            .chain(file.context.iter().map(|c| c.pattern.as_str()))
+            .collect();
+        let c = candidates(&patterns);
+        let literals: Vec<(usize, Vec<u8>)> = (patterns.iter().enumerate())
+            .flat_map(|(i, p)| {
+                let plan = LiteralPlan::of(p);
+                let texts: Vec<String> = plan.literals().unwrap_or_default().to_vec();
+                texts.into_iter().map(move |t| (i, t.into_bytes()))
+            })
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut below = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        for (k, (_, literal)) in literals.iter().enumerate() {
+            let other = &literals[below(literals.len())].1;
+            let text = match below(3) {
+                0 => literal,
+                1 => &literal[1..],
+                _ => &literal[..literal.len() - 1],
+            };
+            let mut line = b"x".repeat(k % 9);
+            line.extend_from_slice(text);
+            line.push(b' ');
+            line.extend_from_slice(&other[..other.len() / 2]);
+            lines.push(line);
+        }
+        let holds = |line: &[u8]| -> Vec<usize> {
+            let mut owners: Vec<usize> = (literals.iter())
+                .filter(|(_, l)| memchr::memmem::find(line, l).is_some())
+                .map(|(i, _)| *i)
+                .collect();
+            owners.sort_unstable();
+            owners.dedup();
+            owners
+        };
+        let mut want = Vec::new();
+        for (n, line) in lines.iter().enumerate() {
+            let owners = holds(line);
+            assert_eq!(
+                c.patterns_for(line),
+                owners,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            if !owners.is_empty() {
+                want.push(n + 1);
+            }
+        }
+        assert!(want.len() > literals.len() / 3 && want.len() < lines.len());
+        let text = lines.join(&b"\n"[..]);
+        let mut got = Vec::new();
+        scan(&c, &text[..], |_| true, |cand| got.push(cand.line)).expect("in-memory read");
+        assert_eq!(got, want);
     }
 
     #[test]

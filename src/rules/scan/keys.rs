@@ -1,9 +1,9 @@
 //! Which keys the candidate pass searches for.
 //!
-//! Every pattern's required literals (see `rules::literals`) are found by searching whole chunks
-//! for *keys*, pieces of the required literals, with SIMD literal searches (see `teddy`):
-//! required literals that share a long, distinctive piece share one key (`cudaErrorAssert` and
-//! `cudaErrorUnknown` become `cudaError`), and each key starts at its rarest bytes. A key hit is
+//! The required literals (see `rules::literals`) too short for the gram pass (see `grams`) are
+//! found by searching whole chunks for *keys*, pieces of them, with SIMD literal searches (see
+//! `teddy`): literals that share a long, distinctive piece share one key (`cudaErrorX` and
+//! `cudaErrorY` become `cudaError`), and each key starts at its rarest bytes. A key hit is
 //! confirmed against the full required literals it stands for before a line becomes a
 //! candidate, so a shorter key costs a few compares, not extra candidate lines.
 
@@ -21,8 +21,8 @@ const SHARED_LEN: usize = 8;
 const SHARED_RARITY: u32 = 16;
 
 /// The keys to search for: every required literal contains one.
-pub(super) fn keys(required: &[String]) -> Vec<String> {
-    let mut keys = required.to_vec();
+pub(super) fn keys(required: &[impl AsRef<str>]) -> Vec<String> {
+    let mut keys: Vec<String> = required.iter().map(|r| r.as_ref().to_owned()).collect();
     minimal(&mut keys);
     share(&mut keys);
     let mut keys = anchor_keys(&keys);
@@ -253,7 +253,7 @@ fn start_at_rarest(key: &str) -> String {
 
 /// How likely a window is to occur in ordinary words (see `start_at_rarest`): 0 with a capital,
 /// digit or sign inside, 1 across two words, 2 inside a lowercase word.
-fn window_class(w: &[u8]) -> u8 {
+pub(super) fn window_class(w: &[u8]) -> u8 {
     if w.iter().any(|&b| !b.is_ascii_lowercase() && b != b' ') {
         0
     } else if w[1..w.len() - 1].contains(&b' ') {
@@ -270,7 +270,7 @@ fn window(key: &str, start: usize) -> &[u8] {
 }
 
 /// Sorted, deduplicated, and without literals that contain another (the shorter one finds them).
-fn minimal(lits: &mut Vec<String>) {
+pub(super) fn minimal(lits: &mut Vec<String>) {
     lits.sort();
     lits.dedup();
     // Deduplicated, so a shorter literal inside one is another.

@@ -215,8 +215,12 @@ const fn share_table(first_low: usize) -> [[u16; 256]; 16] {
 
 /// How often a key's fingerprint alone would occur in a log.
 pub(super) fn fingerprint_cost(key: &[u8]) -> f64 {
-    key.iter()
-        .take(FINGERPRINT)
+    text_cost(&key[..key.len().min(FINGERPRINT)])
+}
+
+/// How often a piece of text would occur in a log, from its bytes' frequencies alone.
+pub(super) fn text_cost(piece: &[u8]) -> f64 {
+    (piece.iter())
         .map(|&b| f64::from(frequency(b)) / f64::from(TOTAL))
         .product()
 }
