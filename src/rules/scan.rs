@@ -1,6 +1,6 @@
-//! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few SIMD
-//! literal searches over each whole chunk (see `keys` for what they search), and hands each
-//! candidate line with its original 1-based line number and two lines of lookahead (for
+//! The streaming pass: reads a log in bounded chunks, finds candidate lines with a few passes
+//! over each whole chunk (a look-up per four bytes for the longer required literals, see
+//! `grams`; SIMD literal searches for the others, see `keys`), and hands each candidate line with its original 1-based line number and two lines of lookahead (for
 //! console-wrapped messages) to the classifier. Memory stays bounded whatever the input size.
 //!
 //! An input longer than one chunk is processed on two threads: the caller's thread reads every
@@ -9,10 +9,12 @@
 //! thread, so neither the reader nor the callback need be `Send`.
 
 mod chunks;
+mod grams;
 mod keys;
 mod teddy;
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, Read};
 use std::sync::mpsc;
 
@@ -38,30 +40,62 @@ const LOOKAHEAD: usize = 3;
 const SEARCH_SIZE_LIMIT: usize = 256 << 20;
 const ESC: u8 = 0x1b;
 
-/// The candidate pass: searches for keys, each standing for the required literals (see
-/// `rules::literals`) that contain it, and the owners of those literals. An owner `K` is what
-/// the caller names a pattern by (the ruleset's `PatternId`); the pass only sorts and hands
-/// them back.
+/// The candidate pass: finds the required literals (see `rules::literals`), the longer ones by
+/// pieces (`grams`), the others by the fingerprints of keys (`keys`), and names the owners of
+/// those found. An owner `K` is what the caller names a pattern by (the ruleset's `PatternId`);
+/// the pass only sorts and hands them back.
 #[derive(Debug)]
 pub(super) struct Candidates<K> {
+    /// The pass for the required literals long enough for it (see `grams`).
+    grams: Option<grams::Grams>,
+    /// Teddy's passes for the others.
     searches: Vec<Search>,
+    /// The patterns without required literals, as one regex: its matches need no confirmation.
+    whole: Option<regex::bytes::Regex>,
     required: Vec<Required<K>>,
     /// Patterns without required literals: always tried.
     ungated: Vec<K>,
 }
 
-/// One regex over whole chunks.
+/// One pass of Teddy over whole chunks, for up to 64 fingerprints of one length.
 #[derive(Debug)]
 struct Search {
-    regex: regex::bytes::Regex,
-    /// For each key: the required literals it stands for, with where in them it sits. `None`
-    /// for the search made of whole patterns (those without required literals): its matches
-    /// need no confirmation.
-    keys: Option<StandsFor>,
+    finder: Finder,
+    /// For each fingerprint (by its index in the search), the required literals it starts a key
+    /// of: (index in `required`, offset of the key in the literal).
+    stands_for: Vec<Vec<(usize, usize)>>,
 }
 
-/// For each key, the required literals that contain it: (index in `required`, offset of the key).
-type StandsFor = HashMap<Box<[u8]>, Vec<(usize, usize)>>;
+/// Teddy where the CPU has it, else an automaton of the same fingerprints.
+#[derive(Debug)]
+enum Finder {
+    Teddy(aho_corasick::packed::Searcher),
+    Automaton(aho_corasick::AhoCorasick),
+}
+
+impl Finder {
+    fn new(fingerprints: &[&[u8]]) -> Result<Finder, String> {
+        let mut teddy = aho_corasick::packed::Config::new().builder();
+        if let Some(searcher) = teddy.extend(fingerprints).build() {
+            return Ok(Finder::Teddy(searcher));
+        }
+        aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(fingerprints)
+            .map(Finder::Automaton)
+            .map_err(|e| e.to_string())
+    }
+
+    /// The first fingerprint found in `hay[from..]`: its index and where it starts. The
+    /// fingerprints of one search have one length and differ, so at most one starts anywhere.
+    fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize)> {
+        let m = match self {
+            Finder::Teddy(s) => s.find_in(hay, aho_corasick::Span::from(from..hay.len()))?,
+            Finder::Automaton(a) => a.find(aho_corasick::Input::new(hay).range(from..))?,
+        };
+        Some((m.pattern().as_usize(), m.start()))
+    }
+}
 
 /// A required literal and the patterns that require it.
 #[derive(Debug)]
@@ -104,15 +138,21 @@ impl<K: Copy + Ord> Candidates<K> {
                 owners: owners.remove(t).unwrap_or_default(),
             })
             .collect();
-        let mut searches = key_searches(&texts, &required)?;
-        if !whole.is_empty() {
-            searches.push(Search {
-                regex: build(&whole)?,
-                keys: None,
-            });
-        }
+        let whole = match whole.is_empty() {
+            true => None,
+            false => Some(build(&whole)?),
+        };
+        // Every line with a required literal holds one that contains no other: the long ones
+        // go to the gram pass, the short ones to Teddy; both confirm against every literal.
+        let mut innermost = texts.clone();
+        keys::minimal(&mut innermost);
+        let (long, short): (Vec<&str>, Vec<&str>) = (innermost.iter())
+            .map(String::as_str)
+            .partition(|t| t.len() >= grams::MIN_LEN);
         Ok(Candidates {
-            searches,
+            grams: grams::Grams::new(&long, &texts),
+            searches: key_searches(&short, &texts)?,
+            whole,
             required,
             ungated,
         })
@@ -121,18 +161,27 @@ impl<K: Copy + Ord> Candidates<K> {
     /// The patterns that may match `line`: owners of every required literal in it, ascending.
     pub fn patterns_for(&self, line: &[u8]) -> Vec<K> {
         let mut out = self.ungated.clone();
-        for search in &self.searches {
-            let Some(keys) = &search.keys else { continue };
-            // Every key occurrence, overlapping ones included.
-            let mut pos = 0;
-            while let Some(m) = search.regex.find_at(line, pos) {
-                for &(ri, off) in keys.get(m.as_bytes()).into_iter().flatten() {
-                    let r = &self.required[ri];
-                    if m.start() >= off && line[m.start() - off..].starts_with(&r.text) {
-                        out.extend_from_slice(&r.owners);
-                    }
+        let mut confirm = |places: &[(usize, usize)], at: usize| {
+            for &(ri, off) in places {
+                let r = &self.required[ri];
+                if at >= off && line[at - off..].starts_with(&r.text) {
+                    out.extend_from_slice(&r.owners);
                 }
-                pos = m.start() + 1;
+            }
+        };
+        if let Some(grams) = &self.grams {
+            let mut pos = 0;
+            while let Some(at) = grams.next_place(line, pos) {
+                confirm(grams.places_at(line, at), at);
+                pos = at + grams::STEP;
+            }
+        }
+        for search in &self.searches {
+            // Every fingerprint occurrence, overlapping ones included.
+            let mut pos = 0;
+            while let Some((fp, at)) = search.finder.find(line, pos) {
+                confirm(&search.stands_for[fp], at);
+                pos = at + 1;
             }
         }
         out.sort_unstable();
@@ -151,52 +200,75 @@ impl<K: Copy + Ord> Candidates<K> {
     fn hits(&self, hay: &[u8], end: usize, out: &mut Vec<usize>) {
         out.clear();
         let hay = &hay[..end];
-        for search in &self.searches {
+        let next_line = |at: usize| memchr::memchr(b'\n', &hay[at..]).map_or(end, |p| at + p + 1);
+        if let Some(grams) = &self.grams {
             let mut pos = 0;
-            while let Some(m) = search.regex.find_at(hay, pos) {
-                if self.confirmed(search, hay, m.start(), m.as_bytes()) {
-                    out.push(m.start());
-                    pos =
-                        memchr::memchr(b'\n', &hay[m.start()..]).map_or(end, |p| m.start() + p + 1);
+            while let Some(at) = grams.next_place(hay, pos) {
+                if self.confirmed(grams.places_at(hay, at), hay, at) {
+                    out.push(at);
+                    pos = next_line(at).next_multiple_of(grams::STEP);
                 } else {
-                    pos = m.start() + 1;
+                    pos = at + grams::STEP;
                 }
             }
         }
-        if self.searches.len() > 1 {
+        for search in &self.searches {
+            let mut pos = 0;
+            while let Some((fp, at)) = search.finder.find(hay, pos) {
+                if self.confirmed(&search.stands_for[fp], hay, at) {
+                    out.push(at);
+                    pos = next_line(at);
+                } else {
+                    pos = at + 1;
+                }
+            }
+        }
+        if let Some(whole) = &self.whole {
+            let mut pos = 0;
+            while let Some(m) = whole.find_at(hay, pos) {
+                out.push(m.start());
+                pos = next_line(m.start());
+            }
+        }
+        let passes = usize::from(self.grams.is_some()) + self.searches.len();
+        if passes + usize::from(self.whole.is_some()) > 1 {
             out.sort_unstable();
         }
     }
 
-    /// Whether the key found at `at` lies inside one of the required literals it stands for.
-    fn confirmed(&self, search: &Search, hay: &[u8], at: usize, key: &[u8]) -> bool {
-        let Some(keys) = &search.keys else {
-            return true;
-        };
-        keys.get(key)
-            .into_iter()
-            .flatten()
+    /// Whether the fingerprint found at `at` starts a key inside one of the required literals
+    /// it stands for.
+    fn confirmed(&self, stands_for: &[(usize, usize)], hay: &[u8], at: usize) -> bool {
+        (stands_for.iter())
             .any(|&(ri, off)| at >= off && hay[at - off..].starts_with(&self.required[ri].text))
     }
 }
 
-/// The searches for the keys of `texts` (the required literals, sorted), grouped as Teddy takes
-/// them in one pass, each key knowing which of `required` it stands for.
-fn key_searches<K>(texts: &[String], required: &[Required<K>]) -> Result<Vec<Search>, String> {
+/// The searches for the keys of `short` (required literals): each key's fingerprint in a search
+/// as Teddy takes them, knowing where the key lies in which of `texts` (all required literals).
+fn key_searches(short: &[&str], texts: &[String]) -> Result<Vec<Search>, String> {
+    let keys = keys::keys(short);
+    // Every place each key lies in each literal.
+    let mut places: Vec<Vec<(usize, usize)>> = vec![Vec::new(); keys.len()];
+    keys::occurrences(&keys, texts, |ri, key, at| places[key].push((ri, at)));
+    // Keys that share a fingerprint share its entry.
+    let mut fingerprints: Vec<&[u8]> = Vec::new();
+    let mut stands_for: HashMap<&[u8], Vec<(usize, usize)>> = HashMap::new();
+    for (key, places) in keys.iter().zip(places) {
+        let fp = &key.as_bytes()[..key.len().min(teddy::FINGERPRINT)];
+        let entry = stands_for.entry(fp).or_insert_with(|| {
+            fingerprints.push(fp);
+            Vec::new()
+        });
+        entry.extend(places);
+    }
     let mut searches = Vec::new();
-    for keys in teddy::arrange(keys::keys(texts)) {
-        let mut stands_for = StandsFor::new();
-        for key in &keys {
-            let finder = memchr::memmem::Finder::new(key.as_bytes());
-            let entry = stands_for.entry(key.as_bytes().into()).or_default();
-            for (ri, r) in required.iter().enumerate() {
-                entry.extend(finder.find_iter(&r.text).map(|at| (ri, at)));
-            }
-        }
-        let alternatives: Vec<String> = keys.iter().map(|k| regex::escape(k)).collect();
+    for group in teddy::arrange(fingerprints) {
         searches.push(Search {
-            regex: build(&alternatives)?,
-            keys: Some(stands_for),
+            finder: Finder::new(&group)?,
+            stands_for: (group.iter())
+                .map(|fp| stands_for.remove(fp).unwrap_or_default())
+                .collect(),
         });
     }
     Ok(searches)
@@ -208,6 +280,36 @@ fn build(alternatives: &[String]) -> Result<regex::bytes::Regex, String> {
         .dfa_size_limit(SEARCH_SIZE_LIMIT)
         .build()
         .map_err(|e| e.to_string())
+}
+
+/// A map keyed by a few bytes of text packed in a word, for the look-ups of building and running
+/// the pass: the default hasher would cost more than the look-up it serves.
+type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// Multiplicative hashing of a word (its high bits are the well mixed ones, and the hash
+/// table takes both ends).
+#[derive(Default)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(u64::from(word));
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        let mixed = word.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.0 = mixed ^ (mixed >> 32);
+    }
 }
 
 /// One line a pattern may match, as raw bytes (ANSI already removed).
@@ -557,15 +659,24 @@ mod tests {
     }
 
     #[test]
-    fn a_key_hit_becomes_a_candidate_only_inside_a_required_literal() {
-        // The two patterns share the key `cudaError`; noise with the key alone is no candidate.
-        let c = candidates(&["cudaErrorAssert", "cudaErrorUnknown"]);
+    fn a_hit_becomes_a_candidate_only_inside_a_required_literal() {
+        // The first two go to the gram pass, the last two share the Teddy key `cudaError`: noise
+        // with a piece of them alone is no candidate.
+        let c = candidates(&[
+            "cudaErrorAssert",
+            "cudaErrorUnknown",
+            "cudaErrorX",
+            "cudaErrorY",
+        ]);
         let cases: &[(&[u8], Vec<usize>)] = &[
             (b"x cudaErrorAssert y", vec![0]),
             (b"cudaErrorUnknown", vec![1]),
             (b"cudaErrorNoDevice and cudaErrorAssert", vec![0]),
             (b"cudaError cudaErrorUnknown", vec![1]),
             (b"plain cudaError", vec![]),
+            (b"cudaErrorAsser", vec![]),
+            (b"cudaErrorY", vec![3]),
+            (b"cudaErrorZ, cudaErrorX", vec![2]),
         ];
         for (line, want) in cases {
             assert_eq!(
@@ -576,6 +687,99 @@ mod tests {
             );
             assert_eq!(c.is_match(line), !want.is_empty());
         }
+    }
+
+    #[test]
+    fn a_line_is_a_candidate_exactly_when_it_holds_a_required_literal() {
+        // Every required literal of the built-in rules, whole or a byte short at either end,
+        // at offsets in every class the gram pass looks at, after and before pieces of other
+        // literals: the scan flags exactly the lines that hold one, and names for each line
+        // exactly the patterns whose literal it holds.
+        let file: crate::rules::spec::RuleFile =
+            toml::from_str(crate::rules::BUILTIN_RULES).expect("builtin ruleset parses");
+        let patterns: Vec<&str> = (file.rule.iter().map(|r| r.pattern.as_str()))
+            .chain(file.context.iter().map(|c| c.pattern.as_str()))
+            .collect();
+        let c = candidates(&patterns);
+        let literals: Vec<(usize, Vec<u8>)> = (patterns.iter().enumerate())
+            .flat_map(|(i, p)| {
+                let plan = LiteralPlan::of(p);
+                let texts: Vec<String> = plan.literals().unwrap_or_default().to_vec();
+                texts.into_iter().map(move |t| (i, t.into_bytes()))
+            })
+            .collect();
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut below = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        for (k, (_, literal)) in literals.iter().enumerate() {
+            let other = &literals[below(literals.len())].1;
+            let text = match below(3) {
+                0 => literal,
+                1 => &literal[1..],
+                _ => &literal[..literal.len() - 1],
+            };
+            let mut line = b"x".repeat(k % 9);
+            line.extend_from_slice(text);
+            line.push(b' ');
+            line.extend_from_slice(&other[..other.len() / 2]);
+            lines.push(line);
+        }
+        let holds = |line: &[u8]| -> Vec<usize> {
+            let mut owners: Vec<usize> = (literals.iter())
+                .filter(|(_, l)| memchr::memmem::find(line, l).is_some())
+                .map(|(i, _)| *i)
+                .collect();
+            owners.sort_unstable();
+            owners.dedup();
+            owners
+        };
+        let mut want = Vec::new();
+        for (n, line) in lines.iter().enumerate() {
+            let owners = holds(line);
+            assert_eq!(
+                c.patterns_for(line),
+                owners,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            if !owners.is_empty() {
+                want.push(n + 1);
+            }
+        }
+        assert!(want.len() > literals.len() / 3 && want.len() < lines.len());
+        let text = lines.join(&b"\n"[..]);
+        let mut got = Vec::new();
+        scan(&c, &text[..], |_| true, |cand| got.push(cand.line)).expect("in-memory read");
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn the_automaton_finds_what_teddy_finds() {
+        // Where the CPU has no Teddy the same fingerprints go to an automaton.
+        let fingerprints: Vec<&[u8]> = vec![b"CUDA", b"NCCL", b"rror", b"torc", b".cu:"];
+        let teddy = Finder::new(&fingerprints).expect("fingerprints");
+        let automaton = Finder::Automaton(
+            aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(&fingerprints)
+                .expect("fingerprints"),
+        );
+        let hay = b"x CUDA error: NCCL torch Indexing.cu:12 CUDNCCL error rror".repeat(3);
+        let all = |finder: &Finder| {
+            let (mut out, mut pos) = (Vec::new(), 0);
+            while let Some((fp, at)) = finder.find(&hay, pos) {
+                out.push((fp, at));
+                pos = at + 1;
+            }
+            out
+        };
+        assert_eq!(all(&teddy), all(&automaton));
+        assert_eq!(all(&teddy).len(), 3 * 8);
     }
 
     #[test]

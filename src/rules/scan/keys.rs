@@ -1,14 +1,15 @@
 //! Which keys the candidate pass searches for.
 //!
-//! Every pattern's required literals (see `rules::literals`) are found by searching whole chunks
-//! for *keys*, pieces of the required literals, with SIMD literal searches (see `teddy`):
-//! required literals that share a long, distinctive piece share one key (`cudaErrorAssert` and
-//! `cudaErrorUnknown` become `cudaError`), and each key starts at its rarest bytes. A key hit is
+//! The required literals (see `rules::literals`) too short for the gram pass (see `grams`) are
+//! found by searching whole chunks for *keys*, pieces of them, with SIMD literal searches (see
+//! `teddy`): literals that share a long, distinctive piece share one key (`cudaErrorX` and
+//! `cudaErrorY` become `cudaError`), and each key starts at its rarest bytes. A key hit is
 //! confirmed against the full required literals it stands for before a line becomes a
 //! candidate, so a shorter key costs a few compares, not extra candidate lines.
 
-use std::collections::HashMap;
+use std::collections::{BinaryHeap, HashMap};
 
+use super::WordMap;
 use super::teddy::{FINGERPRINT, fingerprint_cost, frequency};
 
 /// A key is not shortened below this many bytes to start at rarer ones.
@@ -20,8 +21,8 @@ const SHARED_LEN: usize = 8;
 const SHARED_RARITY: u32 = 16;
 
 /// The keys to search for: every required literal contains one.
-pub(super) fn keys(required: &[String]) -> Vec<String> {
-    let mut keys = required.to_vec();
+pub(super) fn keys(required: &[impl AsRef<str>]) -> Vec<String> {
+    let mut keys: Vec<String> = required.iter().map(|r| r.as_ref().to_owned()).collect();
     minimal(&mut keys);
     share(&mut keys);
     let mut keys = anchor_keys(&keys);
@@ -56,21 +57,29 @@ fn anchor_keys(keys: &[String]) -> Vec<String> {
     let mut fingerprints: Vec<(&[u8], Takers)> = takers.into_iter().collect();
     fingerprints.sort_by(|a, b| a.0.cmp(b.0));
     let mut start_of: Vec<Option<usize>> = vec![None; keys.len()];
-    loop {
-        let free =
-            |who: &[(usize, usize)]| who.iter().filter(|(i, _)| start_of[*i].is_none()).count();
-        let best = fingerprints
-            .iter()
-            .filter(|(_, who)| free(who) > 0)
-            .max_by(|a, b| {
-                free(&a.1)
-                    .cmp(&free(&b.1))
-                    .then(fingerprint_cost(b.0).total_cmp(&fingerprint_cost(a.0)))
-            });
-        let Some((_, who)) = best else { break };
-        for &(i, start) in who.clone().iter() {
-            if start_of[i].is_none() {
-                start_of[i] = Some(start);
+    // Lazily, as in `share`: a fingerprint's unassigned keys only fall. Costs are positive, so
+    // their bits order as they do.
+    let free = |start_of: &[Option<usize>], who: &[(usize, usize)]| {
+        who.iter().filter(|(i, _)| start_of[*i].is_none()).count()
+    };
+    let rank = |free: usize, i: usize| {
+        let cost = fingerprint_cost(fingerprints[i].0).to_bits();
+        (free, std::cmp::Reverse(cost), i)
+    };
+    let mut queue: BinaryHeap<_> = (0..fingerprints.len())
+        .map(|i| rank(fingerprints[i].1.len(), i))
+        .collect();
+    while let Some((queued, _, i)) = queue.pop() {
+        let who = &fingerprints[i].1;
+        match free(&start_of, who) {
+            0 => continue,
+            now if now < queued => queue.push(rank(now, i)),
+            _ => {
+                for &(k, start) in who {
+                    if start_of[k].is_none() {
+                        start_of[k] = Some(start);
+                    }
+                }
             }
         }
     }
@@ -105,47 +114,57 @@ fn acceptable_starts(key: &str) -> Vec<usize> {
 
 /// Replaces keys that share a long and rare piece by that piece, the most widely shared first.
 fn share(keys: &mut Vec<String>) {
-    // Every window of SHARED_LEN bytes held by several keys, widened to all they share.
-    let mut holders: HashMap<&[u8], Vec<usize>> = HashMap::new();
-    for (i, key) in keys.iter().enumerate() {
-        for window in key.as_bytes().windows(SHARED_LEN) {
-            let who = holders.entry(window).or_default();
-            if who.last() != Some(&i) {
-                who.push(i);
-            }
+    // Every window of SHARED_LEN bytes held by several keys, widened to all they share. Sorted,
+    // each window's places (key, offset) come together, the first key's first place first.
+    let mut windows: Vec<(&[u8], usize, usize)> = (keys.iter().enumerate())
+        .flat_map(|(i, key)| {
+            let windows = key.as_bytes().windows(SHARED_LEN).enumerate();
+            windows.map(move |(at, window)| (window, i, at))
+        })
+        .collect();
+    windows.sort_unstable();
+    let mut pieces: Vec<(String, Vec<usize>)> = Vec::new();
+    for places in windows.chunk_by(|a, b| a.0 == b.0) {
+        let mut who: Vec<usize> = places.iter().map(|&(_, i, _)| i).collect();
+        who.dedup();
+        if who.len() < 2 {
+            continue;
+        }
+        let places = places.iter().map(|&(_, i, at)| (i, at)).collect();
+        if let Some(piece) = grow(keys, places, SHARED_LEN)
+            && rarity(piece.as_bytes()) >= SHARED_RARITY
+        {
+            pieces.push((piece, who));
         }
     }
-    let mut pieces: Vec<(String, Vec<usize>)> = holders
-        .into_iter()
-        .filter(|(_, who)| who.len() > 1)
-        .filter_map(|(seed, who)| Some((grow(keys, seed, &who)?, who)))
-        .filter(|(piece, _)| rarity(piece.as_bytes()) >= SHARED_RARITY)
-        .collect();
     pieces.sort();
     pieces.dedup();
-    // Greedily, each key taking part in one piece at most.
+    // Greedily, each key taking part in one piece at most: the piece with the most free keys,
+    // the rarer, then the later on ties. Lazily: a piece's free keys only fall as keys are
+    // taken, so one whose recount still equals its queued count outranks every other piece.
     let mut taken = vec![false; keys.len()];
     let mut shared = Vec::new();
-    loop {
-        let free = |who: &[usize]| who.iter().filter(|&&i| !taken[i]).count();
-        let Some((piece, who)) =
-            pieces
-                .iter()
-                .filter(|(_, who)| free(who) > 1)
-                .max_by_key(|(piece, who)| {
-                    (
-                        free(who),
-                        rarity(piece.as_bytes()),
-                        std::cmp::Reverse(piece),
-                    )
-                })
-        else {
-            break;
-        };
-        for &i in who {
-            taken[i] = true;
+    let free = |taken: &[bool], who: &[usize]| who.iter().filter(|&&i| !taken[i]).count();
+    let rank = |free: usize, i: usize| {
+        let piece = &pieces[i].0;
+        (free, rarity(piece.as_bytes()), std::cmp::Reverse(piece), i)
+    };
+    let mut queue: BinaryHeap<_> = (0..pieces.len())
+        .filter(|&i| pieces[i].1.len() > 1)
+        .map(|i| rank(pieces[i].1.len(), i))
+        .collect();
+    while let Some((queued, _, _, i)) = queue.pop() {
+        let (piece, who) = &pieces[i];
+        match free(&taken, who) {
+            now if now < 2 => continue,
+            now if now < queued => queue.push(rank(now, i)),
+            _ => {
+                for &k in who {
+                    taken[k] = true;
+                }
+                shared.push(piece.clone());
+            }
         }
-        shared.push(piece.clone());
     }
     let mut i = 0;
     keys.retain(|_| {
@@ -156,21 +175,55 @@ fn share(keys: &mut Vec<String>) {
     minimal(keys);
 }
 
-/// `seed` widened to the longest piece that all keys in `who` contain.
-fn grow(keys: &[String], seed: &[u8], who: &[usize]) -> Option<String> {
-    let first = keys[who[0]].as_bytes();
-    let at = memchr::memmem::find(first, seed)?;
-    let (mut start, mut end) = (at, at + seed.len());
-    let all = |piece: &[u8]| who.iter().all(|&i| contains(keys[i].as_bytes(), piece));
-    while start > 0 && all(&first[start - 1..end]) {
+/// The piece of `len` bytes at `places` (every place it lies in every key that holds it, by key
+/// then offset) widened to the longest piece that all those keys contain: first leftwards, then
+/// rightwards, around its first place in the first key.
+fn grow(keys: &[String], mut places: Vec<(usize, usize)>, len: usize) -> Option<String> {
+    let (key, at) = *places.first()?;
+    let first = keys[key].as_bytes();
+    let (mut start, mut end) = (at, at + len);
+    while start > 0 {
+        let byte = first[start - 1];
+        let before = |key: &[u8], p: usize| p.checked_sub(1).filter(|&q| key[q] == byte);
+        if !widen(keys, &mut places, before) {
+            break;
+        }
         start -= 1;
     }
-    while end < first.len() && all(&first[start..=end]) {
+    while end < first.len() {
+        let (byte, width) = (first[end], end - start);
+        let after = |key: &[u8], p: usize| (key.get(p + width) == Some(&byte)).then_some(p);
+        if !widen(keys, &mut places, after) {
+            break;
+        }
         end += 1;
     }
     std::str::from_utf8(&first[start..end])
         .ok()
         .map(str::to_owned)
+}
+
+/// Moves `places` (by key) to where the piece one byte wider lies (`to`: its place in a key, if
+/// that key holds it there), when every key still holds it somewhere; says whether it did. A
+/// wider piece lies only where the narrower one does, so nothing is searched again.
+fn widen(
+    keys: &[String],
+    places: &mut Vec<(usize, usize)>,
+    to: impl Fn(&[u8], usize) -> Option<usize>,
+) -> bool {
+    let held = |&(key, at): &(usize, usize)| to(keys[key].as_bytes(), at);
+    let every_key =
+        (places.chunk_by(|a, b| a.0 == b.0)).all(|key| key.iter().any(|p| held(p).is_some()));
+    if every_key {
+        places.retain_mut(|place| match held(place) {
+            Some(at) => {
+                place.1 = at;
+                true
+            }
+            None => false,
+        });
+    }
+    every_key
 }
 
 /// The key without the bytes before its rarest fingerprint (keeping at least `MIN_KEY`):
@@ -200,7 +253,7 @@ fn start_at_rarest(key: &str) -> String {
 
 /// How likely a window is to occur in ordinary words (see `start_at_rarest`): 0 with a capital,
 /// digit or sign inside, 1 across two words, 2 inside a lowercase word.
-fn window_class(w: &[u8]) -> u8 {
+pub(super) fn window_class(w: &[u8]) -> u8 {
     if w.iter().any(|&b| !b.is_ascii_lowercase() && b != b' ') {
         0
     } else if w[1..w.len() - 1].contains(&b' ') {
@@ -217,23 +270,55 @@ fn window(key: &str, start: usize) -> &[u8] {
 }
 
 /// Sorted, deduplicated, and without literals that contain another (the shorter one finds them).
-fn minimal(lits: &mut Vec<String>) {
+pub(super) fn minimal(lits: &mut Vec<String>) {
     lits.sort();
     lits.dedup();
-    let all = lits.clone();
-    lits.retain(|l| {
-        !all.iter()
-            .any(|o| o.len() < l.len() && contains(l.as_bytes(), o.as_bytes()))
+    // Deduplicated, so a shorter literal inside one is another.
+    let mut contains_another = vec![false; lits.len()];
+    occurrences(lits, lits, |hay, needle, _| {
+        contains_another[hay] |= lits[needle].len() < lits[hay].len();
+    });
+    let mut i = 0;
+    lits.retain(|_| {
+        i += 1;
+        !contains_another[i - 1]
     });
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    let Some(&first) = needle.first() else {
-        return true;
+/// Calls `found(hay, needle, offset)` for every place one of `needles` (none empty) occurs in one
+/// of `hays`, by index. The needles are looked up by their first bytes at each position of each
+/// haystack, so the work follows the haystacks' total length: comparing every pair, as this
+/// once did, grew with the square of the ruleset's literals and took longer than the rest of its
+/// compile.
+pub(super) fn occurrences(
+    needles: &[impl AsRef<[u8]>],
+    hays: &[impl AsRef<[u8]>],
+    mut found: impl FnMut(usize, usize, usize),
+) {
+    let Some(head) = needles.iter().map(|n| n.as_ref().len()).min() else {
+        return;
     };
-    haystack
-        .windows(needle.len())
-        .any(|w| w[0] == first && w == needle)
+    let head = head.clamp(1, 3);
+    let word = |bytes: &[u8]| bytes.iter().fold(0u32, |w, &b| w << 8 | u32::from(b));
+    let mut by_head: WordMap<u32, Vec<usize>> = WordMap::default();
+    for (i, needle) in needles.iter().enumerate() {
+        if let Some(start) = needle.as_ref().get(..head) {
+            by_head.entry(word(start)).or_default().push(i);
+        }
+    }
+    for (h, hay) in hays.iter().enumerate() {
+        let hay = hay.as_ref();
+        for at in 0..hay.len().saturating_sub(head - 1) {
+            let Some(candidates) = by_head.get(&word(&hay[at..at + head])) else {
+                continue;
+            };
+            for &n in candidates {
+                if hay[at..].starts_with(needles[n].as_ref()) {
+                    found(h, n, at);
+                }
+            }
+        }
+    }
 }
 
 /// How rare a piece of text is in logs: the sum of its bytes' rarity, from 0 (space and the
