@@ -32,6 +32,24 @@ pub async fn sign_in(app: &TestApp, token: &str) -> Browser {
     Browser { cookie, csrf }
 }
 
+/// Posts a portal form to `path` as browser `b`: `fields` url-encoded, plus `origin` when given.
+pub async fn post_form(
+    app: &TestApp,
+    b: &Browser,
+    path: &str,
+    fields: &[(&str, &str)],
+    origin: Option<&str>,
+) -> TestResponse {
+    let body = serde_urlencoded::to_string(fields).unwrap();
+    let mut req = Request::post(path)
+        .header("cookie", &b.cookie)
+        .header("content-type", "application/x-www-form-urlencoded");
+    if let Some(o) = origin {
+        req = req.header("origin", o);
+    }
+    app.send(req.body(Body::from(body)).unwrap()).await
+}
+
 pub async fn page(app: &TestApp, cookie: &str, path: &str) -> TestResponse {
     let req = Request::get(path)
         .header("cookie", cookie)

@@ -3,8 +3,7 @@
 //! CSRF-checked like every portal form, and afterwards the merged group's page leads to the
 //! group it went into, whose page and history say so.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use serde_json::Value;
 
@@ -20,14 +19,7 @@ async fn post_merge(
     fields: &[(&str, &str)],
     origin: Option<&str>,
 ) -> TestResponse {
-    let body = serde_urlencoded::to_string(fields).unwrap();
-    let mut req = Request::post(format!("/groups/{id}/merge"))
-        .header("cookie", &b.cookie)
-        .header("content-type", "application/x-www-form-urlencoded");
-    if let Some(o) = origin {
-        req = req.header("origin", o);
-    }
-    app.send(req.body(Body::from(body)).unwrap()).await
+    crate::browse::post_form(app, b, &format!("/groups/{id}/merge"), fields, origin).await
 }
 
 async fn merged_into(app: &TestApp, id: i64) -> Option<i64> {

@@ -1,8 +1,7 @@
 //! The portal's triage: the group list's filter form, sort and page links, the group page's
 //! state form (CSRF-checked), history, tag breakdowns and chart.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use serde_json::{Value, json};
 
@@ -18,14 +17,7 @@ async fn post_state(
     fields: &[(&str, &str)],
     origin: Option<&str>,
 ) -> TestResponse {
-    let body = serde_urlencoded::to_string(fields).unwrap();
-    let mut req = Request::post(format!("/groups/{id}/state"))
-        .header("cookie", &b.cookie)
-        .header("content-type", "application/x-www-form-urlencoded");
-    if let Some(o) = origin {
-        req = req.header("origin", o);
-    }
-    app.send(req.body(Body::from(body)).unwrap()).await
+    crate::browse::post_form(app, b, &format!("/groups/{id}/state"), fields, origin).await
 }
 
 fn all_attrs(html: &str, css: &str, name: &str) -> Vec<String> {
