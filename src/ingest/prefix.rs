@@ -4,8 +4,9 @@
 //! Containers, schedulers, kernels and multi-process servers each add their own head to a line:
 //! dmesg's `[ 7386.259769] `, the container runtime's `2023-10-19T11:11:54.95+08:00 stderr F `,
 //! Go's `2023/10/19 03:11:54 `, compose's `trainer-1  | `, vLLM's and Ray's `(EngineCore
-//! pid=42) `. [`strip_operations_prefix`] peels one of them so a finding shows the message, as
-//! `normalize` does for CI timestamps and rank prefixes.
+//! pid=42) `, a launcher's `[task 3] `, pdsh's host label `worker-1: `. [`strip_operations_prefix`]
+//! peels one of them so a finding shows the message (and one failure on two hosts has one
+//! signature), as `normalize` does for CI timestamps and rank prefixes.
 //!
 //! [`level`] reads the level a line announces (glog/absl `I0617 ...`, TensorFlow's `W
 //! tensorflow/...cc:12]`, `[W:onnxruntime:...]`, `[TRT] [W]`, `INFO`/`WARNING` words, Python
@@ -89,7 +90,46 @@ pub fn strip_operations_prefix(s: &str) -> &str {
     {
         return &s[bar + 3..];
     }
+    // A launcher's task label: `[task 3] `, `[task 3]: ` (the parallel-task runners that tag
+    // each task's output).
+    if let Some(rest) = s.strip_prefix("[task ")
+        && let Some(close) = rest.find(']')
+        && close > 0
+        && !rest[..close].contains(char::is_whitespace)
+    {
+        let tail = &rest[close + 1..];
+        return tail.strip_prefix(':').unwrap_or(tail).trim_start();
+    }
+    if let Some(rest) = strip_host_label(s) {
+        return rest;
+    }
     strip_progress_bar(s)
+}
+
+/// Programs whose own messages start `name: ` with a name that looks like a host
+/// (`python3: can't open file`, `gcc-12: fatal error`): never peeled.
+const PROGRAM_NAMES: [&str; 10] = [
+    "python", "gcc", "clang", "cc", "nvcc", "ptxas", "ld", "cuda", "sm", "gfx",
+];
+
+/// The host label that pdsh and the launchers built on it (DeepSpeed's multi-node runner,
+/// clush) put before every line a remote host prints: `worker-1: `, `node017: `,
+/// `ip-10-0-3-7: `. A host name here is lowercase letters, digits and dashes ending in a
+/// digit; a program's name (`python3: `, `gcc-12: `) and anything with a dot or an underscore
+/// (`libcudart.so.12: `, `fc6_1: `) are left alone, so a message that starts with its own
+/// subject keeps it.
+fn strip_host_label(s: &str) -> Option<&str> {
+    let colon = s.find(": ")?;
+    let name = &s[..colon];
+    let host_like = (2..=63).contains(&name.len())
+        && name.as_bytes()[0].is_ascii_lowercase()
+        && name.as_bytes()[name.len() - 1].is_ascii_digit()
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && !PROGRAM_NAMES.iter().any(|p| name.starts_with(p));
+    let rest = s[colon + 2..].trim_start();
+    (host_like && !rest.is_empty()).then_some(rest)
 }
 
 /// A progress bar (tqdm and its look-alikes) that the failure's message was printed right
@@ -264,6 +304,35 @@ mod tests {
                 "RuntimeError: CUDA error",
             ),
             ("RuntimeError: a | b", "RuntimeError: a | b"),
+            (
+                "[task 3] RuntimeError: CUDA error",
+                "RuntimeError: CUDA error",
+            ),
+            ("[task 0:1]: boom", "boom"),
+            (
+                "worker-1: torch.OutOfMemoryError: CUDA out of memory.",
+                "torch.OutOfMemoryError: CUDA out of memory.",
+            ),
+            (
+                "node017: Traceback (most recent call last):",
+                "Traceback (most recent call last):",
+            ),
+            ("ip-10-0-3-7: NCCL WARN x", "NCCL WARN x"),
+            (
+                "python3: can't open file '/x.py'",
+                "python3: can't open file '/x.py'",
+            ),
+            ("gcc-12: fatal error: Killed", "gcc-12: fatal error: Killed"),
+            (
+                "libcudart.so.12: cannot open shared object file",
+                "libcudart.so.12: cannot open shared object file",
+            ),
+            (
+                "nvidia-smi: command not found",
+                "nvidia-smi: command not found",
+            ),
+            ("Error 1: x", "Error 1: x"),
+            ("fc6_1: x", "fc6_1: x"),
             ("[rank0]: x", "[rank0]: x"),
             ("(most recent call last)", "(most recent call last)"),
         ];

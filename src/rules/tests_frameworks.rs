@@ -156,6 +156,52 @@ fn cases() -> Vec<Case> {
                 "cuda.",
             )
         },
+        // Triton Inference Server prints shapes as `N dimensions (shape [..])` and types as
+        // its wire names.
+        Case {
+            shapes: &["1x1000x1x1", "1001"],
+            ..case(
+                "E0827 01:50:19.658470 459 backend_model.cc:635] ERROR: Failed to create instance: model 'densenet_onnx', tensor 'fc6_1': the model expects 4 dimensions (shape [1,1000,1,1]) but the model configuration specifies 1 dimensions (shape [1001])",
+                ShapeMismatch,
+                "triton_server.",
+            )
+        },
+        Case {
+            shapes: &["-1x3x224x224", "1x224x224x3"],
+            ..case(
+                "[StatusCode.INVALID_ARGUMENT] [request id: <id_unknown>] unexpected shape for input 'input__0' for model 'resnet'. Expected [-1,3,224,224], got [1,224,224,3]. ",
+                ShapeMismatch,
+                "triton_server.",
+            )
+        },
+        Case {
+            dtypes: &["FP32", "FP64"],
+            ..case(
+                "tritonclient.utils.InferenceServerException: [StatusCode.INVALID_ARGUMENT] inference input 'INPUT0' data-type is 'FP64', but model 'simple' expects 'FP32'",
+                DtypeMismatch,
+                "triton_server.",
+            )
+        },
+        // ggml's backends other than CUDA: SYCL's allocator, a HIP build's error name, the
+        // model loader's buffer.
+        Case {
+            requested: Some(8_493_465_600),
+            ..case(
+                "ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate 8493465600 Bytes of memory on device\nllama_model_load: error loading model: unable to allocate SYCL0 buffer\n",
+                OutOfMemory,
+                "ggml.",
+            )
+        },
+        case(
+            "ggml_cuda_init: found 1 ROCm devices:\nROCm error: out of memory\n  current device: 0, in function ggml_cuda_pool_malloc_leg at /app/ggml/src/ggml-cuda/ggml-cuda.cu:330\n",
+            OutOfMemory,
+            "ggml.",
+        ),
+        case(
+            "llama_model_load: error loading model: unable to allocate Vulkan0 buffer\n",
+            OutOfMemory,
+            "ggml.",
+        ),
     ]
 }
 
@@ -178,4 +224,23 @@ fn each_framework_family_is_classified_with_its_facts() {
 fn jax_names_the_platforms_of_incompatible_devices() {
     let c = classify(cases()[5].log);
     assert_eq!(c.facts.devices, ["GPU", "CPU"]);
+}
+
+/// A runtime gets its own next steps and none written for PyTorch code (issue 29 item 4): no
+/// `in_features` for a Triton configuration, no `PYTORCH_CUDA_ALLOC_CONF` for llama.cpp on ROCm.
+#[test]
+fn a_runtime_with_its_own_steps_gets_no_pytorch_training_advice() {
+    for (log, framework) in [
+        (cases()[cases().len() - 6].log, "triton"),
+        (cases()[cases().len() - 2].log, "llama.cpp"),
+    ] {
+        let c = classify(log);
+        assert_eq!(c.framework.as_deref(), Some(framework), "{log}");
+        assert!(!c.next_steps.is_empty(), "{log}");
+        for step in &c.next_steps {
+            for pytorch in ["in_features", "PYTORCH_CUDA_ALLOC_CONF", "torch."] {
+                assert!(!step.contains(pytorch), "{framework}: {step}");
+            }
+        }
+    }
 }

@@ -167,3 +167,78 @@ fn a_failure_printed_after_a_progress_bar_is_named_without_the_bar() {
         root.text
     );
 }
+
+/// pdsh (and DeepSpeed's multi-node runner) labels every line with its host; a launcher may
+/// label them `[task N]`. The finding shows the message, and the same failure on two hosts has
+/// one signature, so it lands in one group.
+#[test]
+fn host_and_task_labels_are_set_aside_and_do_not_split_a_failure_by_host() {
+    let on = |host: &str| {
+        format!(
+            "{host}: Traceback (most recent call last):\n\
+             {host}:   File \"/workspace/train.py\", line 88, in <module>\n\
+             {host}:     loss = engine(batch)\n\
+             {host}: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity of 79.15 GiB of which 1.02 GiB is free.\n"
+        )
+    };
+    let (a, b) = (classify(&on("worker-1")), classify(&on("node017")));
+    for c in [&a, &b] {
+        assert_eq!(c.category, Category::OutOfMemory);
+        let root = c.root_cause.as_ref().expect("root cause");
+        assert_eq!(root.line, 4);
+        assert!(
+            root.text.starts_with("torch.OutOfMemoryError"),
+            "{}",
+            root.text
+        );
+        assert_eq!(c.facts.memory.requested_bytes, Some(2 << 30));
+    }
+    assert_eq!(a.signature, b.signature);
+    assert_eq!(a.fingerprint, b.fingerprint);
+
+    let task = classify(
+        "[task 3] Traceback (most recent call last):\n\
+         [task 3]   File \"/app/run.py\", line 12, in <module>\n\
+         [task 3] RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!\n",
+    );
+    assert_eq!(task.category, Category::DeviceMismatch);
+    let root = task.root_cause.expect("root cause");
+    assert!(
+        root.text.starts_with("RuntimeError: Expected all"),
+        "{}",
+        root.text
+    );
+    assert_eq!(task.facts.devices, ["cuda:0", "cpu"]);
+}
+
+/// `kubectl describe` prints a container's termination message under `Message:` as it was
+/// written, so the runtime's error continues on the lines after the field; the event table
+/// wraps a long event over an indented line. The failure is still named from those lines.
+#[test]
+fn a_kubectl_describe_message_and_its_continuation_lines_are_read() {
+    let c = classify(
+        "    Last State:     Terminated\n\
+         \x20     Reason:       StartError\n\
+         \x20     Message:      failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: error running\n\
+         \x20hook #0: error running hook: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n\
+         nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown\n\
+         \x20     Exit Code:    128\n",
+    );
+    assert_eq!(c.category, Category::DriverIssue);
+    let root = c.root_cause.expect("root cause");
+    assert_eq!(root.line, 5, "{}", root.text);
+
+    let events = classify(
+        "Events:\n\
+         \x20 Type     Reason            Age   From               Message\n\
+         \x20 Warning  FailedScheduling  12s   default-scheduler  0/4 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, 3\n\
+         \x20          Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 3 No preemption victims found for incoming pod.\n",
+    );
+    let root = events.root_cause.expect("root cause");
+    assert!(
+        root.text.contains("Insufficient nvidia.com/gpu"),
+        "{}",
+        root.text
+    );
+    assert_eq!(events.framework.as_deref(), Some("kubernetes"));
+}
