@@ -1,11 +1,13 @@
 //! Ingest: text in, clean lines out. Pure (no database, no network): size caps, decoding,
 //! terminal escape sequences, normalization of what people paste and CI prints, secret
-//! scrubbing, operations prefixes and log levels, and traceback parsing.
+//! scrubbing, operations prefixes and log levels, traceback parsing, and the block-wise reading,
+//! checking and scrubbing of a log as it streams in.
 
 pub mod ansi;
 pub mod normalize;
 pub mod prefix;
 pub mod scrub;
+pub mod stream;
 pub mod traceback;
 
 /// How much of a line the matcher looks at: a minified JSON blob or a base64 line of megabytes

@@ -479,6 +479,37 @@ async fn fixes_are_validated() {
     assert_eq!(app.count("fixes").await, 0);
 }
 
+/// The classify endpoint refuses what an upload refuses, for the same reasons: a blank body is
+/// 422 `empty_log` (it was classified as an empty log before), a binary one 415.
+#[tokio::test]
+async fn classify_refuses_blank_and_binary_bodies_as_an_upload_does() {
+    let app = TestApp::spawn().await;
+    let t = app.token("ci", &[Scope::Ingest]).await;
+    for (body, status, code) in [
+        (
+            &b" \n\t\r\n   \n"[..],
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "empty_log",
+        ),
+        (
+            &b"\x7fELF\x02\x01\x01\x00\x00\xff\xfe\xfd"[..],
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+        ),
+    ] {
+        let classify = Request::post("/api/v1/classify")
+            .header("authorization", format!("Bearer {t}"))
+            .body(Body::from(body.to_vec()))
+            .unwrap();
+        let res = app.send(classify).await;
+        assert_eq!(res.status, status, "{}", res.body);
+        assert_eq!(res.json()["error"]["code"], code, "{}", res.body);
+        let upload = app.upload(&t, &[("log", Some("a.log"), body)], None).await;
+        assert_eq!(upload.status, status, "{}", upload.body);
+    }
+    assert_eq!(app.count("reports").await, 0);
+}
+
 #[tokio::test]
 async fn classify_stores_nothing_and_metrics_count_ingested_reports() {
     let app = TestApp::spawn().await;

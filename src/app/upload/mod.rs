@@ -279,6 +279,17 @@ pub struct Uploader {
     pub idempotency_key: Option<String>,
 }
 
+/// Classifies a log held in memory without storing it (`POST /api/v1/classify`): refused as
+/// an upload would be (empty, blank, binary: `ingest::stream::check_whole`), classified on a
+/// blocking thread. Nothing is scrubbed because nothing is kept.
+pub async fn classify_only(
+    ruleset: Arc<Ruleset>,
+    body: impl AsRef<[u8]> + Send + 'static,
+) -> Result<Classification, Error> {
+    ingest::stream::check_whole(body.as_ref()).map_err(UploadError::from)?;
+    blocking(move || ruleset.classify_bytes("-", body.as_ref())).await
+}
+
 /// Runs the pipeline on a spooled upload and stores it in one transaction (see
 /// [`store::insert_report`]). `hold` is kept alive until the blocking work ends (the web layer's
 /// in-flight slot), so an abandoned request cannot free its slot while its work goes on.

@@ -1,7 +1,6 @@
-//! The upload pipeline proper: a spooled log read in blocks that end on line boundaries,
-//! scrubbed of secrets (a private key block dropped whole, a huge line cut where no token can
-//! be split from its keyword), hashed, compressed in chunks of whole lines (`app::logstore`)
-//! and classified on its scrubbed text.
+//! The upload pipeline proper: a spooled log read and scrubbed block by block
+//! (`ingest::stream`), hashed, compressed in chunks of whole lines (`app::logstore`) and
+//! classified on its scrubbed text.
 //! Blocking CPU and file work, with no database: [`super::upload`] runs it on a blocking thread.
 
 use std::io::{self, Read};
@@ -10,7 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::{Meta, Needs, UploadError, search_doc};
 use crate::app::logstore::{self, ChunkWriter};
-use crate::ingest::{self, Reject};
+use crate::ingest;
+use crate::ingest::stream::{Blocks, Scrubber};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::reports::{Headline, LogChunk, NewReport};
 use crate::storage::search::Document;
@@ -29,59 +29,20 @@ pub fn prepare(
     let meta = meta.scrubbed();
     let filename = &*ingest::scrub::scrub(filename).text;
     let mut blocks = Blocks::new(log);
+    let mut scrubber = Scrubber::default();
     let mut sha = Sha256::new();
     let mut gz = ChunkWriter::default();
-    let mut total: u64 = 0;
-    // Whether any byte so far is not whitespace (a blank paste is refused).
-    let mut nonblank = false;
-    let mut in_key = false;
     // What was written to `gz`, kept while small: classifying it needs no decompression.
     let mut stored = Stored::default();
     while let Some(block) = blocks.next_block()? {
-        if total == 0 && ingest::looks_binary(&block[..block.len().min(8192)]) {
-            return Err(Reject::Binary.into());
-        }
-        total += block.len() as u64;
-        nonblank = nonblank || block.iter().any(|b| !b.is_ascii_whitespace());
         sha.update(block);
-        // Most blocks hold no secret at all: one pass of the secret patterns over the whole
-        // block says so, and the block is stored as it came.
-        if !in_key
-            && memchr::memmem::find(block, b"PRIVATE KEY").is_none()
-            && let Ok(text) = std::str::from_utf8(block)
-            && !ingest::scrub::might_contain_secret(text)
-        {
-            gz.write_all(block)?;
-            stored.push(block);
-            continue;
-        }
-        for line in block.split_inclusive(|&b| b == b'\n') {
-            let text = String::from_utf8_lossy(line);
-            // A private key spans lines: drop the whole block, whatever the line-wise scrubber
-            // sees. The block ends at its END line, or at the first line that cannot be part
-            // of a key (a log that only mentions a BEGIN line keeps the rest of its text).
-            if in_key && !pem_body_line(&text) {
-                in_key = false;
-            }
-            if in_key || (text.contains("-----BEGIN") && text.contains("PRIVATE KEY")) {
-                if !in_key {
-                    gz.write_all(b"[REDACTED:private_key]\n")?;
-                    stored.push(b"[REDACTED:private_key]\n");
-                }
-                in_key = !(text.contains("-----END") && text.contains("PRIVATE KEY"));
-                continue;
-            }
-            let clean = ingest::scrub::scrub(&text);
-            gz.write_all(clean.text.as_bytes())?;
-            stored.push(clean.text.as_bytes());
-        }
+        scrubber.block(block, |kept| -> Result<(), UploadError> {
+            gz.write_all(kept)?;
+            stored.push(kept);
+            Ok(())
+        })?;
     }
-    if total == 0 {
-        return Err(Reject::Empty.into());
-    }
-    if !nonblank {
-        return Err(Reject::Blank.into());
-    }
+    let total = scrubber.finish()?;
     let log = gz.finish()?;
     let classification = match &stored.0 {
         Some(text) => ruleset.classify_bytes(filename, text),
@@ -114,60 +75,6 @@ pub fn prepare(
     })
 }
 
-/// Size of the blocks a log is read in: large enough that the per-block work (one pass of
-/// the secret patterns, one gzip write) is cheap per byte, small enough to keep memory flat.
-const BLOCK: usize = 256 << 10;
-
-/// Reads a log in blocks that end after a newline (a line longer than 16 blocks is cut at a
-/// UTF-8 boundary), so that line-wise scrubbing sees whole lines.
-struct Blocks<R> {
-    reader: R,
-    buf: Vec<u8>,
-    /// `buf[..start]` was handed out by the previous call.
-    start: usize,
-    eof: bool,
-}
-
-impl<R: Read> Blocks<R> {
-    fn new(reader: R) -> Self {
-        Blocks {
-            reader,
-            buf: Vec::with_capacity(2 * BLOCK),
-            start: 0,
-            eof: false,
-        }
-    }
-
-    fn next_block(&mut self) -> io::Result<Option<&[u8]>> {
-        self.buf.drain(..self.start);
-        // `buf[..clean]` is known to hold no newline.
-        let mut clean = 0;
-        loop {
-            if self.eof {
-                self.start = self.buf.len();
-                break;
-            }
-            if self.buf.len() >= BLOCK {
-                if let Some(nl) = memchr::memrchr(b'\n', &self.buf[clean..]) {
-                    self.start = clean + nl + 1;
-                    break;
-                }
-                clean = self.buf.len();
-                if self.buf.len() >= 16 * BLOCK {
-                    self.start = long_line_cut(&self.buf);
-                    break;
-                }
-            }
-            // `read_to_end` appends without zeroing the spare capacity first.
-            let n = (&mut self.reader)
-                .take(BLOCK as u64)
-                .read_to_end(&mut self.buf)?;
-            self.eof = n == 0;
-        }
-        Ok((self.start > 0).then(|| &self.buf[..self.start]))
-    }
-}
-
 /// Largest scrubbed log kept in memory for classification; a larger one is read back from its
 /// gzip stream instead.
 const KEEP_IN_MEMORY: usize = 8 << 20;
@@ -191,71 +98,6 @@ impl Stored {
             }
         }
     }
-}
-
-/// Whether a line can sit inside a PEM block: base64 text, an encryption header
-/// (`Proc-Type:`, `DEK-Info:`), the END line, or blank.
-fn pem_body_line(line: &str) -> bool {
-    let t = line.trim();
-    t.is_empty()
-        || t.contains("-----END")
-        || t.starts_with("Proc-Type:")
-        || t.starts_with("DEK-Info:")
-        || t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-}
-
-/// Words a secret's keyword may take before the secret itself (`Authorization: Basic <token>`):
-/// a whitespace cut goes back this many more words, so keyword and secret are scrubbed together.
-const KEYWORD_WORDS: usize = 2;
-
-/// Where to cut a line too long for one block: after its last `\r` (a progress bar's redraw)
-/// or, before its last [`KEYWORD_WORDS`] + 1 words, at a space in the final 64 KiB, so that no
-/// token is split between two scrubbing passes and no token is parted from its keyword
-/// (`Bearer`, `Authorization: Basic`, `PASSWORD:`), and never inside a PEM
-/// `-----BEGIN ...-----` header; else at a UTF-8 boundary.
-fn long_line_cut(buf: &[u8]) -> usize {
-    let from = buf.len().saturating_sub(64 << 10);
-    let tail = &buf[from..];
-    let at = match memchr::memrchr(b'\r', tail) {
-        Some(at) => Some(at),
-        None => memchr::memrchr2(b' ', b'\t', tail).map(|mut at| {
-            for _ in 0..KEYWORD_WORDS {
-                // Skip the run of whitespace, then the word before it.
-                let word_end = tail[..at].iter().rposition(|b| !matches!(b, b' ' | b'\t'));
-                match word_end.and_then(|e| memchr::memrchr2(b' ', b'\t', &tail[..e])) {
-                    Some(prev) => at = prev,
-                    None => break,
-                }
-            }
-            at
-        }),
-    };
-    let Some(at) = at else {
-        return utf8_boundary(buf);
-    };
-    let mut cut = from + at + 1;
-    // A header's words are separated by spaces: cut before the header instead.
-    let window = &buf[cut.saturating_sub(80)..cut];
-    if let Some(begin) = memchr::memmem::rfind(window, b"-----BEGIN")
-        && memchr::memmem::find(&window[begin + 10..], b"-----").is_none()
-    {
-        cut = cut.saturating_sub(80) + begin;
-    }
-    if cut == 0 { utf8_boundary(buf) } else { cut }
-}
-
-/// The longest prefix of `buf` that does not end inside a UTF-8 sequence.
-fn utf8_boundary(buf: &[u8]) -> usize {
-    let mut end = buf.len();
-    while end > 0 && end > buf.len().saturating_sub(4) && (buf[end - 1] & 0xC0) == 0x80 {
-        end -= 1;
-    }
-    // `end - 1` is now a lead or ASCII byte; cut before a lead byte whose sequence is cut.
-    if end > 0 && buf[end - 1] >= 0xC0 {
-        end -= 1;
-    }
-    if end == 0 { buf.len() } else { end }
 }
 
 /// The report's search document. Its lines come from the scrubbed log kept in memory, or, for a
@@ -291,6 +133,8 @@ fn search_document(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ingest::Reject;
+    use crate::ingest::stream::BLOCK;
 
     fn ruleset() -> Ruleset {
         Ruleset::builtin().expect("builtin")

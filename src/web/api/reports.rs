@@ -9,9 +9,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 
 use crate::api_types::{self as wire, CategorySource, ErrorBody, ErrorCode, ReportCreated};
-use crate::app::upload::{self, Meta, UploadError, Uploader};
+use crate::app::upload::{self, Meta, Uploader};
 use crate::app::{self, reports};
-use crate::ingest::Reject;
 use crate::rules::Classification;
 use crate::storage::reproductions::JobView;
 use crate::web::extract::ReportId;
@@ -55,15 +54,9 @@ pub async fn classify_log(
             AppError::BadRequest(ErrorCode::BadBody, e.body_text())
         }
     })?;
-    if body.is_empty() {
-        return Err(app::Error::from(UploadError::from(Reject::Empty)).into());
-    }
-    if crate::ingest::looks_binary(&body[..body.len().min(8192)]) {
-        return Err(app::Error::from(UploadError::from(Reject::Binary)).into());
-    }
-    let ruleset = state.ruleset.current();
-    let c = app::blocking(move || ruleset.classify_bytes("-", &body)).await?;
-    Ok(Json(c))
+    Ok(Json(
+        upload::classify_only(state.ruleset.current(), body).await?,
+    ))
 }
 
 /// The multipart body of `POST /api/v1/reports`. A schema only: the handler reads the parts
