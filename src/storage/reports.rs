@@ -141,8 +141,10 @@ pub async fn insert_report(
             if sha != idem.request_sha256 {
                 return Ok(InsertOutcome::KeyReused);
             }
-            let response: serde_json::Value = row.try_get("response")?;
-            if let Some(mut stored) = stored_from_json(&response) {
+            // A row this version cannot read is passed over, and the upload stored anew.
+            let replay: Option<Json<Replay>> = row.try_get("response").ok();
+            if let Some(Json(replay)) = replay {
+                let mut stored = replay.stored();
                 let job = job_for_report(&mut *tx, stored.report_id).await?;
                 // The group may have been merged since: the answer names where it went.
                 if let Some(now) =
@@ -195,10 +197,10 @@ pub async fn insert_report(
         .bind(&idem.key)
         .bind(&idem.request_sha256)
         .bind(if stored.duplicate { 200i16 } else { 201i16 })
-        .bind(serde_json::json!({
-            "report_id": stored.report_id,
-            "group_id": stored.group_id,
-            "duplicate": stored.duplicate,
+        .bind(Json(Replay {
+            report_id: stored.report_id,
+            group_id: stored.group_id,
+            duplicate: stored.duplicate,
         }))
         .execute(&mut *tx)
         .await?;
@@ -206,15 +208,26 @@ pub async fn insert_report(
     Ok(InsertOutcome::Stored(stored))
 }
 
-fn stored_from_json(v: &serde_json::Value) -> Option<Stored> {
-    Some(Stored {
-        report_id: v.get("report_id")?.as_i64()?,
-        group_id: v.get("group_id")?.as_i64()?,
-        duplicate: v.get("duplicate")?.as_bool()?,
-        replayed: false,
-        new_group: false,
-        job: None,
-    })
+/// What an idempotency key remembers of the first answer (the `response` column): enough to
+/// give the same answer again.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Replay {
+    report_id: i64,
+    group_id: i64,
+    duplicate: bool,
+}
+
+impl Replay {
+    fn stored(self) -> Stored {
+        Stored {
+            report_id: self.report_id,
+            group_id: self.group_id,
+            duplicate: self.duplicate,
+            replayed: false,
+            new_group: false,
+            job: None,
+        }
+    }
 }
 
 async fn job_for_report(
