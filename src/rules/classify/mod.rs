@@ -1,13 +1,20 @@
 //! From candidate lines to a classification: which rules hit which lines, the root cause of the
-//! cascade, typed facts, advice and the fingerprint.
+//! cascade and typed facts; the captures a rule takes from a line (`captures`), the next steps
+//! (`advice`) and the failure's signature and fingerprint (`signature`) are its parts.
+
+mod advice;
+mod captures;
+mod signature;
 
 use std::collections::HashMap;
 use std::io::Read;
 
-use regex::Captures;
-use sha2::{Digest, Sha256};
+pub use signature::culprit;
 
-use super::compile::{CompiledRule, PatternId};
+use captures::{captures_with_wrap, context_settled, named};
+use signature::{fingerprint, signature};
+
+use super::compile::PatternId;
 use super::scan::{self, Candidate};
 use super::spec::FALLBACK_SPECIFICITY;
 use super::{
@@ -470,194 +477,6 @@ impl Ruleset {
             text: hit.text.clone(),
         }
     }
-
-    fn next_steps(
-        &self,
-        root: Option<&Hit>,
-        category: Category,
-        async_hint: bool,
-        context_advice: Vec<String>,
-    ) -> Vec<String> {
-        let mut steps: Vec<String> = Vec::new();
-        // The rule's own advice comes before its category's general advice, so of two steps
-        // that say the same thing the more specific one is kept.
-        let mut push = |s: String| {
-            if !steps.iter().any(|kept| same_advice(kept, &s)) {
-                steps.push(s);
-            }
-        };
-        if async_hint {
-            context_advice.into_iter().for_each(&mut push);
-        }
-        if let Some(r) = root {
-            // Exact names first, then canonical names (`total_2` also fills `{total}`).
-            let mut vars: HashMap<&str, &str> = HashMap::new();
-            for (k, v) in &r.captures {
-                vars.entry(k.as_str()).or_insert(v.as_str());
-            }
-            for (k, v) in &r.captures {
-                vars.entry(super::facts::canonical_name(k))
-                    .or_insert(v.as_str());
-            }
-            for template in &self.rules[r.rule].spec.advice {
-                if let Some(s) = fill(template, &vars) {
-                    push(s);
-                }
-            }
-        }
-        if let Some(general) = self.advice.get(&category) {
-            general.iter().cloned().for_each(&mut push);
-        }
-        steps.truncate(MAX_STEPS);
-        steps
-    }
-}
-
-/// Captures of a rule on a cleaned line; when a named group is missing and the message looks
-/// console-wrapped, retries on the line joined with what follows.
-fn captures_with_wrap(
-    rule: &CompiledRule,
-    line: &str,
-    following: &[String],
-) -> Vec<(String, String)> {
-    let re = rule.m.regex();
-    let Some(caps) = re.captures(line) else {
-        return Vec::new();
-    };
-    let mut got = named(re, &caps);
-    let wanted = re.capture_names().flatten().count();
-    if rule.m.has_names() && got.len() < wanted && !following.is_empty() {
-        let mut joined = line.to_owned();
-        for next in following {
-            if next.is_empty() {
-                break;
-            }
-            // dmesg repeats the driver's tag on each line of a wrapped NVRM message.
-            let next = match next.strip_prefix("NVRM: ") {
-                Some(rest) if line.contains("NVRM: ") => rest,
-                _ => next.as_str(),
-            };
-            // A hard wrap cuts words ("capty" / "of"); a soft one ends a sentence.
-            if !joined.ends_with([' ', '.', ';', ',', ':']) && joined.len() >= 60 {
-                joined.push_str(next);
-            } else {
-                joined.push(' ');
-                joined.push_str(next);
-            }
-            if let Some(caps) = re.captures(&joined)
-                && caps.get(0).is_some_and(|m| m.start() < line.len())
-            {
-                let more = named(re, &caps);
-                if more.len() > got.len() {
-                    got = more;
-                }
-            }
-        }
-    }
-    got
-}
-
-impl Ruleset {
-    /// The named captures rule `rule_id` takes from one log line, cleaned and ordered as a
-    /// classification records them (what a rule's preview shows for its examples); `None` when
-    /// the ruleset has no such rule or it does not match the line.
-    #[must_use]
-    pub fn line_captures(&self, rule_id: &str, line: &str) -> Option<Vec<(String, String)>> {
-        let rule = self.rules.iter().find(|r| r.spec.id == rule_id)?;
-        let cleaned = crate::ingest::neutralize_controls(&clean_line(line.as_bytes())).into_owned();
-        rule.m
-            .regex()
-            .is_match(&cleaned)
-            .then(|| super::facts::expand_type_trees(captures_with_wrap(rule, &cleaned, &[])))
-    }
-}
-
-/// Whether a context whose hint and advice were applied once can change nothing more: every
-/// capture names a single-valued fact that is already set (`Facts::record` keeps the first
-/// value). Lists, ranks and names `Facts` does not know are never settled.
-fn context_settled(re: &regex::Regex, facts: &Facts) -> bool {
-    let m = &facts.memory;
-    re.capture_names()
-        .flatten()
-        .all(|name| match super::facts::canonical_name(name) {
-            "requested" => m.requested_bytes.is_some(),
-            "total" => m.total_bytes.is_some(),
-            "free" => m.free_bytes.is_some(),
-            "allocated" => m.allocated_bytes.is_some(),
-            "reserved" => m.reserved_bytes.is_some(),
-            "gpu" => facts.gpu.is_some(),
-            "arch" => facts.arch.is_some(),
-            "torch_version" => facts.torch_version.is_some(),
-            "cuda_version" => facts.cuda_version.is_some(),
-            "driver_version" => facts.driver_version.is_some(),
-            "nccl_version" => facts.nccl_version.is_some(),
-            _ => false,
-        })
-}
-
-/// Named captures that participated, ordered by position in the line.
-fn named(re: &regex::Regex, caps: &Captures<'_>) -> Vec<(String, String)> {
-    let mut out: Vec<(usize, String, String)> = re
-        .capture_names()
-        .flatten()
-        .filter_map(|name| {
-            caps.name(name)
-                .map(|m| (m.start(), name.to_owned(), m.as_str().to_owned()))
-        })
-        .collect();
-    // A `_N` suffix orders values of one kind ([expected, actual]); otherwise line order.
-    out.sort_by_key(|(start, name, _)| (suffix_number(name), *start));
-    out.into_iter().map(|(_, n, v)| (n, v)).collect()
-}
-
-fn suffix_number(name: &str) -> u32 {
-    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-    name[name.len() - digits..].parse().unwrap_or(0)
-}
-
-/// Whether two steps give the same advice: the same text, or nearly all the words of the
-/// shorter one (3 letters or more, case folded) in the longer, as when a rule's advice and its
-/// category's general advice both say "re-run with CUDA_LAUNCH_BLOCKING=1: cuBLAS errors are
-/// often the side effect of an earlier failure".
-fn same_advice(a: &str, b: &str) -> bool {
-    if a == b {
-        return true;
-    }
-    let words = |s: &str| -> std::collections::HashSet<String> {
-        s.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-            .filter(|w| w.chars().count() >= 3)
-            .map(str::to_lowercase)
-            .collect()
-    };
-    let (wa, wb) = (words(a), words(b));
-    let smaller = wa.len().min(wb.len());
-    if smaller < 6 {
-        return false;
-    }
-    let shared = wa.intersection(&wb).count();
-    shared * 4 >= smaller * 3
-}
-
-/// Replaces `{name}` with captures; `None` when a placeholder has no value (the step is then
-/// left out rather than printed with a hole).
-fn fill(template: &str, vars: &HashMap<&str, &str>) -> Option<String> {
-    let mut out = String::with_capacity(template.len());
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let close = after.find('}')?;
-        let key = &after[..close];
-        if key.is_empty() || !key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-            out.push('{');
-            rest = after;
-            continue;
-        }
-        out.push_str(vars.get(key)?);
-        rest = &after[close + 1..];
-    }
-    out.push_str(rest);
-    Some(out)
 }
 
 fn truncate(s: &str, max: usize) -> String {
@@ -669,59 +488,6 @@ fn truncate(s: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
-}
-
-/// The signature of a root cause with everything that varies between runs removed: numbers,
-/// addresses, paths (kept to their file name), so the same failure in the same place groups.
-pub fn normalize_signature(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for token in text.split_inclusive([' ', '\t']) {
-        let (word, sep) = match token.strip_suffix([' ', '\t']) {
-            Some(w) => (w, &token[w.len()..]),
-            None => (token, ""),
-        };
-        // Units of byte counts vary with the count (512.00 MiB vs 2.00 GiB).
-        let unit = word.trim_end_matches(['.', ',', ';', ')']);
-        if matches!(
-            unit,
-            "B" | "KiB" | "MiB" | "GiB" | "TiB" | "KB" | "MB" | "GB" | "TB" | "bytes"
-        ) {
-            out.push('B');
-            out.push_str(&word[unit.len()..]);
-            out.push_str(sep);
-            continue;
-        }
-        let word = if word.contains('/') || word.contains('\\') {
-            let trimmed = word.trim_start_matches(['(', '\'', '"', '`', '[']);
-            trimmed.rsplit(['/', '\\']).next().unwrap_or(trimmed)
-        } else {
-            word
-        };
-        let mut prev_digit = false;
-        let mut chars = word.chars().peekable();
-        while let Some(c) = chars.next() {
-            if c == '0' && chars.peek() == Some(&'x') {
-                chars.next();
-                while chars.peek().is_some_and(char::is_ascii_hexdigit) {
-                    chars.next();
-                }
-                out.push_str("0x#");
-                prev_digit = false;
-                continue;
-            }
-            if c.is_ascii_digit() {
-                if !prev_digit {
-                    out.push('#');
-                }
-                prev_digit = true;
-                continue;
-            }
-            prev_digit = false;
-            out.push(c);
-        }
-        out.push_str(sep);
-    }
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// The rule part of the fingerprint of a log no rule matched (no rule id looks like it).
@@ -738,58 +504,6 @@ impl Collector {
             self.tail_frames.push_back(frame);
         }
     }
-}
-
-/// The failure's shape: `text` normalized as for the fingerprint (cut to
-/// [`SIGNATURE_TEXT`]), then the user's own frames (not library code) among those within
-/// [`FRAME_REACH`] lines before `anchor`, as `file.py:function`, innermost last.
-fn signature<'f>(text: &str, frames: impl Iterator<Item = &'f FrameHit>, anchor: usize) -> String {
-    let mut out = normalize_signature(text);
-    out.truncate(out.floor_char_boundary(SIGNATURE_TEXT));
-    let mut user: Vec<String> = Vec::new();
-    for f in frames.filter(|f| f.line < anchor && f.line + FRAME_REACH >= anchor) {
-        if crate::ingest::traceback::is_library(&f.file) {
-            continue;
-        }
-        let base = f.file.rsplit(['/', '\\']).next().unwrap_or(&f.file);
-        let name = format!("{base}:{}", f.function);
-        // A frame repeated (recursion, every rank's copy of the stack) counts once, at its
-        // innermost place.
-        user.retain(|n| *n != name);
-        user.push(name);
-    }
-    let skip = user.len().saturating_sub(SIGNATURE_FRAMES);
-    for name in &user[skip..] {
-        out.push(' ');
-        out.push_str(name);
-    }
-    out
-}
-
-/// The innermost of the user's own frames that a [`signature`] ends with (`train.py:forward`),
-/// if it names one.
-#[must_use]
-pub fn culprit(signature: &str) -> Option<&str> {
-    let last = signature.rsplit(' ').next()?;
-    let (file, function) = last.split_once(':')?;
-    let (stem, ext) = file.rsplit_once('.')?;
-    let word = |s: &str| {
-        !s.is_empty()
-            && s.chars()
-                .all(|c| c.is_alphanumeric() || "_-<>.".contains(c))
-    };
-    (word(stem) && word(ext) && ext.chars().all(char::is_alphanumeric) && word(function))
-        .then_some(last)
-}
-
-fn fingerprint(category: Category, rule: &str, text: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(category.as_str());
-    h.update([0]);
-    h.update(rule);
-    h.update([0]);
-    h.update(normalize_signature(text));
-    hex::encode(h.finalize())
 }
 
 fn unreachable_classification(source: &str) -> Classification {
@@ -809,38 +523,5 @@ fn unreachable_classification(source: &str) -> Classification {
         signature: String::new(),
         notes: vec!["the input could not be read".to_owned()],
         stats: Stats::default(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{culprit, same_advice};
-
-    #[test]
-    fn the_culprit_is_the_innermost_user_frame_a_signature_ends_with() {
-        assert_eq!(
-            culprit(
-                "runtimeerror: cuda error: device-side assert triggered train.py:main model.py:forward"
-            ),
-            Some("model.py:forward")
-        );
-        assert_eq!(culprit("x repro.py:<module>"), Some("repro.py:<module>"));
-        assert_eq!(culprit("runtimeerror: cuda error: out of memory"), None);
-        assert_eq!(culprit("error at line #: foo"), None);
-        assert_eq!(culprit(""), None);
-        assert_eq!(culprit("see https://x.org:443"), None);
-    }
-
-    #[test]
-    fn advice_saying_the_same_thing_in_other_words_is_one_step() {
-        let rule = "cuBLAS errors are often the side effect of an earlier failure (an out-of-range index, NaNs or an exotic shape/dtype): re-run with CUDA_LAUNCH_BLOCKING=1, and try CUBLAS_WORKSPACE_CONFIG=:4096:8 or another PyTorch/CUDA build if it persists.";
-        let general = "Re-run with CUDA_LAUNCH_BLOCKING=1: cuBLAS/cuDNN errors are often the side effect of an earlier failure (an out-of-range index or out-of-memory).";
-        assert!(same_advice(rule, general));
-        assert!(same_advice(general, general));
-        let other = "Check that cuDNN/cuBLAS match the PyTorch build (torch.backends.cudnn.version(), torch.version.cuda) and reinstall a matching build.";
-        assert!(!same_advice(rule, other));
-        assert!(!same_advice(general, other));
-        // Short steps are compared whole: "Check code 77." is not "Check code 78.".
-        assert!(!same_advice("Check code 77.", "Check code 78."));
     }
 }
