@@ -21,6 +21,7 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                 scopes: scope,
                 expires_in_days,
                 created_by: String::new(),
+                owner_person_id: None,
             };
             let (record, secret) =
                 with_database(&database, async |db| Ok(tokens::create(db, new).await?)).await?;
