@@ -137,4 +137,18 @@ fn a_person_signs_in_through_the_provider_in_a_real_browser_and_an_admin_disable
     assert_eq!(d.text(&format!("#{bo_row} .person-state")), "disabled");
     assert_eq!(d.text(&format!("#{bo_row} .person-sessions")), "0");
     check_axe(&s, axe.as_ref(), "the people page with a disabled person");
+
+    // At phone width the rows stack and nothing is wider than the screen.
+    d.resize(400, 900);
+    d.go(&format!("{base}/people"));
+    d.wait_for_page("the people page at 400 px", |_| true, "tr.person-row");
+    let fits = d
+        .js("return document.documentElement.scrollWidth <= document.documentElement.clientWidth;");
+    assert_eq!(
+        fits,
+        serde_json::json!(true),
+        "the people page is wider than 400 px"
+    );
+    check_axe(&s, axe.as_ref(), "the people page at 400 px");
+    d.screenshot("people-400");
 }
