@@ -49,6 +49,10 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                 } else {
                     t.name.clone()
                 };
+                let name = match &t.owner {
+                    Some(owner) => format!("{name} [owner: {}]", owner.name),
+                    None => name,
+                };
                 println!(
                     "{:>5}  {:<14} {:<22} {:<20} {:<20} {}",
                     t.id,
