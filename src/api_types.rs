@@ -15,6 +15,7 @@ pub use groups::{
     GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
     GroupState, GroupTags, MergeRequest, TagCount,
 };
+pub mod people;
 pub mod retention;
 pub mod rules;
 mod schemas;
@@ -52,6 +53,7 @@ pub enum ErrorCode {
     GroupMerged,
     IdempotencyKeyReused,
     Internal,
+    InvalidPerson,
     InvalidRetention,
     InvalidRule,
     InvalidToken,
@@ -103,6 +105,7 @@ impl ErrorCode {
             ErrorCode::GroupMerged => "group_merged",
             ErrorCode::IdempotencyKeyReused => "idempotency_key_reused",
             ErrorCode::Internal => "internal",
+            ErrorCode::InvalidPerson => "invalid_person",
             ErrorCode::InvalidRetention => "invalid_retention",
             ErrorCode::InvalidRule => "invalid_rule",
             ErrorCode::InvalidToken => "invalid_token",

@@ -9,7 +9,22 @@ use std::str::FromStr;
 use crate::auth::Scope;
 
 /// What a person may do, strongest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+// Named apart from the findings' `Role` (root cause or symptom) in the API's document.
+#[schema(as = PersonRole)]
 pub enum Role {
     /// Everything, including tokens, people and rules.
     Admin,
@@ -41,6 +56,36 @@ impl Role {
             Role::Member => &[Scope::Ingest, Scope::Read],
             Role::Viewer => &[Scope::Read],
         }
+    }
+
+    /// Whether a person with this role may hold API tokens of their own (created in the
+    /// portal): members and admins may, viewers may not (they read in the portal).
+    #[must_use]
+    pub fn may_own_tokens(self) -> bool {
+        matches!(self, Role::Admin | Role::Member)
+    }
+
+    /// The scopes this role may give a token it creates: no more than it acts with.
+    #[must_use]
+    pub fn grantable_scopes(self) -> Vec<Scope> {
+        if !self.may_own_tokens() {
+            return Vec::new();
+        }
+        Scope::ALL
+            .into_iter()
+            .filter(|s| crate::auth::allows(self.scopes(), &[*s]))
+            .collect()
+    }
+
+    /// Of `scopes`, those this role acts with (a person's token never does more than the
+    /// person may).
+    #[must_use]
+    pub fn clamp(self, scopes: &[Scope]) -> Vec<Scope> {
+        scopes
+            .iter()
+            .copied()
+            .filter(|s| crate::auth::allows(self.scopes(), &[*s]))
+            .collect()
     }
 }
 
@@ -147,6 +192,23 @@ mod tests {
         ));
         assert!(!crate::auth::allows(Role::Member.scopes(), &[Scope::Admin]));
         assert!(crate::auth::allows(Role::Viewer.scopes(), &[Scope::Read]));
+    }
+
+    #[test]
+    fn members_and_admins_own_tokens_of_no_more_than_their_scopes() {
+        assert_eq!(Role::Admin.grantable_scopes(), Scope::ALL.to_vec());
+        assert_eq!(
+            Role::Member.grantable_scopes(),
+            vec![Scope::Ingest, Scope::Read]
+        );
+        assert!(Role::Viewer.grantable_scopes().is_empty());
+        assert!(!Role::Viewer.may_own_tokens());
+        assert_eq!(
+            Role::Member.clamp(&[Scope::Admin, Scope::Read, Scope::Worker]),
+            vec![Scope::Read]
+        );
+        assert_eq!(Role::Viewer.clamp(&[Scope::Ingest]), Vec::<Scope>::new());
+        assert_eq!(Role::Admin.clamp(&[Scope::Admin]), vec![Scope::Admin]);
     }
 
     #[test]

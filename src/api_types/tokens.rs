@@ -46,6 +46,14 @@ pub struct TokenInfo {
     /// When it stops working; null: never.
     #[schema(required)]
     pub expires_at: Option<crate::time::Timestamp>,
+    /// The person it belongs to (created by them in the portal); null for a service token
+    /// (CI, workers), the first admin token and tokens from the CLI. A person's token acts
+    /// with no more than the person's role, and is revoked when the person is disabled.
+    #[schema(required)]
+    pub owner_person_id: Option<i64>,
+    /// That person's name; null for a service token.
+    #[schema(required)]
+    pub owner_name: Option<String>,
 }
 
 /// `GET /api/v1/tokens`: every token, newest first.

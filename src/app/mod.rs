@@ -11,6 +11,7 @@ pub mod group_triage;
 pub mod logfind;
 pub mod logstore;
 pub mod oidc;
+pub mod people;
 pub mod project;
 pub mod reports;
 pub mod reproduce;
@@ -41,6 +42,9 @@ pub enum Error {
     /// Well-formed but unacceptable input (422).
     #[error("{1}")]
     Invalid(ErrorCode, String),
+    /// The caller may not do this (403: a member asking for an admin-scope token).
+    #[error("{0}")]
+    Forbidden(String),
     /// Input over a size cap (413).
     #[error("{0}")]
     TooLarge(String),

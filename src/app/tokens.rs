@@ -1,14 +1,22 @@
-//! Tokens and portal sessions: create, list and revoke API tokens (the CLI, and admins in the
-//! portal and the API), authenticate a bearer token (the API), and open, find and end a portal
-//! session signed in with a token. Secrets are only ever stored as hashes (SECURITY.md items
-//! 6-7); a new token's secret is returned once, to its creator.
+//! Tokens and portal sessions: create, list and revoke API tokens (the CLI, admins in the
+//! portal and the API, and members for themselves in the portal), authenticate a bearer token
+//! (the API), and open, find and end a portal session signed in with a token. Secrets are only
+//! ever stored as hashes (SECURITY.md items 6-7); a new token's secret is returned once, to its
+//! creator.
+//!
+//! Tokens belong to someone (issue 31 item 4): a token a person creates in the portal is
+//! theirs, acts with no more than their role allows now, and stops with them (disabling the
+//! person revokes it, see `app::people`; a token whose owner is disabled authenticates nothing
+//! even before that). Admins also create service tokens, owned by nobody, for CI and workers.
 
 use super::Error;
 use crate::api_types::ErrorCode;
 use crate::api_types::tokens::{TokenInfo, TokenRequest, TokenState};
 use crate::auth::{self, Scope};
+use crate::roles::Role;
 use crate::storage::Db;
-use crate::storage::tokens::{self as store, NewToken, Session, TokenRecord};
+use crate::storage::people as people_store;
+use crate::storage::tokens::{self as store, Holder, NewToken, Session, TokenRecord};
 
 /// The longest token name.
 pub const NAME_MAX_CHARS: usize = 200;
@@ -25,6 +33,8 @@ pub struct CreateToken {
     pub expires_in_days: Option<u32>,
     /// The creating token's name (empty for the CLI).
     pub created_by: String,
+    /// The person it belongs to (`None`: a service token).
+    pub owner_person_id: Option<i64>,
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -33,8 +43,39 @@ fn invalid(message: impl Into<String>) -> Error {
 
 /// Creates a token; returns its record and the secret, which is shown once and never stored.
 /// 422 `invalid_token` for an empty or over-long name (or one with control characters), no
-/// scope, or an expiry outside 1 to [`EXPIRY_MAX_DAYS`] days.
+/// scope, or an expiry outside 1 to [`EXPIRY_MAX_DAYS`] days. A token for a person is created
+/// only while they are enabled (403 otherwise), in a transaction that holds disabling them
+/// back until it is stored.
 pub async fn create(db: &Db, new: CreateToken) -> Result<(TokenRecord, String), Error> {
+    let (name, scopes) = checked(&new)?;
+    let secret = auth::generate().map_err(|e| Error::Internal(e.into()))?;
+    let mut tx = db.pool().begin().await?;
+    if let Some(owner) = new.owner_person_id
+        && people_store::lock_enabled(&mut tx, owner).await?.is_none()
+    {
+        return Err(Error::Forbidden(
+            "this account is disabled: it cannot hold tokens".into(),
+        ));
+    }
+    let record = store::insert_token(
+        &mut *tx,
+        NewToken {
+            name,
+            scopes: &scopes,
+            prefix: &secret.prefix,
+            hash: &secret.hash,
+            expires_in_days: new.expires_in_days,
+            created_by: &new.created_by,
+            owner_person_id: new.owner_person_id,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok((record, secret.token))
+}
+
+/// The token's trimmed name and its scopes without repeats, or why they are refused.
+fn checked(new: &CreateToken) -> Result<(&str, Vec<Scope>), Error> {
     let name = new.name.trim();
     if name.is_empty() || name.chars().count() > NAME_MAX_CHARS {
         return Err(invalid(format!(
@@ -57,25 +98,12 @@ pub async fn create(db: &Db, new: CreateToken) -> Result<(TokenRecord, String), 
         )));
     }
     let mut scopes: Vec<Scope> = Vec::new();
-    for s in new.scopes {
-        if !scopes.contains(&s) {
-            scopes.push(s);
+    for s in &new.scopes {
+        if !scopes.contains(s) {
+            scopes.push(*s);
         }
     }
-    let secret = auth::generate().map_err(|e| Error::Internal(e.into()))?;
-    let record = store::insert_token(
-        db.pool(),
-        NewToken {
-            name,
-            scopes: &scopes,
-            prefix: &secret.prefix,
-            hash: &secret.hash,
-            expires_in_days: new.expires_in_days,
-            created_by: &new.created_by,
-        },
-    )
-    .await?;
-    Ok((record, secret.token))
+    Ok((name, scopes))
 }
 
 /// A token as the API and the portal list it.
@@ -97,6 +125,8 @@ impl From<&TokenRecord> for TokenInfo {
             created_by: t.created_by.clone(),
             last_used_at: t.last_used_at,
             expires_at: t.expires_at,
+            owner_person_id: t.owner.as_ref().map(|o| o.person_id),
+            owner_name: t.owner.as_ref().map(|o| o.name.clone()),
         }
     }
 }
@@ -117,6 +147,7 @@ pub async fn create_from_request(
             scopes,
             expires_in_days: req.expires_in_days,
             created_by: created_by.to_owned(),
+            owner_person_id: None,
         },
     )
     .await
@@ -145,13 +176,27 @@ pub async fn revoke(db: &Db, which: &str) -> Result<Vec<TokenRecord>, Error> {
     Ok(store::revoke_token(db.pool(), which).await?)
 }
 
-/// The live token a presented secret belongs to; `None` for anything else (malformed, unknown,
-/// revoked).
+/// The live token a presented secret belongs to, with the scopes it acts with; `None` for
+/// anything else (malformed, unknown, revoked, expired, or its owner disabled).
 pub async fn authenticate(db: &Db, secret: &str) -> Result<Option<TokenRecord>, Error> {
     if !auth::looks_like_token(secret) {
         return Ok(None);
     }
-    Ok(store::authenticate(db.pool(), &auth::hash(secret)).await?)
+    Ok(store::authenticate(db.pool(), &auth::hash(secret))
+        .await?
+        .and_then(in_force))
+}
+
+/// A token as it acts now: a person's token with no more scopes than the person's role (at
+/// their last sign-in) has, and none at all once the person is disabled.
+fn in_force(mut token: TokenRecord) -> Option<TokenRecord> {
+    if let Some(owner) = &token.owner {
+        if owner.disabled {
+            return None;
+        }
+        token.scopes = owner.role.clamp(&token.scopes);
+    }
+    Some(token)
 }
 
 /// A new portal session: the cookie's secret and the session's CSRF token.
@@ -173,9 +218,138 @@ pub async fn open_session(db: &Db, token: &TokenRecord, days: i32) -> Result<New
     })
 }
 
-/// The live session a cookie names.
+/// The live session a cookie names (one signed in with a token acts as the token does now).
 pub async fn find_session(db: &Db, cookie: &str) -> Result<Option<Session>, Error> {
-    Ok(store::find_session(db.pool(), &auth::hash(cookie)).await?)
+    let Some(session) = store::find_session(db.pool(), &auth::hash(cookie)).await? else {
+        return Ok(None);
+    };
+    Ok(match session.holder {
+        Holder::Token(token) => in_force(token).map(|token| Session {
+            holder: Holder::Token(token),
+            csrf: session.csrf,
+        }),
+        Holder::Person(_) => Some(session),
+    })
+}
+
+/// Who manages tokens in the portal: which tokens they see and revoke, which scopes they may
+/// give, and whose a new token is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Manager {
+    /// An admin (a person with the admin role, or a session signed in with an admin token):
+    /// every token, any scope, service tokens (no owner) and, when a person, their own.
+    Admin { person_id: Option<i64> },
+    /// A member: their own tokens, with the scopes their role has.
+    Owner { person_id: i64, role: Role },
+}
+
+impl Manager {
+    /// The manager a portal session is; 403 (saying why) for a viewer and for a session
+    /// signed in with a token that lacks the admin scope.
+    pub fn of(session: &Session) -> Result<Manager, Error> {
+        match &session.holder {
+            Holder::Token(t) if auth::allows(&t.scopes, &[Scope::Admin]) => {
+                Ok(Manager::Admin { person_id: None })
+            }
+            Holder::Token(_) => Err(Error::Forbidden(
+                "this token lacks the admin scope: only admins and people signed in through \
+                 the identity provider manage tokens"
+                    .into(),
+            )),
+            Holder::Person(p) => match p.role {
+                Role::Admin => Ok(Manager::Admin {
+                    person_id: Some(p.id),
+                }),
+                role if role.may_own_tokens() => Ok(Manager::Owner {
+                    person_id: p.id,
+                    role,
+                }),
+                role => Err(Error::Forbidden(format!(
+                    "your role ({role}) cannot hold API tokens: members and admins can; ask an \
+                     admin for one if you need the API"
+                ))),
+            },
+        }
+    }
+
+    /// The scopes a token this manager creates may have.
+    #[must_use]
+    pub fn grantable(self) -> Vec<Scope> {
+        match self {
+            Manager::Admin { .. } => Scope::ALL.to_vec(),
+            Manager::Owner { role, .. } => role.grantable_scopes(),
+        }
+    }
+
+    /// The person managing, if a person.
+    #[must_use]
+    pub fn person_id(self) -> Option<i64> {
+        match self {
+            Manager::Admin { person_id } => person_id,
+            Manager::Owner { person_id, .. } => Some(person_id),
+        }
+    }
+
+    /// Whether this manager creates service tokens (owned by nobody).
+    #[must_use]
+    pub fn may_create_service_tokens(self) -> bool {
+        matches!(self, Manager::Admin { .. })
+    }
+}
+
+/// The tokens `manager` sees: every one for an admin, their own for a member.
+pub async fn list_for(db: &Db, manager: Manager) -> Result<Vec<TokenRecord>, Error> {
+    Ok(match manager {
+        Manager::Admin { .. } => store::list_tokens(db.pool()).await?,
+        Manager::Owner { person_id, .. } => store::list_owned(db.pool(), person_id).await?,
+    })
+}
+
+/// Creates a token in the portal as `manager`: a member's is theirs, with no scope their role
+/// lacks (403 naming the scopes they may give); an admin's is a service token unless
+/// `for_self` (an admin person's own). Otherwise as [`create`].
+pub async fn create_for(
+    db: &Db,
+    manager: Manager,
+    mut new: CreateToken,
+    for_self: bool,
+) -> Result<(TokenRecord, String), Error> {
+    let grantable = manager.grantable();
+    let refused: Vec<&str> = (new.scopes.iter())
+        .filter(|s| !grantable.contains(s))
+        .map(|s| s.as_str())
+        .collect();
+    if !refused.is_empty() {
+        let role = match manager {
+            Manager::Owner { role, .. } => role,
+            Manager::Admin { .. } => Role::Admin,
+        };
+        let may: Vec<&str> = grantable.iter().map(|s| s.as_str()).collect();
+        return Err(Error::Forbidden(format!(
+            "your role ({role}) cannot give a token the {} scope; it may give {}",
+            refused.join(" or "),
+            may.join(" or ")
+        )));
+    }
+    new.owner_person_id = match manager {
+        Manager::Owner { person_id, .. } => Some(person_id),
+        Manager::Admin { person_id } => person_id.filter(|_| for_self),
+    };
+    create(db, new).await
+}
+
+/// Revokes token `id` as `manager` (and ends its sessions): any token for an admin, their own
+/// for a member; 404 when there is no such active token they may revoke.
+pub async fn revoke_for(db: &Db, manager: Manager, id: i64) -> Result<TokenRecord, Error> {
+    if let Manager::Owner { person_id, .. } = manager {
+        let theirs = store::get_token(db.pool(), id)
+            .await?
+            .is_some_and(|t| t.owner.is_some_and(|o| o.person_id == person_id));
+        if !theirs {
+            return Err(Error::NotFound("active token"));
+        }
+    }
+    revoke_by_id(db, id).await
 }
 
 /// Ends the session a cookie names.

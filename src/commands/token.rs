@@ -21,6 +21,7 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                 scopes: scope,
                 expires_in_days,
                 created_by: String::new(),
+                owner_person_id: None,
             };
             let (record, secret) =
                 with_database(&database, async |db| Ok(tokens::create(db, new).await?)).await?;
@@ -47,6 +48,10 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                     format!("{} (expires {at})", t.name)
                 } else {
                     t.name.clone()
+                };
+                let name = match &t.owner {
+                    Some(owner) => format!("{name} [owner: {}]", owner.name),
+                    None => name,
                 };
                 println!(
                     "{:>5}  {:<14} {:<22} {:<20} {:<20} {}",

@@ -93,14 +93,108 @@ pub async fn get_enabled(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Pers
     row.as_ref().map(from_row).transpose()
 }
 
-/// Every person, by name.
-pub async fn list(ex: impl PgExecutor<'_>) -> Result<Vec<Person>, DbError> {
+/// The person with this id, disabled or not.
+pub async fn get(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Person>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p WHERE p.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The person with this id if not disabled, locked against being disabled until the
+/// transaction ends (what they create in it is theirs while they are enabled).
+pub async fn lock_enabled(
+    conn: &mut sqlx::PgConnection,
+    id: i64,
+) -> Result<Option<Person>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL FOR SHARE"
+    )))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// A person with what they hold now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PersonStanding {
+    pub person: Person,
+    /// Their portal sessions that have not expired.
+    pub live_sessions: i64,
+    /// The tokens they own that are neither revoked nor expired.
+    pub active_tokens: i64,
+}
+
+/// The standing columns, for a query over people `p`.
+const STANDING: &str = "(SELECT count(*) FROM sessions s \
+        WHERE s.person_id = p.id AND s.expires_at > now()) AS live_sessions, \
+    (SELECT count(*) FROM tokens t WHERE t.owner_person_id = p.id AND t.revoked_at IS NULL \
+        AND (t.expires_at IS NULL OR t.expires_at > now())) AS active_tokens";
+
+fn standing_from_row(row: &sqlx::postgres::PgRow) -> Result<PersonStanding, DbError> {
+    Ok(PersonStanding {
+        person: from_row(row)?,
+        live_sessions: row.try_get("live_sessions")?,
+        active_tokens: row.try_get("active_tokens")?,
+    })
+}
+
+/// Every person with their standing, by name.
+pub async fn list(ex: impl PgExecutor<'_>) -> Result<Vec<PersonStanding>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM people p ORDER BY lower(p.name), p.id"
+        "SELECT {COLUMNS}, {STANDING} FROM people p ORDER BY lower(p.name), p.id"
     )))
     .fetch_all(ex)
     .await?;
-    rows.iter().map(from_row).collect()
+    rows.iter().map(standing_from_row).collect()
+}
+
+/// The person with this id and their standing.
+pub async fn standing(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<PersonStanding>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS}, {STANDING} FROM people p WHERE p.id = $1"
+    )))
+    .bind(id)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(standing_from_row).transpose()
+}
+
+/// Disables (`true`) or enables (`false`) the person, waiting for any transaction that holds
+/// them locked ([`lock_enabled`]); a person already in that state keeps their time of being
+/// disabled. Returns them, or `None` when there is no such person.
+pub async fn set_disabled(
+    ex: impl PgExecutor<'_>,
+    id: i64,
+    disabled: bool,
+) -> Result<Option<Person>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE people AS p SET disabled_at = \
+           CASE WHEN $2 THEN coalesce(p.disabled_at, now()) ELSE NULL END \
+         WHERE p.id = $1 RETURNING {COLUMNS}"
+    )))
+    .bind(id)
+    .bind(disabled)
+    .fetch_optional(ex)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Ends every portal session of person `person_id` (they are signed out everywhere); returns
+/// how many were live.
+pub async fn delete_sessions(ex: impl PgExecutor<'_>, person_id: i64) -> Result<u64, DbError> {
+    let ended: i64 = sqlx::query_scalar(
+        "WITH gone AS (DELETE FROM sessions WHERE person_id = $1 RETURNING expires_at) \
+         SELECT count(*) FROM gone WHERE expires_at > now()",
+    )
+    .bind(person_id)
+    .fetch_one(ex)
+    .await?;
+    Ok(u64::try_from(ended).unwrap_or(0))
 }
 
 /// Creates a session for person `person_id`, valid for `days`.

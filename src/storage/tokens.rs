@@ -5,6 +5,7 @@ use sqlx::Row;
 
 use super::{Db, DbError};
 use crate::auth::Scope;
+use crate::roles::Role;
 use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A stored token (never the secret itself).
@@ -30,6 +31,20 @@ pub struct TokenRecord {
     pub expired: bool,
     /// Who created it: the creating token's name (portal, API), or empty (the CLI, first start).
     pub created_by: String,
+    /// The person it belongs to (created in the portal by a signed-in person); `None` for
+    /// service tokens (CI, workers), the first admin token and tokens from the CLI.
+    pub owner: Option<TokenOwner>,
+}
+
+/// The person a token belongs to, as they stand now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenOwner {
+    pub person_id: i64,
+    pub name: String,
+    /// Their role at their last sign-in.
+    pub role: Role,
+    /// Whether an admin disabled them.
+    pub disabled: bool,
 }
 
 /// The columns of a token row, for a query that names the table `t`.
@@ -38,13 +53,28 @@ const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
     floor(extract(epoch FROM t.last_used_at))::int8 AS last_used, \
     t.revoked_at IS NOT NULL AS revoked, \
     floor(extract(epoch FROM t.expires_at))::int8 AS expires, \
-    coalesce(t.expires_at <= now(), false) AS expired, t.created_by";
+    coalesce(t.expires_at <= now(), false) AS expired, t.created_by, t.owner_person_id, \
+    (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS owner_name, \
+    (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS owner_role, \
+    (SELECT o.disabled_at IS NOT NULL FROM people o WHERE o.id = t.owner_person_id) AS owner_disabled";
 
 /// The condition a token row `t` must meet to authenticate: not revoked, not expired.
 const LIVE: &str = "t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())";
 
 fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {
     let scopes: Vec<String> = row.try_get("scopes")?;
+    let owner = match row.try_get::<Option<i64>, _>("owner_person_id")? {
+        Some(person_id) => {
+            let role: String = row.try_get("owner_role")?;
+            Some(TokenOwner {
+                person_id,
+                name: row.try_get("owner_name")?,
+                role: role.parse().map_err(DbError::Corrupt)?,
+                disabled: row.try_get("owner_disabled")?,
+            })
+        }
+        None => None,
+    };
     Ok(TokenRecord {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
@@ -56,6 +86,7 @@ fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {
         expires_at: row.try_get("expires")?,
         expired: row.try_get("expired")?,
         created_by: row.try_get("created_by")?,
+        owner,
     })
 }
 
@@ -73,6 +104,8 @@ pub struct NewToken<'a> {
     /// Days until it expires (`None`: never).
     pub expires_in_days: Option<u32>,
     pub created_by: &'a str,
+    /// The person it belongs to (`None`: a service token).
+    pub owner_person_id: Option<i64>,
 }
 
 /// Stores a new token's hash.
@@ -81,8 +114,9 @@ pub async fn insert_token(
     new: NewToken<'_>,
 ) -> Result<TokenRecord, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO tokens AS t (name, scopes, prefix, hash, expires_at, created_by) \
-         VALUES ($1, $2, $3, $4, now() + make_interval(days => $5), $6) RETURNING {COLUMNS}"
+        "INSERT INTO tokens AS t (name, scopes, prefix, hash, expires_at, created_by, \
+         owner_person_id) VALUES ($1, $2, $3, $4, now() + make_interval(days => $5), $6, $7) \
+         RETURNING {COLUMNS}"
     )))
     .bind(new.name)
     .bind(scope_names(new.scopes))
@@ -93,6 +127,7 @@ pub async fn insert_token(
             .map(|d| i32::try_from(d).unwrap_or(i32::MAX)),
     )
     .bind(new.created_by)
+    .bind(new.owner_person_id)
     .fetch_one(ex)
     .await?;
     from_row(&row)
@@ -166,6 +201,43 @@ pub async fn list_tokens(ex: impl PgExecutor<'_>) -> Result<Vec<TokenRecord>, Db
         "SELECT {COLUMNS} FROM tokens t ORDER BY t.id DESC"
     )))
     .fetch_all(ex)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// The tokens person `person_id` owns, newest first (revoked and expired ones too).
+pub async fn list_owned(
+    ex: impl PgExecutor<'_>,
+    person_id: i64,
+) -> Result<Vec<TokenRecord>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM tokens t WHERE t.owner_person_id = $1 ORDER BY t.id DESC"
+    )))
+    .bind(person_id)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Revokes every active token person `person_id` owns and ends the portal sessions signed in
+/// with them; returns the tokens revoked.
+pub async fn revoke_owned(
+    conn: &mut sqlx::PgConnection,
+    person_id: i64,
+) -> Result<Vec<TokenRecord>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "UPDATE tokens AS t SET revoked_at = now() \
+         WHERE t.owner_person_id = $1 AND t.revoked_at IS NULL RETURNING {COLUMNS}"
+    )))
+    .bind(person_id)
+    .fetch_all(&mut *conn)
+    .await?;
+    sqlx::query(
+        "DELETE FROM sessions WHERE token_id IN \
+         (SELECT id FROM tokens WHERE owner_person_id = $1 AND revoked_at IS NOT NULL)",
+    )
+    .bind(person_id)
+    .execute(&mut *conn)
     .await?;
     rows.iter().map(from_row).collect()
 }

@@ -95,6 +95,7 @@ impl From<app::Error> for AppError {
             app::Error::Gone(message) => AppError::Gone(message),
             app::Error::Malformed(code, message) => AppError::BadRequest(code, message),
             app::Error::Invalid(code, message) => AppError::Unprocessable(code, message),
+            app::Error::Forbidden(message) => AppError::Forbidden(message),
             app::Error::TooLarge(message) => AppError::TooLarge(message),
             app::Error::Unsupported(message) => AppError::UnsupportedMediaType(message),
             app::Error::Conflict(code, message) => AppError::Conflict(code, message),

@@ -160,6 +160,11 @@ id_extractor!(
     TokenId,
     "token"
 );
+id_extractor!(
+    /// `{id}` of `/people/{id}/...` and `/api/v1/people/{id}/...`.
+    PersonId,
+    "person"
+);
 
 /// `{project}` of `/api/v1/projects/{project}/...`: one path segment, percent-decoded (so a
 /// project named `team/vision` is `team%2Fvision`); a segment that does not decode is an

@@ -173,6 +173,13 @@ pub fn router(state: AppState) -> Router {
             get(html::tokens::list_tokens).post(html::tokens::create_token),
         )
         .route("/tokens/{id}/revoke", post(html::tokens::revoke_token))
+        .route("/people", get(html::people::list_people))
+        .route("/people/{id}/disable", post(html::people::disable_person))
+        .route("/people/{id}/enable", post(html::people::enable_person))
+        .route(
+            "/people/{id}/sessions/revoke",
+            post(html::people::end_sessions),
+        )
         .route(
             "/webhooks",
             get(html::webhooks::list_webhooks).post(html::webhooks::create_webhook),

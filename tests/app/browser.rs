@@ -192,6 +192,38 @@ pub(crate) fn signed_in_browser(test: &str) -> Option<Session> {
 
 /// [`signed_in_browser`] with a token of `scopes`.
 pub(crate) fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> {
+    if !browser_installed(test) {
+        return None;
+    }
+    let url = database_url(&crate::support::fresh_database_name());
+
+    let token = create_token(&url, scopes, "browser");
+    let (server, port) = spawn_server(&url);
+    let base = format!("http://127.0.0.1:{port}");
+    let s = open_browser(server, base, url);
+    let (d, base) = (&s.d, &s.base);
+    d.go(&format!("{base}/login"));
+    d.type_into("input[name=token]", &token);
+    d.click("form button[type=submit]");
+    // Signing in lands on the home page with the new-report form (shown only to a session
+    // that may submit; a read-only one gets a note instead).
+    let home = format!("{base}/");
+    let may_submit = scopes.contains("ingest") || scopes.contains("admin");
+    d.wait_for_page(
+        "the signed-in home page after signing in",
+        |url| url == home,
+        if may_submit {
+            "#new-report #log_text"
+        } else {
+            "#read-only-note"
+        },
+    );
+    Some(s)
+}
+
+/// Whether chromium and chromedriver are installed; where they are not, the test named is
+/// skipped with a note, unless `GPU_TRIAGE_REQUIRE_BROWSER` is set (CI), where it fails.
+pub(crate) fn browser_installed(test: &str) -> bool {
     let tools = ["/usr/bin/chromium", "/usr/bin/chromedriver"];
     if tools.iter().any(|t| !std::path::Path::new(t).exists()) {
         assert!(
@@ -199,13 +231,14 @@ pub(crate) fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> 
             "chromium and chromedriver are required here (apt-get install chromium chromium-driver)"
         );
         eprintln!("SKIPPED {test}: chromium/chromedriver not installed (.ci/run installs them)");
-        return None;
+        return false;
     }
-    let url = database_url(&crate::support::fresh_database_name());
+    true
+}
 
-    let token = create_token(&url, scopes, "browser");
-    let (server, port) = spawn_server(&url);
-
+/// Headless Chromium (under chromedriver) for `server`, reached at `base`, on database `url`;
+/// nothing opened yet.
+pub(crate) fn open_browser(server: KillOnDrop, base: String, url: String) -> Session {
     let driver_port = free_port();
     let driver = KillOnDrop(
         Command::new("/usr/bin/chromedriver")
@@ -231,31 +264,13 @@ pub(crate) fn signed_in_browser_as(test: &str, scopes: &str) -> Option<Session> 
         port: driver_port,
         session: id,
     };
-
-    let base = format!("http://127.0.0.1:{port}");
-    d.go(&format!("{base}/login"));
-    d.type_into("input[name=token]", &token);
-    d.click("form button[type=submit]");
-    // Signing in lands on the home page with the new-report form (shown only to a session
-    // that may submit; a read-only one gets a note instead).
-    let home = format!("{base}/");
-    let may_submit = scopes.contains("ingest") || scopes.contains("admin");
-    d.wait_for_page(
-        "the signed-in home page after signing in",
-        |url| url == home,
-        if may_submit {
-            "#new-report #log_text"
-        } else {
-            "#read-only-note"
-        },
-    );
-    Some(Session {
+    Session {
         d,
         base,
         url,
         _server: server,
         _driver: driver,
-    })
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod api;
 mod browse;
 mod browser;
 mod browser_merge;
+mod browser_oidc;
 mod browser_outcome;
 mod browser_triage;
 mod ci_action;

@@ -185,6 +185,7 @@ impl TestApp {
                 hash: &secret.hash,
                 expires_in_days: None,
                 created_by: "",
+                owner_person_id: None,
             },
         )
         .await

@@ -11,6 +11,12 @@
 //                       `${OIDC_CLIENT_ID}-other`, with the same secret and redirect URI, for
 //                       tests of a code issued to another client)
 //   OIDC_GROUPS_FILE    the JSON map of login -> groups
+//   OIDC_QUIRKS_FILE    (optional) a JSON map of login -> how the provider misbehaves when it
+//                       issues that login's next ID token, for the tests of what the portal
+//                       refuses: "expired_id_token" (issued already expired, an hour ago) or
+//                       "other_audience" (issued to the second client, as in a token
+//                       substitution). Both are real tokens, signed with the provider's keys by
+//                       its own IdToken model; only their expiry or audience is wrong.
 // Prints `listening http://127.0.0.1:PORT` on stdout once it accepts connections.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -79,6 +85,29 @@ const provider = new Provider(issuer, {
 });
 // Quiet: the tests read only the `listening` line.
 provider.on('server_error', (_ctx, err) => console.error('provider server_error', err));
+
+// The quirks: the provider's own ID token model, issuing with another expiry (its `expiresAt`
+// option) or for another client, for the logins the test names.
+const quirksFile = process.env.OIDC_QUIRKS_FILE;
+const quirkOf = (login) => {
+  if (!quirksFile) return undefined;
+  const map = JSON.parse(readFileSync(quirksFile, 'utf8'));
+  return typeof map[login] === 'string' ? map[login] : undefined;
+};
+const { IdToken } = provider;
+const issue = IdToken.prototype.issue;
+IdToken.prototype.issue = async function issueWithQuirks(options = {}) {
+  const quirk = options.use === 'idtoken' ? quirkOf(this.available.sub) : undefined;
+  if (quirk === 'expired_id_token') {
+    return issue.call(this, { ...options, expiresAt: Math.floor(Date.now() / 1000) - 3600 });
+  }
+  if (quirk === 'other_audience') {
+    this.client = await provider.Client.find(`${clientId}-other`);
+  } else if (quirk !== undefined) {
+    throw new Error(`provider.mjs: unknown quirk ${quirk}`);
+  }
+  return issue.call(this, options);
+};
 
 server.on('request', provider.callback());
 console.log(`listening ${issuer}`);

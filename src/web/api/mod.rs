@@ -12,6 +12,7 @@ pub(crate) mod group_triage;
 pub(crate) mod groups;
 pub(crate) mod jobs;
 pub(crate) mod openapi;
+pub(crate) mod people;
 pub(crate) mod reports;
 pub(crate) mod retention;
 pub(crate) mod rules;
@@ -59,6 +60,10 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(rules::update_rule, rules::delete_rule))
         .routes(routes!(tokens::list_tokens, tokens::create_token))
         .routes(routes!(tokens::revoke_token))
+        .routes(routes!(people::list_people))
+        .routes(routes!(people::disable_person))
+        .routes(routes!(people::enable_person))
+        .routes(routes!(people::end_sessions))
         .routes(routes!(webhooks::list_webhooks, webhooks::create_webhook))
         .routes(routes!(
             webhooks::show_webhook,

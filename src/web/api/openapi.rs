@@ -50,6 +50,9 @@ const BEARER: &str = "bearer";
         (name = "rules", description = "Built-in and team classification rules."),
         (name = "tokens", description = "API tokens: create (the secret shown once), list, \
             revoke; for admins."),
+        (name = "people", description = "The people who sign in through the identity \
+            provider: list, disable (signed out everywhere, their tokens revoked), enable, end \
+            their sessions; for admins."),
         (name = "webhooks", description = "Endpoints notified of new groups, regressions, \
             reproductions and rule changes."),
         (name = "retention", description = "How long raw logs and reports are kept, per \

@@ -7,6 +7,7 @@ pub mod groups;
 pub mod login;
 pub mod login_oidc;
 pub mod logview;
+pub mod people;
 pub mod reports;
 pub mod repro;
 pub mod repro_outcome;
@@ -43,6 +44,8 @@ pub struct Layout {
     pub csrf: String,
     /// The signed-in token has the admin scope (admin-only links).
     pub admin: bool,
+    /// The session manages API tokens (an admin, or a member's own): the Tokens link.
+    pub tokens: bool,
     /// The signed-in token may submit reports and record fixes (ingest or admin): the paste
     /// form and fix links are shown only then.
     pub can_ingest: bool,
@@ -58,6 +61,7 @@ impl Layout {
             user: user.map(|u| u.name().to_owned()),
             csrf: user.map(|u| u.0.csrf.clone()).unwrap_or_default(),
             admin: user.is_some_and(|u| u.require(&[crate::auth::Scope::Admin]).is_ok()),
+            tokens: user.is_some_and(|u| crate::app::tokens::Manager::of(&u.0).is_ok()),
             can_ingest: user.is_some_and(|u| u.require(&[crate::auth::Scope::Ingest]).is_ok()),
             now: crate::time::Timestamp::from_unix(
                 std::time::SystemTime::now()

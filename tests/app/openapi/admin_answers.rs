@@ -357,3 +357,55 @@ pub(super) async fn tokens(c: &mut Checker<'_>, t: &Tokens) {
         StatusCode::NOT_FOUND,
     );
 }
+
+/// `/api/v1/people`: list, disable, enable, end sessions; refusals (another scope, no such
+/// person). The person is stored as a sign-in through the provider stores them.
+pub(super) async fn people(c: &mut Checker<'_>, t: &Tokens) {
+    use gpu_triage::roles::Role;
+    use gpu_triage::storage::people::{SignedIn, upsert_signed_in};
+    let person = upsert_signed_in(
+        c.app.db.pool(),
+        SignedIn {
+            issuer: "https://idp.example.test",
+            subject: "ana",
+            email: "ana@example.test",
+            name: "Ana",
+            role: Role::Member,
+        },
+    )
+    .await
+    .unwrap();
+    let listed = expect(&c.get(&t.admin, "/api/v1/people").await, StatusCode::OK);
+    assert_eq!(listed["people"][0]["name"], "Ana", "{listed}");
+    expect(
+        &c.get(&t.read, "/api/v1/people").await,
+        StatusCode::FORBIDDEN,
+    );
+    let id = person.id;
+    let disabled = expect(
+        &c.bodyless(&t.admin, "post", &format!("/api/v1/people/{id}/disable"))
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(disabled["disabled"], true, "{disabled}");
+    expect(
+        &c.bodyless(&t.admin, "post", &format!("/api/v1/people/{id}/enable"))
+            .await,
+        StatusCode::OK,
+    );
+    expect(
+        &c.bodyless(&t.admin, "delete", &format!("/api/v1/people/{id}/sessions"))
+            .await,
+        StatusCode::OK,
+    );
+    for (method, path) in [
+        ("post", "/api/v1/people/424242/disable"),
+        ("post", "/api/v1/people/424242/enable"),
+        ("delete", "/api/v1/people/424242/sessions"),
+    ] {
+        expect(
+            &c.bodyless(&t.admin, method, path).await,
+            StatusCode::NOT_FOUND,
+        );
+    }
+}

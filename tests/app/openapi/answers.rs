@@ -10,7 +10,7 @@ use gpu_triage::auth::Scope;
 use gpu_triage::web::limits::LoadLimits;
 use serde_json::{Value, json};
 
-use super::admin_answers::{retention, rules, tokens, webhooks};
+use super::admin_answers::{people, retention, rules, tokens, webhooks};
 use super::{Checker, Spec};
 use crate::support::{TestApp, TestResponse};
 
@@ -95,6 +95,7 @@ async fn real_answers_of_every_operation_match_their_documented_schemas() {
     rules(&mut c, &t).await;
     webhooks(&mut c, &t).await;
     tokens(&mut c, &t).await;
+    people(&mut c, &t).await;
     retention(&mut c, &t, report).await;
 
     // Every operation was seen succeeding, and every operation that takes input refusing.
