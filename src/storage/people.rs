@@ -103,6 +103,18 @@ pub async fn list(ex: impl PgExecutor<'_>) -> Result<Vec<Person>, DbError> {
     rows.iter().map(from_row).collect()
 }
 
+/// The people who are not disabled, by name, at most `limit`: who a group can be assigned to.
+pub async fn list_enabled(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Person>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p WHERE p.disabled_at IS NULL \
+         ORDER BY lower(p.name), p.id LIMIT $1"
+    )))
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// Creates a session for person `person_id`, valid for `days`.
 pub async fn create_session(
     ex: impl PgExecutor<'_>,
