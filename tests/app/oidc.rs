@@ -1,7 +1,9 @@
 //! Sign-in through a real OpenID provider (panva's oidc-provider, started from
 //! `tests/oidc/provider.mjs` on loopback): the authorize → login → consent → callback
 //! redirects driven over HTTP with a cookie-keeping client, against the in-process app.
-//! Skipped (with a note) only where the provider is not installed and not required.
+//! Skipped (with a note) only where the provider is not installed and not required. The
+//! provider, the sign-in and [`person_browser`] are shared with the tests of what signed-in
+//! people do (`attribution`).
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -13,6 +15,7 @@ use axum::http::{Request, StatusCode};
 use gpu_triage::app::oidc::OidcSettings;
 use gpu_triage::roles::{RoleMap, parse_groups};
 
+use crate::browse::Browser;
 use crate::support::{KillOnDrop, TestApp, TestResponse};
 
 const CLIENT_ID: &str = "gpu-triage";
@@ -20,16 +23,17 @@ const CLIENT_SECRET: &str = "test-client-secret";
 const PUBLIC_URL: &str = "http://gpu-triage.test";
 
 /// A running provider.
-struct Provider {
+pub struct Provider {
     _child: KillOnDrop,
-    issuer: String,
+    /// The provider's issuer URL.
+    pub issuer: String,
     groups_file: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Provider {
     /// Sets the groups each login gets from its next sign-in on.
-    fn set_groups(&self, groups: &[(&str, &[&str])]) {
+    pub fn set_groups(&self, groups: &[(&str, &[&str])]) {
         let map: HashMap<&str, &[&str]> = groups.iter().copied().collect();
         std::fs::write(&self.groups_file, serde_json::to_vec(&map).unwrap()).unwrap();
     }
@@ -37,7 +41,7 @@ impl Provider {
 
 /// Starts the provider, or `None` (printing SKIPPED) where it is not installed and not
 /// required (`GPU_TRIAGE_REQUIRE_OIDC_PROVIDER`, set by `.ci/run`).
-fn provider(test: &str) -> Option<Provider> {
+pub fn provider(test: &str) -> Option<Provider> {
     let dir = std::env::var_os("GPU_TRIAGE_OIDC_PROVIDER_DIR").map(PathBuf::from);
     let installed = dir
         .as_ref()
@@ -104,7 +108,8 @@ fn settings(issuer: &str) -> OidcSettings {
     }
 }
 
-async fn app_for(issuer: &str) -> TestApp {
+/// An in-process app whose portal signs people in through the provider at `issuer`.
+pub async fn app_for(issuer: &str) -> TestApp {
     let oidc = Arc::new(settings(issuer));
     TestApp::spawn_with(move |mut state| {
         state.oidc = Some(oidc);
@@ -243,6 +248,19 @@ async fn sign_in(app: &TestApp, provider: &Provider, jar: &mut Jar, login: &str)
     let authorize = start(app, jar, "").await;
     let back = at_provider(&provider.issuer, &authorize, login);
     app_get(app, jar, back.strip_prefix(PUBLIC_URL).unwrap()).await
+}
+
+/// `login` signed in through the provider, as a portal browser (session cookie and CSRF token)
+/// for the `browse` helpers.
+pub async fn person_browser(app: &TestApp, provider: &Provider, login: &str) -> Browser {
+    let mut jar = Jar::default();
+    let res = sign_in(app, provider, &mut jar, login).await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let session = jar.get("gt_session").expect("a session cookie");
+    let cookie = format!("gt_session={session}");
+    let home = crate::browse::page(app, &cookie, "/").await;
+    let csrf = crate::browse::attr(&home.body, "input[name=csrf]", "value").expect("csrf field");
+    Browser { cookie, csrf }
 }
 
 fn header_user(body: &str) -> String {
