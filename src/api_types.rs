@@ -476,8 +476,17 @@ pub struct Fix {
     pub details: String,
     /// A link to the change (commit, pull request); empty when none.
     pub link: String,
-    /// Who recorded it.
+    /// Who recorded it: a person's name, a token's name, or (for fixes recorded before people
+    /// were told apart from tokens) the name as it was stored.
     pub author: String,
+    /// `person`, `token` or `service`; `null` for a fix recorded before actors were typed.
+    #[serde(default)]
+    #[schema(required)]
+    pub author_kind: Option<crate::actor::ActorKind>,
+    /// The person who recorded it, when a person did (and still exists).
+    #[serde(default)]
+    #[schema(required)]
+    pub author_person_id: Option<i64>,
     /// When (RFC 3339 on the wire).
     pub created_at: crate::time::Timestamp,
 }

@@ -3,6 +3,7 @@
 //! Layers (DESIGN.md section 1): `web`/`cli` → `ingest` → `rules` → `storage`. `ingest` and
 //! `rules` are pure; all SQL lives in `storage`.
 
+pub mod actor;
 pub mod api_types;
 pub mod app;
 pub mod auth;

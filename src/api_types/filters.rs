@@ -74,6 +74,29 @@ pub fn has_fix() -> RefOr<Schema> {
     )
 }
 
+/// `GET /api/v1/groups?mine=` (`app::group_triage::MINE`; a test holds them equal).
+const MINE: [&str; 2] = ["assigned", "recorded"];
+
+/// `GET /api/v1/groups?mine=`.
+pub fn mine() -> RefOr<Schema> {
+    let names: Vec<String> = MINE.map(str::to_owned).to_vec();
+    choice(
+        &names,
+        "`assigned`: the groups assigned to the caller (the signed-in person, or the token by \
+         its name); `recorded`: the groups with a fix the caller recorded; empty: anyone's.",
+    )
+}
+
+/// `GET /api/v1/groups?assignee_id=`: a person's id, or empty for any.
+pub fn person_id() -> RefOr<Schema> {
+    let pattern = format!("^[{WHITE_SPACE}]*([1-9][0-9]{{0,17}})?[{WHITE_SPACE}]*$");
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(pattern))
+        .description(Some("A person's id (a positive integer); empty: any."))
+        .into()
+}
+
 /// The group list's orders (`app::group_triage::SORTS`; a test holds them equal).
 const SORTS: [&str; 3] = ["last_seen", "count", "first_seen"];
 
@@ -95,6 +118,12 @@ mod tests {
     fn the_sort_filter_names_every_order_the_group_list_knows() {
         let server: Vec<&str> = crate::app::group_triage::SORTS.map(|(n, _)| n).to_vec();
         assert_eq!(server, SORTS.to_vec());
+    }
+
+    #[test]
+    fn the_mine_filter_names_every_choice_the_group_list_knows() {
+        let server: Vec<&str> = crate::app::group_triage::MINE.map(|(n, _)| n).to_vec();
+        assert_eq!(server, MINE.to_vec());
     }
 
     #[test]

@@ -106,8 +106,17 @@ impl GroupAction {
 pub struct GroupEvent {
     pub id: i64,
     pub at: Timestamp,
-    /// The token name that made the change, or `gpu-triage` for changes made on upload.
+    /// Who made the change: a person's name, a token's name, or `gpu-triage` for changes made
+    /// on upload (the name as it was then).
     pub actor: String,
+    /// `person`, `token` or `service`; `null` for entries written before actors were typed.
+    #[serde(default)]
+    #[schema(required)]
+    pub actor_kind: Option<crate::actor::ActorKind>,
+    /// The person who made the change, when a person did (and still exists).
+    #[serde(default)]
+    #[schema(required)]
+    pub actor_person_id: Option<i64>,
     pub action: GroupAction,
     pub from: String,
     pub to: String,
@@ -123,7 +132,8 @@ pub struct GroupEvent {
 }
 
 /// `PATCH /api/v1/groups/{id}` (and the portal's state form): every field optional, at least
-/// one given. `assignee: ""` unassigns; `resolved_in` goes only with the `resolved` state.
+/// one given. `assignee: ""` unassigns; `resolved_in` goes only with the `resolved` state;
+/// `assignee` and `assignee_id` are not given together.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupPatch {
@@ -136,6 +146,10 @@ pub struct GroupPatch {
     /// The name of an active token, or empty for nobody.
     #[serde(default)]
     pub assignee: Option<String>,
+    /// The id of an enabled person to assign (someone who signed in through the identity
+    /// provider); an unknown or disabled person is refused with 422 `bad_triage`.
+    #[serde(default)]
+    pub assignee_id: Option<i64>,
 }
 
 /// How often one value of a tag occurs among a group's reports.
@@ -199,7 +213,12 @@ pub struct GroupListItem {
     pub last_seen: Timestamp,
     pub state: GroupState,
     pub resolved_in: String,
+    /// The assignee's name (a person's, or a token's); empty for nobody.
     pub assignee: String,
+    /// The assigned person, when the assignee is one.
+    #[serde(default)]
+    #[schema(required)]
+    pub assignee_id: Option<i64>,
     pub has_fix: bool,
 }
 
@@ -254,8 +273,12 @@ pub struct GroupDetail {
     /// The commit or version a resolution names; empty when none.
     pub resolved_in: String,
     pub state_changed_at: Timestamp,
-    /// The assigned token name; empty for nobody.
+    /// The assignee's name (a person's, or a token's); empty for nobody.
     pub assignee: String,
+    /// The assigned person, when the assignee is one.
+    #[serde(default)]
+    #[schema(required)]
+    pub assignee_id: Option<i64>,
     /// Newest first.
     pub history: Vec<GroupEvent>,
     pub tags: GroupTags,

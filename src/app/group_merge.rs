@@ -12,6 +12,7 @@
 
 use super::Error;
 use super::triage::{self, GroupDetail};
+use crate::actor::Actor;
 use crate::api_types::{ErrorCode, GroupAction, MergeRequest};
 use crate::storage::group_merge::{self as merges, Lock, Standing};
 use crate::storage::group_triage::{self as store, NewEvent};
@@ -35,7 +36,7 @@ fn already_merged(group: i64, into: i64) -> Error {
 }
 
 /// Merges group `source` into the group `request.into` names (or, when that one was merged,
-/// the group it was merged into), as `actor` (a token name), and returns the target as it is
+/// the group it was merged into), as `actor` (a person or a token), and returns the target as it is
 /// then. 422 `bad_merge` for a group merged into itself (directly or through a chain) or an
 /// `into` that is no id; 404 for an unknown group on either side; 409 `group_merged` for a
 /// group that was merged already.
@@ -43,7 +44,7 @@ pub async fn merge(
     db: &Db,
     source: i64,
     request: &MergeRequest,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<GroupDetail, Error> {
     let into = request.into;
     if into < 1 {
@@ -77,7 +78,7 @@ async fn try_merge(
     db: &Db,
     source: i64,
     into: i64,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<Option<GroupDetail>, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     // Unlocked first: the refusals that need no lock, and the group `into` stands for now.

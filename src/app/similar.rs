@@ -95,6 +95,8 @@ mod tests {
             details: String::new(),
             link: String::new(),
             author: "ci".into(),
+            author_kind: None,
+            author_person_id: None,
             created_at: crate::time::Timestamp::from_unix(1_700_000_000),
         }
     }

@@ -6,6 +6,7 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 
 use super::Error;
+use crate::actor::Actor;
 use crate::api_types::ErrorCode;
 use crate::storage::group_merge::{self as merges, Lock, MergedGroup, Standing};
 use crate::storage::groups::{self, Fix, Group, NewFix};
@@ -91,7 +92,7 @@ pub struct FixRequest {
 
 /// Checks a fix and scrubs it: it is searchable and shown to everyone, so a token pasted into
 /// it is scrubbed like one in a log (SECURITY.md item 3).
-fn validate_fix(body: FixRequest, author: &str) -> Result<NewFix, Error> {
+fn validate_fix(body: FixRequest, author: &Actor) -> Result<NewFix, Error> {
     let bad = |m: &str| Error::Invalid(ErrorCode::BadFix, m.to_owned());
     // Lengths in characters, as the document states them (JSON Schema counts characters), and
     // of the text as sent, so that what the document refuses the server refuses too.
@@ -121,18 +122,18 @@ fn validate_fix(body: FixRequest, author: &str) -> Result<NewFix, Error> {
         summary: scrub(&summary),
         details: scrub(&body.details),
         link: scrub(&link),
-        author: author.to_owned(),
+        author: author.clone(),
     })
 }
 
-/// Records a fix for group `group_id` by `author`; 404 for an unknown group, 409
+/// Records a fix for group `group_id` by `author` (a person or a token); 404 for an unknown group, 409
 /// `group_merged` for a group merged into another (the fix belongs there). The group's row is
 /// held while the fix is written, so a merge of it waits and then moves the fix along.
 pub async fn record_fix(
     db: &Db,
     group_id: i64,
     request: FixRequest,
-    author: &str,
+    author: &Actor,
 ) -> Result<Fix, Error> {
     let fix = validate_fix(request, author)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;

@@ -6,6 +6,7 @@
 use anyhow::Context;
 
 use super::BadInput;
+use crate::actor::Actor;
 use crate::app::team_rules::{self, RulesetHandle, TeamRulesError};
 use crate::cli::RulesCommand;
 use crate::commands::db::with_database;
@@ -69,7 +70,7 @@ pub fn run(cmd: RulesCommand) -> anyhow::Result<()> {
                     let handle = RulesetHandle::new(std::sync::Arc::new(
                         Ruleset::builtin().context("the built-in ruleset does not compile")?,
                     ));
-                    team_rules::import(db, &handle, &parsed, "cli import")
+                    team_rules::import(db, &handle, &parsed, &Actor::Service("cli import"))
                         .await
                         .map_err(|e| match e {
                             e @ (TeamRulesError::Invalid(_) | TeamRulesError::BadInput(_)) => {

@@ -774,6 +774,8 @@ mod tests {
             details: String::new(),
             link: "https://github.com/org/repo/pull/12".into(),
             author: "alice".into(),
+            author_kind: None,
+            author_person_id: None,
             created_at: crate::time::Timestamp::from_unix(1_780_000_000),
         });
         let printed = render_created(Path::new("a.log"), &created, "http://s");

@@ -9,6 +9,7 @@ use sqlx::{PgConnection, PgExecutor, Row};
 use super::DbError;
 use super::groups::{GROUP_COLUMNS, GROUP_STATS, Group};
 use super::reports::rfc3339;
+use crate::actor::Actor;
 use crate::api_types::{GroupAction, GroupEvent, GroupState, GroupTags, TagCount};
 use crate::rules::Category;
 use crate::time::Timestamp;
@@ -19,14 +20,16 @@ pub struct Triage {
     pub state: GroupState,
     /// The commit or version a resolution names; empty when none.
     pub resolved_in: String,
-    /// The assigned token name; empty for nobody.
+    /// The assignee's name (a person's or a token's); empty for nobody.
     pub assignee: String,
+    /// The assigned person, when the assignee is one (migration 0027).
+    pub assignee_person_id: Option<i64>,
     #[sqlx(rename = "state_changed")]
     pub state_changed_at: Timestamp,
 }
 
 const TRIAGE_COLUMNS: &str = concat!(
-    "g.state, g.resolved_in, g.assignee, ",
+    "g.state, g.resolved_in, g.assignee, g.assignee_person_id, ",
     rfc3339!("g.state_changed_at"),
     " AS state_changed"
 );
@@ -72,7 +75,17 @@ pub struct GroupFilter {
     pub project: Option<String>,
     pub category: Option<Category>,
     pub has_fix: Option<bool>,
+    /// Assigned under this name (a person's or a token's).
     pub assignee: Option<String>,
+    /// Assigned to this person.
+    pub assignee_person: Option<i64>,
+    /// Assigned under this name and to no person: a token's "assigned to me".
+    pub assignee_token: Option<String>,
+    /// With a fix this person recorded.
+    pub fixed_by_person: Option<i64>,
+    /// With a fix this token recorded: by its id, or for fixes recorded before actors were
+    /// typed, by its name.
+    pub fixed_by_token: Option<(i64, String)>,
 }
 
 /// Merged groups are never listed: their reports, fixes and history are their targets'.
@@ -83,9 +96,15 @@ const FILTER: &str = "g.merged_into IS NULL AND ($1::text IS NULL OR g.state = $
           WHERE lower(e.project) = lower($2) AND e.group_id = g.id)) \
      AND ($3::text IS NULL OR g.category = $3) \
      AND ($4::bool IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) = $4) \
-     AND ($5::text IS NULL OR g.assignee = $5)";
+     AND ($5::text IS NULL OR g.assignee = $5) \
+     AND ($6::int8 IS NULL OR g.assignee_person_id = $6) \
+     AND ($7::text IS NULL OR (g.assignee = $7 AND g.assignee_person_id IS NULL)) \
+     AND ($8::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f \
+          WHERE f.group_id = g.id AND f.author_person_id = $8)) \
+     AND ($9::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id \
+          AND (f.author_token_id = $9 OR (f.author_kind IS NULL AND f.author = $10::text))))";
 
-/// Binds [`FILTER`]'s `$1`-`$5`.
+/// Binds [`FILTER`]'s `$1`-`$10`.
 macro_rules! bind_filter {
     ($query:expr, $f:expr) => {
         $query
@@ -94,6 +113,11 @@ macro_rules! bind_filter {
             .bind($f.category.map(Category::as_str))
             .bind($f.has_fix)
             .bind(&$f.assignee)
+            .bind($f.assignee_person)
+            .bind(&$f.assignee_token)
+            .bind($f.fixed_by_person)
+            .bind($f.fixed_by_token.as_ref().map(|(id, _)| *id))
+            .bind($f.fixed_by_token.as_ref().map(|(_, name)| name.as_str()))
     };
 }
 
@@ -109,7 +133,7 @@ pub async fn list_groups(
         "SELECT {GROUP_COLUMNS}, {TRIAGE_COLUMNS}, \
              EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) AS has_fix \
          FROM groups g {GROUP_STATS} WHERE {FILTER} \
-         ORDER BY {} DESC, g.id DESC LIMIT $6 OFFSET $7",
+         ORDER BY {} DESC, g.id DESC LIMIT $11 OFFSET $12",
         sort.key()
     );
     let rows = bind_filter!(sqlx::query(sqlx::AssertSqlSafe(sql)), filter)
@@ -193,7 +217,7 @@ pub async fn set_triage(
 ) -> Result<(), DbError> {
     sqlx::query(concat!(
         "UPDATE groups SET state = $2, resolved_in = $3, assignee = $4, \
-             state_changed_at = coalesce(",
+             assignee_person_id = $6, state_changed_at = coalesce(",
         moment_sql!("$5"),
         ", state_changed_at) WHERE id = $1"
     ))
@@ -202,6 +226,7 @@ pub async fn set_triage(
     .bind(&triage.resolved_in)
     .bind(&triage.assignee)
     .bind(state_changed.map(|m| m.0))
+    .bind(triage.assignee_person_id)
     .execute(ex)
     .await?;
     Ok(())
@@ -233,7 +258,7 @@ pub struct NewEvent<'a> {
     pub group_id: i64,
     /// The change's moment, shared by the entries it writes.
     pub at: Moment,
-    pub actor: &'a str,
+    pub actor: &'a Actor,
     pub action: GroupAction,
     pub from: &'a str,
     pub to: &'a str,
@@ -245,18 +270,22 @@ pub struct NewEvent<'a> {
 pub async fn insert_event(ex: impl PgExecutor<'_>, e: &NewEvent<'_>) -> Result<(), DbError> {
     sqlx::query(concat!(
         "INSERT INTO group_events (group_id, actor, action, from_value, to_value, detail, \
-             report_id, at) VALUES ($1, $2, $3, $4, $5, $6, $7, ",
+             report_id, at, actor_kind, actor_person_id, actor_token_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, ",
         moment_sql!("$8"),
-        ")"
+        ", $9, $10, $11)"
     ))
     .bind(e.group_id)
-    .bind(e.actor)
+    .bind(e.actor.name())
     .bind(e.action)
     .bind(e.from)
     .bind(e.to)
     .bind(e.detail)
     .bind(e.report_id)
     .bind(e.at.0)
+    .bind(e.actor.kind())
+    .bind(e.actor.person_id())
+    .bind(e.actor.token_id())
     .execute(ex)
     .await?;
     Ok(())
@@ -272,7 +301,8 @@ pub async fn group_events(
     let rows = sqlx::query(concat!(
         "SELECT id, ",
         rfc3339!("at"),
-        " AS at_s, actor, action, from_value, to_value, detail, report_id, merged_from \
+        " AS at_s, actor, actor_kind, actor_person_id, action, from_value, to_value, detail, \
+             report_id, merged_from \
          FROM group_events WHERE group_id = $1 ORDER BY at DESC, id DESC LIMIT $2"
     ))
     .bind(id)
@@ -281,10 +311,13 @@ pub async fn group_events(
     .await?;
     rows.iter()
         .map(|r| {
+            let actor = super::types::recorded(r, "actor")?;
             Ok(GroupEvent {
                 id: r.try_get("id")?,
                 at: r.try_get("at_s")?,
-                actor: r.try_get("actor")?,
+                actor: actor.name,
+                actor_kind: actor.kind,
+                actor_person_id: actor.person_id,
                 action: r.try_get("action")?,
                 from: r.try_get("from_value")?,
                 to: r.try_get("to_value")?,

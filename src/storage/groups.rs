@@ -4,6 +4,7 @@ use sqlx::Row;
 
 use super::DbError;
 use super::reports::rfc3339;
+use crate::actor::Actor;
 use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A group of reports that share a root cause.
@@ -46,8 +47,8 @@ pub struct NewFix {
     pub summary: String,
     pub details: String,
     pub link: String,
-    /// The name of the token that recorded it.
-    pub author: String,
+    /// Who recorded it: a person, or a token.
+    pub author: Actor,
 }
 
 /// A group's columns, with its report count and last-seen time read from its reports
@@ -102,19 +103,22 @@ pub async fn recent_groups(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Gr
 }
 
 const FIX_COLUMNS: &str = concat!(
-    "id, group_id, summary, details, link, author, ",
+    "id, group_id, summary, details, link, author, author_kind, author_person_id, ",
     rfc3339!("created_at"),
     " AS created"
 );
 
 fn fix_from_row(row: &sqlx::postgres::PgRow) -> Result<Fix, DbError> {
+    let author = super::types::recorded(row, "author")?;
     Ok(Fix {
         id: row.try_get("id")?,
         group_id: row.try_get("group_id")?,
         summary: row.try_get("summary")?,
         details: row.try_get("details")?,
         link: row.try_get("link")?,
-        author: row.try_get("author")?,
+        author: author.name,
+        author_kind: author.kind,
+        author_person_id: author.person_id,
         created_at: row.try_get("created")?,
     })
 }
@@ -137,15 +141,19 @@ pub async fn insert_fix(
     fix: &NewFix,
 ) -> Result<Option<Fix>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO fixes (group_id, summary, details, link, author) \
-         SELECT id, $2, $3, $4, $5 FROM groups WHERE id = $1 \
+        "INSERT INTO fixes (group_id, summary, details, link, author, author_kind, \
+             author_person_id, author_token_id) \
+         SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM groups WHERE id = $1 \
          RETURNING {FIX_COLUMNS}"
     )))
     .bind(group_id)
     .bind(&fix.summary)
     .bind(&fix.details)
     .bind(&fix.link)
-    .bind(&fix.author)
+    .bind(fix.author.name())
+    .bind(fix.author.kind())
+    .bind(fix.author.person_id())
+    .bind(fix.author.token_id())
     .fetch_optional(ex)
     .await?;
     row.as_ref().map(fix_from_row).transpose()

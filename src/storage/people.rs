@@ -197,6 +197,18 @@ pub async fn delete_sessions(ex: impl PgExecutor<'_>, person_id: i64) -> Result<
     Ok(u64::try_from(ended).unwrap_or(0))
 }
 
+/// The people who are not disabled, by name, at most `limit`: who a group can be assigned to.
+pub async fn list_enabled(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Person>, DbError> {
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p WHERE p.disabled_at IS NULL \
+         ORDER BY lower(p.name), p.id LIMIT $1"
+    )))
+    .bind(limit)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// Creates a session for person `person_id`, valid for `days`.
 pub async fn create_session(
     ex: impl PgExecutor<'_>,

@@ -8,6 +8,7 @@ use sqlx::{PgConnection, PgExecutor, Row};
 use super::DbError;
 use super::reports::Headline;
 use super::reports::rfc3339;
+use crate::actor::{Actor, ActorKind};
 use crate::rules::Classification;
 
 /// A running run whose row was not touched for this long is taken as interrupted (its server
@@ -72,7 +73,10 @@ pub struct Run {
     pub done: i64,
     pub changed: i64,
     pub regrouped: i64,
+    /// Who started it (its name then).
     pub started_by: String,
+    /// `person`, `token` or `service`; `None` for runs started before actors were typed.
+    pub started_by_kind: Option<ActorKind>,
     pub error: String,
     #[sqlx(rename = "started")]
     pub started_at: crate::time::Timestamp,
@@ -109,7 +113,7 @@ pub enum Applied {
 pub async fn start_run(
     tx: &mut PgConnection,
     ruleset_version: i64,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<Option<Run>, DbError> {
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('gpu_triage_reclassify', 4))")
         .execute(&mut *tx)
@@ -130,18 +134,24 @@ pub async fn start_run(
         return Ok(None);
     }
     let id: i64 = sqlx::query_scalar(
-        "INSERT INTO reclassify_runs (ruleset_version, total, started_by) \
-         SELECT $1, count(*), $2 FROM reports WHERE log_removed_at IS NULL RETURNING id",
+        "INSERT INTO reclassify_runs (ruleset_version, total, started_by, started_by_kind, \
+             started_by_person_id, started_by_token_id) \
+         SELECT $1, count(*), $2, $3, $4, $5 FROM reports WHERE log_removed_at IS NULL \
+         RETURNING id",
     )
     .bind(ruleset_version)
-    .bind(actor)
+    .bind(actor.name())
+    .bind(actor.kind())
+    .bind(actor.person_id())
+    .bind(actor.token_id())
     .fetch_one(&mut *tx)
     .await?;
     get_run(&mut *tx, id).await
 }
 
 const RUN_COLUMNS: &str = concat!(
-    "id, state, ruleset_version, total, done, changed, regrouped, started_by, error, ",
+    "id, state, ruleset_version, total, done, changed, regrouped, started_by, started_by_kind, \
+     error, ",
     rfc3339!("started_at"),
     " AS started, ",
     rfc3339!("finished_at"),

@@ -8,6 +8,7 @@ use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
 use super::reports::rfc3339;
+use crate::actor::Actor;
 use crate::time::Timestamp;
 
 /// A project's own settings (`None`: the instance default; `Some(0)`: keep forever).
@@ -43,20 +44,26 @@ pub async fn put_override(
     project: &str,
     log_days: Option<i32>,
     report_days: Option<i32>,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<Override, DbError> {
     Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO project_retention (project, log_days, report_days, updated_by) \
-         VALUES ($1, $2, $3, $4) \
+        "INSERT INTO project_retention (project, log_days, report_days, updated_by, \
+             updated_by_kind, updated_by_person_id, updated_by_token_id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
          ON CONFLICT (project) DO UPDATE SET log_days = excluded.log_days, \
              report_days = excluded.report_days, updated_by = excluded.updated_by, \
-             updated_at = now() \
+             updated_by_kind = excluded.updated_by_kind, \
+             updated_by_person_id = excluded.updated_by_person_id, \
+             updated_by_token_id = excluded.updated_by_token_id, updated_at = now() \
          RETURNING {OVERRIDE_COLUMNS}"
     )))
     .bind(project)
     .bind(log_days)
     .bind(report_days)
-    .bind(actor)
+    .bind(actor.name())
+    .bind(actor.kind())
+    .bind(actor.person_id())
+    .bind(actor.token_id())
     .fetch_one(ex)
     .await?)
 }

@@ -8,6 +8,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::reports::{ReportSummary, SUMMARY_COLUMNS, rfc3339, summary_from_row};
 use super::{Db, DbError};
+use crate::actor::{Actor, Recorded};
 use sqlx::{Acquire, PgExecutor};
 
 /// The channel a committed edit notifies, with the new version as payload.
@@ -32,7 +33,8 @@ pub struct HistoryEntry {
     pub id: i64,
     pub rule_id: String,
     pub action: String,
-    pub actor: String,
+    /// Who made the change.
+    pub actor: Recorded,
     pub at: crate::time::Timestamp,
     /// `{"spec", "enabled"}` before and after; `None` when the entry did not exist.
     pub old: Option<serde_json::Value>,
@@ -146,7 +148,7 @@ impl Edit {
         mut self,
         changes: &[RuleWrite],
         action: Option<&str>,
-        actor: &str,
+        actor: &Actor,
     ) -> Result<i64, DbError> {
         let (version, _) = self.write(changes, action, actor).await?;
         self.finish().await?;
@@ -160,7 +162,7 @@ impl Edit {
         &mut self,
         changes: &[RuleWrite],
         action: Option<&str>,
-        actor: &str,
+        actor: &Actor,
     ) -> Result<(i64, Vec<Written>), DbError> {
         let mut written = Vec::new();
         for change in changes {
@@ -190,7 +192,7 @@ impl Edit {
                     .bind(id)
                     .bind(spec)
                     .bind(*enabled)
-                    .bind(actor)
+                    .bind(actor.name())
                     .execute(&mut *self.tx)
                     .await?;
                 }
@@ -203,14 +205,17 @@ impl Edit {
             }
             let action = action.unwrap_or(kind);
             sqlx::query(
-                "INSERT INTO rule_history (rule_id, action, actor, old, new) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO rule_history (rule_id, action, actor, old, new, actor_kind, \
+                     actor_person_id, actor_token_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .bind(id)
             .bind(action)
-            .bind(actor)
+            .bind(actor.name())
             .bind(&old_json)
             .bind(&new_json)
+            .bind(actor.kind())
+            .bind(actor.person_id())
+            .bind(actor.token_id())
             .execute(&mut *self.tx)
             .await?;
             written.push(Written {
@@ -253,7 +258,7 @@ pub async fn history(
     limit: i64,
 ) -> Result<Vec<HistoryEntry>, DbError> {
     let rows = sqlx::query(concat!(
-        "SELECT id, rule_id, action, actor, ",
+        "SELECT id, rule_id, action, actor, actor_kind, actor_person_id, ",
         rfc3339!("at"),
         " AS at_text, old, new FROM rule_history \
          WHERE $1::text IS NULL OR rule_id = $1 ORDER BY id DESC LIMIT $2"
@@ -268,7 +273,7 @@ pub async fn history(
                 id: r.try_get("id")?,
                 rule_id: r.try_get("rule_id")?,
                 action: r.try_get("action")?,
-                actor: r.try_get("actor")?,
+                actor: super::types::recorded(r, "actor")?,
                 at: r.try_get("at_text")?,
                 old: r.try_get("old")?,
                 new: r.try_get("new")?,

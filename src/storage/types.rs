@@ -1,6 +1,6 @@
 //! How the domain's enums sit in `text` columns: the job state, the category, the confidence,
 //! the reclassification run's state, a group's triage state and its history's actions and the
-//! webhook enums (event, format, delivery state) are
+//! webhook enums (event, format, delivery state) and the kind of an actor are
 //! decoded into their Rust enums here, at the storage boundary, and encoded back from them, so
 //! no caller compares them as strings. A stored value this build does not know is a decode
 //! error, never a silent default.
@@ -10,7 +10,9 @@ use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
+use super::DbError;
 use super::reclassify::RunState;
+use crate::actor::{ActorKind, Recorded};
 use crate::api_types::webhooks::{DeliveryState, EventKind, Format};
 use crate::api_types::{GroupAction, GroupState, JobState};
 use crate::rules::{Category, Confidence};
@@ -50,6 +52,7 @@ text_enum!(Confidence, |s| s.parse().ok(), "confidence");
 text_enum!(RunState, RunState::parse, "reclassification run state");
 text_enum!(GroupState, GroupState::parse, "group state");
 text_enum!(GroupAction, GroupAction::parse, "group history action");
+text_enum!(ActorKind, ActorKind::parse, "actor kind");
 text_enum!(EventKind, EventKind::parse, "webhook event");
 text_enum!(Format, Format::parse, "webhook format");
 text_enum!(
@@ -74,4 +77,16 @@ impl<'r> Decode<'r, Postgres> for Timestamp {
             value,
         )?))
     }
+}
+
+/// Who a row names (migration 0027), from its columns `{column}` (the name),
+/// `{column}_kind` and `{column}_person_id`: `author` reads `author`, `author_kind` and
+/// `author_person_id`.
+pub(super) fn recorded(row: &sqlx::postgres::PgRow, column: &str) -> Result<Recorded, DbError> {
+    use sqlx::Row;
+    Ok(Recorded {
+        name: row.try_get(column)?,
+        kind: row.try_get(format!("{column}_kind").as_str())?,
+        person_id: row.try_get(format!("{column}_person_id").as_str())?,
+    })
 }

@@ -9,6 +9,7 @@ use axum::http::{HeaderMap, Method, header};
 
 use super::limits::InFlight;
 use super::{AppError, AppState};
+use crate::actor::Actor;
 use crate::app::tokens;
 use crate::auth::{self, Scope};
 use crate::storage::tokens::{Holder, Session, TokenRecord};
@@ -20,7 +21,22 @@ pub const SESSION_COOKIE: &str = "gt_session";
 #[derive(Clone, Debug)]
 pub struct ApiToken(pub TokenRecord);
 
+/// `token` as the actor of what a request does.
+#[must_use]
+pub fn token_actor(token: &TokenRecord) -> Actor {
+    Actor::Token {
+        id: token.id,
+        name: token.name.clone(),
+    }
+}
+
 impl ApiToken {
+    /// The token as the actor of what the request does.
+    #[must_use]
+    pub fn actor(&self) -> Actor {
+        token_actor(&self.0)
+    }
+
     /// 403 unless the token holds one of `wanted` (or `admin`).
     pub fn require(&self, wanted: &[Scope]) -> Result<(), AppError> {
         if auth::allows(&self.0.scopes, wanted) {
@@ -148,6 +164,19 @@ impl PortalUser {
     #[must_use]
     pub fn name(&self) -> &str {
         self.0.name()
+    }
+
+    /// Who acts through this session: its person, or the token it signed in with. Use cases
+    /// record it with what they do, and "mine" filters ask for it.
+    #[must_use]
+    pub fn actor(&self) -> Actor {
+        match &self.0.holder {
+            Holder::Token(t) => token_actor(t),
+            Holder::Person(p) => Actor::Person {
+                id: p.id,
+                name: p.name.clone(),
+            },
+        }
     }
 }
 

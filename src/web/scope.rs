@@ -14,8 +14,9 @@ use std::ops::Deref;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use super::auth::ApiToken;
+use super::auth::{ApiToken, token_actor};
 use super::{AppError, AppState};
+use crate::actor::Actor;
 use crate::auth::Scope;
 use crate::storage::tokens::TokenRecord;
 
@@ -76,6 +77,14 @@ impl<S> Deref for Scoped<S> {
 
     fn deref(&self) -> &TokenRecord {
         &self.token
+    }
+}
+
+impl<S> Scoped<S> {
+    /// The token as the actor of what the request does.
+    #[must_use]
+    pub fn actor(&self) -> Actor {
+        token_actor(&self.token)
     }
 }
 

@@ -4,8 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // tests fail loudly by design
 
 mod api;
+mod attribution;
 mod browse;
 mod browser;
+mod browser_attribution;
 mod browser_merge;
 mod browser_oidc;
 mod browser_outcome;

@@ -150,3 +150,84 @@ async fn reports_stored_before_migration_16_stay_searchable_by_what_they_were_se
         .json();
     assert_eq!(found["corrected"], "indexselectsmallindex", "{found}");
 }
+
+#[tokio::test]
+async fn fixes_history_and_rule_edits_recorded_before_migration_27_keep_their_names() {
+    let (db, _) = empty_db().await;
+    // The schema before actors were typed: migrations 1 to 26.
+    migrate_before(&db, "0027").await;
+    let group: i64 = sqlx::query_scalar(
+        "INSERT INTO groups (fingerprint, category, title, assignee) \
+         VALUES ('fp', 'out_of_memory', 'OOM', 'bob') RETURNING id",
+    )
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO fixes (group_id, summary, author) VALUES ($1, 'smaller batch', 'alice')",
+    )
+    .bind(group)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO group_events (group_id, actor, action, from_value, to_value) \
+         VALUES ($1, 'alice', 'assignee', '', 'bob')",
+    )
+    .bind(group)
+    .execute(db.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO rule_history (rule_id, action, actor, new) \
+         VALUES ('team.old', 'create', 'alice', '{\"spec\": null, \"enabled\": true}')",
+    )
+    .execute(db.pool())
+    .await
+    .unwrap();
+
+    db.migrate().await.unwrap();
+    let app = TestApp::on(db);
+    let token = app.token("reader", &[Scope::Read]).await;
+    let b = sign_in(&app, &token).await;
+    let page_of_group = page(&app, &b.cookie, &format!("/groups/{group}")).await;
+    assert_eq!(
+        page_of_group.status,
+        StatusCode::OK,
+        "{}",
+        page_of_group.body
+    );
+    // Shown by name, with no kind (neither "token" nor a person's mark).
+    assert_eq!(texts(&page_of_group.body, "ul.fixes .who"), ["alice"]);
+    assert_eq!(
+        crate::browse::attr(&page_of_group.body, "ul.fixes .who", "data-kind"),
+        None
+    );
+    assert_eq!(texts(&page_of_group.body, "#assignee"), ["bob"]);
+    let history = texts(&page_of_group.body, "ol.history li");
+    assert!(history[0].ends_with("alice assigned bob"), "{history:?}");
+    let api = app
+        .get_as(&token, &format!("/api/v1/groups/{group}"))
+        .await
+        .json();
+    assert_eq!(
+        (
+            &api["fixes"][0]["author"],
+            &api["fixes"][0]["author_kind"],
+            &api["history"][0]["actor"],
+            &api["history"][0]["actor_kind"],
+            &api["assignee"],
+            &api["assignee_id"]
+        ),
+        (
+            &serde_json::json!("alice"),
+            &serde_json::Value::Null,
+            &serde_json::json!("alice"),
+            &serde_json::Value::Null,
+            &serde_json::json!("bob"),
+            &serde_json::Value::Null
+        )
+    );
+    let rules = page(&app, &b.cookie, "/rules").await;
+    assert_eq!(texts(&rules.body, ".history .actor"), ["alice"]);
+}

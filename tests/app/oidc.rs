@@ -3,7 +3,9 @@
 //! redirects driven over HTTP with a cookie-keeping client, against the in-process app.
 //! Skipped (with a note) only where the provider is not installed and not required.
 //! Admins managing people, people's own tokens and the refusals of a misbehaving provider are
-//! in the submodules; the full flow in Chromium is in `browser_oidc`.
+//! in the submodules; the full flow in Chromium is in `browser_oidc`. The provider, the sign-in
+//! and [`person_browser`] are shared with the tests of what signed-in people do
+//! (`attribution`).
 
 mod people;
 mod security;
@@ -19,6 +21,7 @@ use axum::http::{Request, StatusCode};
 use gpu_triage::app::oidc::OidcSettings;
 use gpu_triage::roles::{RoleMap, parse_groups};
 
+use crate::browse::Browser;
 use crate::support::{KillOnDrop, TestApp, TestResponse};
 
 pub(crate) const CLIENT_ID: &str = "gpu-triage";
@@ -28,6 +31,7 @@ const PUBLIC_URL: &str = "http://gpu-triage.test";
 /// A running provider.
 pub(crate) struct Provider {
     _child: KillOnDrop,
+    /// The provider's issuer URL.
     pub(crate) issuer: String,
     groups_file: PathBuf,
     quirks_file: PathBuf,
@@ -51,7 +55,7 @@ impl Provider {
 
 /// Starts the provider, or `None` (printing SKIPPED) where it is not installed and not
 /// required (`GPU_TRIAGE_REQUIRE_OIDC_PROVIDER`, set by `.ci/run`).
-fn provider(test: &str) -> Option<Provider> {
+pub(crate) fn provider(test: &str) -> Option<Provider> {
     provider_for(test, &format!("{PUBLIC_URL}/login/oidc/callback"))
 }
 
@@ -124,7 +128,8 @@ fn settings(issuer: &str) -> OidcSettings {
     }
 }
 
-async fn app_for(issuer: &str) -> TestApp {
+/// An in-process app whose portal signs people in through the provider at `issuer`.
+pub(crate) async fn app_for(issuer: &str) -> TestApp {
     let oidc = Arc::new(settings(issuer));
     TestApp::spawn_with(move |mut state| {
         state.oidc = Some(oidc);
@@ -263,6 +268,19 @@ async fn sign_in(app: &TestApp, provider: &Provider, jar: &mut Jar, login: &str)
     let authorize = start(app, jar, "").await;
     let back = at_provider(&provider.issuer, &authorize, login);
     app_get(app, jar, back.strip_prefix(PUBLIC_URL).unwrap()).await
+}
+
+/// `login` signed in through the provider, as a portal browser (session cookie and CSRF token)
+/// for the `browse` helpers.
+pub(crate) async fn person_browser(app: &TestApp, provider: &Provider, login: &str) -> Browser {
+    let mut jar = Jar::default();
+    let res = sign_in(app, provider, &mut jar, login).await;
+    assert_eq!(res.status, StatusCode::SEE_OTHER, "{}", res.body);
+    let session = jar.get("gt_session").expect("a session cookie");
+    let cookie = format!("gt_session={session}");
+    let home = crate::browse::page(app, &cookie, "/").await;
+    let csrf = crate::browse::attr(&home.body, "input[name=csrf]", "value").expect("csrf field");
+    Browser { cookie, csrf }
 }
 
 fn header_user(body: &str) -> String {

@@ -456,10 +456,14 @@ async fn an_expired_log_leaves_the_report_and_its_classification_and_search_forg
     let handle = gpu_triage::app::team_rules::RulesetHandle::new(std::sync::Arc::new(
         gpu_triage::rules::Ruleset::builtin().unwrap(),
     ));
-    let run = gpu_triage::app::team_rules::reclassify::open_run(&app.db, handle.version(), "t")
-        .await
-        .unwrap()
-        .expect("no run going");
+    let run = gpu_triage::app::team_rules::reclassify::open_run(
+        &app.db,
+        handle.version(),
+        &gpu_triage::actor::Actor::Service("t"),
+    )
+    .await
+    .unwrap()
+    .expect("no run going");
     gpu_triage::app::team_rules::reclassify::run_all(&app.db, &handle, &run)
         .await
         .unwrap();

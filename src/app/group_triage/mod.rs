@@ -12,18 +12,20 @@ use sqlx::PgConnection;
 
 use super::Error;
 use super::triage::{self, GroupDetail};
+use crate::actor::Actor;
 use crate::api_types::{ErrorCode, GroupAction, GroupEvent, GroupPatch, GroupState, GroupTags};
 use crate::rules::Category;
 use crate::storage::group_merge::{self as merges, Lock, Standing};
 use crate::storage::group_triage::{
     self as store, GroupFilter, GroupSort, ListedGroup, NewEvent, Triage,
 };
+use crate::storage::people::{self, Person};
 use crate::storage::{Db, DbError, tokens};
 use regression::{FirstSeen, FixedIn, Incoming, Resolution, Step, Verdict, Version};
 
 /// The actor named in the history for changes the service makes itself (a regression found on
 /// upload).
-pub const SERVICE_ACTOR: &str = "gpu-triage";
+pub const SERVICE_ACTOR: &str = crate::actor::SERVICE_NAME;
 
 /// History entries shown with a group (newest first).
 const HISTORY_SHOWN: i64 = 100;
@@ -46,9 +48,16 @@ pub struct ListRequest {
     /// `true` or `false`.
     #[param(schema_with = crate::api_types::filters::has_fix)]
     pub has_fix: Option<String>,
-    /// A token name.
+    /// Assigned under this name (a person's or a token's).
     #[param(max_length = 200, pattern = r"^[^\u0000]*$")]
     pub assignee: Option<String>,
+    /// Assigned to the person with this id.
+    #[param(schema_with = crate::api_types::filters::person_id)]
+    pub assignee_id: Option<String>,
+    /// `assigned`: the groups assigned to the caller (the signed-in person, or the token by its
+    /// name); `recorded`: the groups with a fix the caller recorded.
+    #[param(schema_with = crate::api_types::filters::mine)]
+    pub mine: Option<String>,
     /// `last_seen` (default), `count` or `first_seen`, newest or largest first.
     #[param(schema_with = crate::api_types::filters::group_sort)]
     pub sort: Option<String>,
@@ -84,8 +93,50 @@ fn given(v: &Option<String>) -> Option<&str> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty())
 }
 
+/// The "mine" filters of the group list, as links and forms spell them.
+pub const MINE: [(&str, Mine); 2] = [("assigned", Mine::Assigned), ("recorded", Mine::Recorded)];
+
+/// Which of the caller's own groups a list asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mine {
+    /// Assigned to the caller.
+    Assigned,
+    /// With a fix the caller recorded.
+    Recorded,
+}
+
+/// Narrows `filter` to the groups `mine` names for `me`: a person by their id, a token by its
+/// name (assignees) or its id (fixes; older fixes by its name).
+fn narrow_to(filter: &mut GroupFilter, mine: Mine, me: &Actor) -> Result<(), Error> {
+    match (mine, me) {
+        (Mine::Assigned, Actor::Person { id, .. }) => filter.assignee_person = Some(*id),
+        (Mine::Assigned, Actor::Token { name, .. }) => filter.assignee_token = Some(name.clone()),
+        (Mine::Recorded, Actor::Person { id, .. }) => filter.fixed_by_person = Some(*id),
+        (Mine::Recorded, Actor::Token { id, name }) => {
+            filter.fixed_by_token = Some((*id, name.clone()));
+        }
+        (_, Actor::Service(_)) => {
+            return Err(Error::Malformed(
+                ErrorCode::BadQuery,
+                "mine needs a signed-in person or a token".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A person's id as a query string spells it: a positive integer of at most 18 digits, without
+/// a sign or leading zeros (exactly what the OpenAPI document's pattern allows).
+fn person_id(text: &str) -> Option<i64> {
+    let digits = text.len() <= 18
+        && !text.starts_with('0')
+        && !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| text.parse().ok()).flatten()
+}
+
 /// A validated list request: filters, order, page and page size.
-fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
+fn list_query(r: &ListRequest, me: &Actor) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
     let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
     let state = match given(&r.state) {
         Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
@@ -130,26 +181,54 @@ fn list_query(r: &ListRequest) -> Result<(GroupFilter, GroupSort, u32, u32), Err
             "assignee must be at most 200 characters without NUL".into()
         ));
     }
+    let assignee_person = match given(&r.assignee_id) {
+        Some(id) => Some(person_id(id).ok_or_else(|| {
+            bad(format!(
+                "assignee_id must be a person's id (a positive integer), got {:?}",
+                id.chars().take(40).collect::<String>()
+            ))
+        })?),
+        None => None,
+    };
+    let mine = match given(&r.mine) {
+        Some(m) => Some(
+            MINE.iter()
+                .find(|(name, _)| *name == m)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "unknown mine {:?}: expected assigned or recorded",
+                        m.chars().take(40).collect::<String>()
+                    ))
+                })?,
+        ),
+        None => None,
+    };
     let page = r.page.unwrap_or(1);
     let per_page = r.per_page.unwrap_or(50);
     if !(1..=1000).contains(&page) || !(1..=100).contains(&per_page) {
         return Err(bad("page must be 1-1000 and per_page 1-100".into()));
     }
-    let filter = GroupFilter {
+    let mut filter = GroupFilter {
         state,
         project,
         category,
         has_fix,
         assignee,
+        assignee_person,
+        ..GroupFilter::default()
     };
+    if let Some(mine) = mine {
+        narrow_to(&mut filter, mine, me)?;
+    }
     Ok((filter, sort, page, per_page))
 }
 
-/// The groups that pass the request's filters, one page in its order; 400 `bad_query` for an
-/// unknown filter value, sort or a page out of bounds. The page and the total are read in one
-/// snapshot, so they agree.
-pub async fn list(db: &Db, request: &ListRequest) -> Result<GroupPage, Error> {
-    let (filter, sort, page, per_page) = list_query(request)?;
+/// The groups that pass the request's filters, one page in its order, for `me` (whose groups
+/// `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
+/// bounds. The page and the total are read in one snapshot, so they agree.
+pub async fn list(db: &Db, request: &ListRequest, me: &Actor) -> Result<GroupPage, Error> {
+    let (filter, sort, page, per_page) = list_query(request, me)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         .execute(&mut *tx)
@@ -192,30 +271,78 @@ pub(crate) async fn detail(tx: &mut PgConnection, id: i64) -> Result<Option<Tria
     }))
 }
 
-/// The names a group can be assigned to (active tokens), for the portal's form.
-pub async fn assignable(db: &Db) -> Result<Vec<String>, Error> {
-    Ok(tokens::active_names(db.pool(), 500).await?)
+/// Most names the portal's assignee lists offer.
+const ASSIGNABLE_SHOWN: i64 = 500;
+
+/// Who the portal's forms offer as assignees.
+#[derive(Clone, Debug)]
+pub enum Assignable {
+    /// People sign in here: the enabled ones, by name.
+    People(Vec<Person>),
+    /// Nobody has signed in through an identity provider (or everyone who did is disabled):
+    /// the active tokens' names, as before people.
+    Tokens(Vec<String>),
 }
 
+/// Who a group can be assigned to, for the portal's forms: people where people exist, else
+/// token names.
+pub async fn assignable(db: &Db) -> Result<Assignable, Error> {
+    let people = people::list_enabled(db.pool(), ASSIGNABLE_SHOWN).await?;
+    if people.is_empty() {
+        Ok(Assignable::Tokens(
+            tokens::active_names(db.pool(), ASSIGNABLE_SHOWN).await?,
+        ))
+    } else {
+        Ok(Assignable::People(people))
+    }
+}
+
+/// The value of the people picker's choice that keeps an assignee who is no person (a token
+/// name assigned before people signed in): posting the form unchanged leaves them assigned.
+pub const KEEP_ASSIGNEE: &str = "keep";
+
 /// The patch a portal form posts: the group page's form posts every field (the current values
-/// when unchanged); the list's one-click resolve and ignore post no assignee (left as it is).
-/// The fix's commit or version counts only with the resolved state (the field keeps its old
-/// value when another state is picked).
-#[must_use]
-pub fn form_patch(state: String, resolved_in: String, assignee: Option<String>) -> GroupPatch {
+/// when unchanged), its assignee as a token name (`assignee`) or, where people sign in, as a
+/// person's id (`assignee_id`: empty for nobody, [`KEEP_ASSIGNEE`] to leave it); the list's
+/// one-click resolve and ignore post no assignee (left as it is). The fix's commit or version
+/// counts only with the resolved state (the field keeps its old value when another state is
+/// picked). A person's id that is no number is refused like an unknown one.
+pub fn form_patch(
+    state: String,
+    resolved_in: String,
+    assignee: Option<String>,
+    assignee_id: Option<String>,
+) -> Result<GroupPatch, Error> {
     let resolving = state.trim() == GroupState::Resolved.as_str();
-    GroupPatch {
+    let (assignee, assignee_id) = match assignee_id.as_deref().map(str::trim) {
+        None | Some(KEEP_ASSIGNEE) => (assignee, None),
+        Some("") => (Some(String::new()), None),
+        Some(id) => (
+            assignee,
+            Some(id.parse::<i64>().map_err(|_| {
+                invalid(format!(
+                    "assignee_id must be a person's id, got {:?}",
+                    id.chars().take(40).collect::<String>()
+                ))
+            })?),
+        ),
+    };
+    Ok(GroupPatch {
         state: Some(state),
         resolved_in: resolving.then_some(resolved_in),
         assignee,
-    }
+        assignee_id,
+    })
 }
 
 /// A change as validated, before it meets the group's current triage.
 struct Change {
     state: Option<GroupState>,
     resolved_in: Option<String>,
+    /// The new assignee's name (empty: nobody); for a person, their name is filled in from
+    /// `assignee_person` once the person is found.
     assignee: Option<String>,
+    assignee_person: Option<i64>,
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -264,11 +391,30 @@ fn validate(patch: GroupPatch) -> Result<Change, Error> {
             "assignee must be a token name (at most 200 characters)",
         ));
     }
+    if assignee.is_some() && patch.assignee_id.is_some() {
+        return Err(invalid(
+            "give assignee (a token name, or \"\" for nobody) or assignee_id (a person's id), \
+             not both",
+        ));
+    }
+    if let Some(id) = patch.assignee_id.filter(|id| *id < 1) {
+        return Err(unknown_person(id));
+    }
     Ok(Change {
         state,
         resolved_in,
-        assignee,
+        // Named once the person is found.
+        assignee: patch.assignee_id.map_or(assignee, |_| Some(String::new())),
+        assignee_person: patch.assignee_id,
     })
+}
+
+/// The refusal of an assignee id that names no enabled person.
+fn unknown_person(id: i64) -> Error {
+    invalid(format!(
+        "no enabled person has id {id}: assign someone who signed in (the group page lists \
+         them), or give \"assignee\": \"\" for nobody"
+    ))
 }
 
 /// The first control character of `text` as a reader can find it (`U+0000 at character 4`),
@@ -301,29 +447,32 @@ fn next_triage(current: &Triage, change: &Change) -> Result<Triage, Error> {
         _ if state == current.state => current.resolved_in.clone(),
         _ => String::new(),
     };
+    let (assignee, assignee_person_id) = match &change.assignee {
+        Some(name) => (name.clone(), change.assignee_person),
+        None => (current.assignee.clone(), current.assignee_person_id),
+    };
     Ok(Triage {
         state,
         resolved_in,
-        assignee: change
-            .assignee
-            .clone()
-            .unwrap_or_else(|| current.assignee.clone()),
+        assignee,
+        assignee_person_id,
         state_changed_at: current.state_changed_at,
     })
 }
 
-/// Changes group `id`'s state, `resolved_in` or assignee as `actor` (a token name), writing one
-/// history entry per change in the same transaction, and returns the group as it is then.
-/// 404 for an unknown group; 422 `bad_triage` for an unknown state, `regressed` set by hand,
-/// `resolved_in` without the resolved state or not a commit or version, an assignee that is no
-/// active token's name, or an empty patch; 409 `group_merged` for a group merged into another.
+/// Changes group `id`'s state, `resolved_in` or assignee as `actor` (a person or a token),
+/// writing one history entry per change in the same transaction, and returns the group as it
+/// is then. 404 for an unknown group; 422 `bad_triage` for an unknown state, `regressed` set by
+/// hand, `resolved_in` without the resolved state or not a commit or version, an assignee that
+/// is no active token's name or no enabled person's id, or an empty patch; 409 `group_merged`
+/// for a group merged into another.
 pub async fn change(
     db: &Db,
     id: i64,
     patch: GroupPatch,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<GroupDetail, Error> {
-    let change = validate(patch)?;
+    let mut change = validate(patch)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     // The row stays locked until commit, so the change is decided on the triage as it is and
     // no other change or regression comes in between (SECURITY.md item 19).
@@ -334,8 +483,24 @@ pub async fn change(
     if let Some(Standing::Merged(into)) = merges::standing(&mut *tx, id, Lock::None).await? {
         return Err(triage::merged_away(id, into));
     }
+    if let Some(person) = change.assignee_person {
+        // A person assigned before they were disabled stays assigned; anyone else must be
+        // enabled now.
+        let name = if current.assignee_person_id == Some(person) {
+            current.assignee.clone()
+        } else {
+            people::get_enabled(&mut *tx, person)
+                .await?
+                .ok_or_else(|| unknown_person(person))?
+                .name
+        };
+        change.assignee = Some(name);
+    }
     let next = next_triage(&current, &change)?;
-    if next.assignee != current.assignee
+    let reassigned = (&next.assignee, next.assignee_person_id)
+        != (&current.assignee, current.assignee_person_id);
+    if reassigned
+        && next.assignee_person_id.is_none()
         && !next.assignee.is_empty()
         && !tokens::is_active_name(&mut *tx, &next.assignee).await?
     {
@@ -370,7 +535,7 @@ pub async fn change(
         )
         .await?;
     }
-    if next.assignee != current.assignee {
+    if reassigned {
         store::insert_event(
             &mut *tx,
             &NewEvent {
@@ -452,7 +617,7 @@ pub(crate) async fn after_upload(
         &NewEvent {
             group_id,
             at,
-            actor: SERVICE_ACTOR,
+            actor: &Actor::SERVICE,
             action,
             from,
             to,
@@ -474,6 +639,7 @@ mod tests {
             state,
             resolved_in: resolved_in.into(),
             assignee: assignee.into(),
+            assignee_person_id: None,
             state_changed_at: Timestamp::from_unix(0),
         }
     }
@@ -483,6 +649,7 @@ mod tests {
             state: state.map(str::to_owned),
             resolved_in: resolved_in.map(str::to_owned),
             assignee: assignee.map(str::to_owned),
+            assignee_id: None,
         }
     }
 
@@ -602,6 +769,94 @@ mod tests {
     }
 
     #[test]
+    fn mine_asks_for_a_person_by_id_and_a_token_by_its_name_or_id() {
+        let ana = Actor::Person {
+            id: 7,
+            name: "Ana".into(),
+        };
+        let ci = Actor::Token {
+            id: 3,
+            name: "ci".into(),
+        };
+        let ask = |mine: &str, me: &Actor| {
+            let r = ListRequest {
+                mine: Some(mine.into()),
+                ..ListRequest::default()
+            };
+            list_query(&r, me).map(|(f, ..)| f)
+        };
+        let f = ask("assigned", &ana).expect("valid");
+        assert_eq!((f.assignee_person, f.assignee_token), (Some(7), None));
+        let f = ask(" assigned ", &ci).expect("valid");
+        assert_eq!(
+            (f.assignee_person, f.assignee_token.as_deref()),
+            (None, Some("ci"))
+        );
+        let f = ask("recorded", &ana).expect("valid");
+        assert_eq!((f.fixed_by_person, f.fixed_by_token), (Some(7), None));
+        let f = ask("recorded", &ci).expect("valid");
+        assert_eq!(f.fixed_by_token, Some((3, "ci".to_owned())));
+        assert_eq!(ask("", &ci).expect("any"), GroupFilter::default());
+        for refused in [ask("theirs", &ci), ask("assigned", &Actor::SERVICE)] {
+            assert!(
+                matches!(refused, Err(Error::Malformed(ErrorCode::BadQuery, _))),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_assignee_id_filter_is_a_positive_integer_as_the_document_spells_it() {
+        let me = Actor::SERVICE;
+        for (given, want) in [
+            ("12", Some(Some(12))),
+            (" 12 ", Some(Some(12))),
+            ("", Some(None)),
+        ] {
+            let r = ListRequest {
+                assignee_id: Some(given.into()),
+                ..ListRequest::default()
+            };
+            let got = list_query(&r, &me).ok().map(|(f, ..)| f.assignee_person);
+            assert_eq!(got, want, "{given:?}");
+        }
+        for bad in ["0", "012", "+12", "-1", "x", "1234567890123456789"] {
+            let r = ListRequest {
+                assignee_id: Some(bad.into()),
+                ..ListRequest::default()
+            };
+            assert!(list_query(&r, &me).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_people_picker_posts_an_id_nobody_or_keep() {
+        let form = |id: Option<&str>| {
+            form_patch("open".into(), String::new(), None, id.map(str::to_owned))
+                .map(|p| (p.assignee, p.assignee_id))
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(form(Some("7")), Ok((None, Some(7))));
+        assert_eq!(form(Some("")), Ok((Some(String::new()), None)));
+        assert_eq!(form(Some(KEEP_ASSIGNEE)), Ok((None, None)));
+        assert_eq!(form(None), Ok((None, None)));
+        assert!(form(Some("ana")).is_err_and(|e| e.contains("assignee_id")));
+        let both = GroupPatch {
+            assignee: Some("ci".into()),
+            assignee_id: Some(7),
+            ..GroupPatch::default()
+        };
+        assert!(validate(both).is_err_and(|e| e.to_string().contains("not both")));
+        let zero = GroupPatch {
+            assignee_id: Some(0),
+            ..GroupPatch::default()
+        };
+        assert!(
+            validate(zero).is_err_and(|e| e.to_string().contains("no enabled person has id 0"))
+        );
+    }
+
+    #[test]
     fn list_requests_are_checked_and_empty_filters_left_out() {
         let ok = ListRequest {
             state: Some("regressed".into()),
@@ -611,7 +866,11 @@ mod tests {
             sort: Some("count".into()),
             ..ListRequest::default()
         };
-        let (filter, sort, page, per_page) = list_query(&ok).expect("valid");
+        let me = Actor::Token {
+            id: 1,
+            name: "ci".into(),
+        };
+        let (filter, sort, page, per_page) = list_query(&ok, &me).expect("valid");
         assert_eq!(filter.state, Some(GroupState::Regressed));
         assert_eq!(filter.project.as_deref(), Some("Vision"));
         assert_eq!((filter.category, filter.has_fix), (None, Some(false)));
@@ -645,7 +904,7 @@ mod tests {
         for r in bad {
             assert!(
                 matches!(
-                    list_query(&r),
+                    list_query(&r, &me),
                     Err(Error::Malformed(ErrorCode::BadQuery, _))
                 ),
                 "{r:?}"

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Error, project};
+use crate::actor::Actor;
 use crate::api_types::ErrorCode;
 use crate::api_types::retention::{
     Days, MAX_DAYS, ProjectRetention, ProjectSetting, RemovedCounts, RetentionOverview,
@@ -162,7 +163,7 @@ pub async fn set(
     settings: &RetentionSettings,
     project: &str,
     request: &RetentionRequest,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<ProjectRetention, Error> {
     let project = project_key(project)?;
     let log_days = days_of("log_days", &request.log_days)?;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use super::edit::{Change, Saved, apply, corpus_dry_run, save, scan_reports};
 use super::{RulesetHandle, TeamRulesError, compile, entries};
+use crate::actor::Actor;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::{RuleFile, RuleSpec};
 use crate::rules::{Category, Ruleset, team};
@@ -137,7 +138,7 @@ pub async fn set_enabled(
     handle: &RulesetHandle,
     id: &str,
     enabled: bool,
-    actor: &str,
+    actor: &Actor,
     confirmed: bool,
 ) -> Result<Toggled, TeamRulesError> {
     let builtin = team::builtin_file()?.rule.iter().any(|r| r.id == id);

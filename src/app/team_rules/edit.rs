@@ -10,6 +10,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{RulesetHandle, TeamRulesError, compile, entries};
+use crate::actor::Actor;
 use crate::rules::preview::{Candidate, CorpusDryRun, ReportsDryRun, batches_by_size};
 use crate::rules::spec::RuleSpec;
 use crate::rules::team::{self, RuleCheck, TeamEntry};
@@ -144,7 +145,7 @@ pub async fn save(
     db: &Db,
     handle: &RulesetHandle,
     change: Change,
-    actor: &str,
+    actor: &Actor,
     confirm: bool,
 ) -> Result<Saved, TeamRulesError> {
     let mut edit = store::begin_edit(db).await?;
@@ -221,13 +222,13 @@ async fn write_announced(
     edit: &mut store::Edit,
     writes: &[RuleWrite],
     action: Option<&str>,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<i64, TeamRulesError> {
     let (version, written) = edit.write(writes, action, actor).await?;
     let builtin = team::builtin_file()?;
     let events: Vec<_> = written
         .iter()
-        .map(|w| crate::app::webhooks::event::rule_event(rule_facts(w, actor, &builtin)))
+        .map(|w| crate::app::webhooks::event::rule_event(rule_facts(w, actor.name(), &builtin)))
         .collect();
     crate::app::webhooks::enqueue(edit.conn(), &events).await?;
     Ok(version)
@@ -527,7 +528,7 @@ pub async fn import(
     db: &Db,
     handle: &RulesetHandle,
     file: &TeamFile,
-    actor: &str,
+    actor: &Actor,
 ) -> Result<(i64, usize), TeamRulesError> {
     let wanted = file_entries(file)?;
     let ruleset = Arc::new(compile(wanted.clone()).await?);

@@ -10,6 +10,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use super::{RulesetHandle, TeamRulesError};
+use crate::actor::Actor;
 use crate::app::upload::search_doc::{self, Origin, Plan};
 use crate::rules::{Classification, Ruleset};
 use crate::storage::reclassify::{self as store, Applied, Reclassified, Run, StoredLog};
@@ -23,7 +24,7 @@ const MAX_LOG_BYTES: u64 = 256 << 20;
 
 /// Records the start of a run over every stored report by `actor`, unless one is running
 /// (`None`).
-pub async fn open_run(db: &Db, version: i64, actor: &str) -> Result<Option<Run>, DbError> {
+pub async fn open_run(db: &Db, version: i64, actor: &Actor) -> Result<Option<Run>, DbError> {
     let mut tx = db.pool().begin().await?;
     match store::start_run(&mut tx, version, actor).await {
         Ok(Some(run)) => {
@@ -54,7 +55,7 @@ pub async fn apply(db: &Db, report_id: i64, update: &Reclassified) -> Result<App
 }
 
 /// Starts a run by `actor` in the background; [`TeamRulesError::Busy`] when one is running.
-pub async fn start(db: &Db, handle: &RulesetHandle, actor: &str) -> Result<Run, TeamRulesError> {
+pub async fn start(db: &Db, handle: &RulesetHandle, actor: &Actor) -> Result<Run, TeamRulesError> {
     let run = open_run(db, handle.version(), actor)
         .await?
         .ok_or(TeamRulesError::Busy)?;

@@ -17,8 +17,9 @@ use crate::web::extract::{GroupId, JsonBody};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
-/// `GET /api/v1/groups?state=&project=&category=&has_fix=&assignee=&sort=&page=&per_page=`:
-/// one page of groups, filtered and sorted.
+/// `GET /api/v1/groups?state=&project=&category=&has_fix=&assignee=&assignee_id=&mine=&sort=`
+/// `&page=&per_page=`: one page of groups, filtered and sorted; `mine` asks for the token's own
+/// (assigned to its name, or with a fix it recorded).
 #[utoipa::path(
     get,
     path = "/api/v1/groups",
@@ -34,12 +35,12 @@ use crate::web::{AppError, AppState};
 )]
 pub async fn list_groups(
     State(state): State<AppState>,
-    _: Scoped<Read>,
+    token: Scoped<Read>,
     params: Result<Query<ListRequest>, QueryRejection>,
 ) -> Result<Json<GroupList>, AppError> {
     let Query(params) =
         params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
-    let found = group_triage::list(&state.db, &params).await?;
+    let found = group_triage::list(&state.db, &params, &token.actor()).await?;
     Ok(Json(GroupList {
         groups: (found.groups.into_iter())
             .map(|l| GroupListItem {
@@ -55,6 +56,7 @@ pub async fn list_groups(
                 state: l.triage.state,
                 resolved_in: l.triage.resolved_in,
                 assignee: l.triage.assignee,
+                assignee_id: l.triage.assignee_person_id,
                 has_fix: l.has_fix,
             })
             .collect(),
@@ -65,8 +67,8 @@ pub async fn list_groups(
     }))
 }
 
-/// `PATCH /api/v1/groups/{id}` with `{"state", "resolved_in", "assignee"}` (each optional):
-/// 200 + the group as `GET` shows it, with its history.
+/// `PATCH /api/v1/groups/{id}` with `{"state", "resolved_in", "assignee", "assignee_id"}` (each
+/// optional): 200 + the group as `GET` shows it, with its history.
 #[utoipa::path(
     patch,
     path = "/api/v1/groups/{id}",
@@ -82,8 +84,10 @@ pub async fn list_groups(
         (status = 409, description = "`group_merged`: the group was merged into another (the \
             message names it); triage that one.", body = ErrorBody),
         (status = 422, description = "`bad_triage`: an unknown or hand-set `regressed` state, \
-            `resolved_in` without `resolved` or neither a commit nor a version, an unknown \
-            assignee, or nothing to change.", body = ErrorBody),
+            `resolved_in` without `resolved` or neither a commit nor a version, an assignee \
+            that is no active token's name, an `assignee_id` that is no enabled person's id (the \
+            message names it), both `assignee` and `assignee_id`, or nothing to change.",
+            body = ErrorBody),
     ),
     security(("bearer" = ["ingest"]), ("bearer" = ["admin"])),
 )]
@@ -93,7 +97,7 @@ pub async fn update_group(
     GroupId(id): GroupId,
     JsonBody(patch): JsonBody<GroupPatch>,
 ) -> Result<Json<GroupDetail>, AppError> {
-    let d = group_triage::change(&state.db, id, patch, &token.name).await?;
+    let d = group_triage::change(&state.db, id, patch, &token.actor()).await?;
     Ok(Json(super::groups::group_detail(&state, d)))
 }
 
@@ -130,6 +134,6 @@ pub async fn merge_group(
     GroupId(id): GroupId,
     JsonBody(request): JsonBody<MergeRequest>,
 ) -> Result<Json<GroupDetail>, AppError> {
-    let d = group_merge::merge(&state.db, id, &request, &token.name).await?;
+    let d = group_merge::merge(&state.db, id, &request, &token.actor()).await?;
     Ok(Json(super::groups::group_detail(&state, d)))
 }

@@ -174,6 +174,7 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
         resolved_in: t.triage.resolved_in,
         state_changed_at: t.triage.state_changed_at,
         assignee: t.triage.assignee,
+        assignee_id: t.triage.assignee_person_id,
         history: t.history,
         tags: t.tags,
         reports,
@@ -216,6 +217,6 @@ pub async fn create_fix(
     })?;
     let body: FixRequest =
         json_object(body).map_err(|m| AppError::Unprocessable(ErrorCode::BadFix, m))?;
-    let stored: Fix = triage::record_fix(&state.db, id, body, &token.name).await?;
+    let stored: Fix = triage::record_fix(&state.db, id, body, &token.actor()).await?;
     Ok((StatusCode::CREATED, Json(stored)))
 }

@@ -91,7 +91,7 @@ pub async fn update_project_retention(
     JsonBody(req): JsonBody<RetentionRequest>,
 ) -> Result<Json<ProjectRetention>, AppError> {
     Ok(Json(
-        retention::set(&state.db, &state.retention, &project, &req, &token.name).await?,
+        retention::set(&state.db, &state.retention, &project, &req, &token.actor()).await?,
     ))
 }
 

@@ -226,7 +226,8 @@ pub async fn create_rule(
         enabled: b.enabled.unwrap_or(true),
         create: true,
     };
-    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, b.confirm).await?;
+    let saved =
+        team_rules::save(&state.db, &state.ruleset, change, &token.actor(), b.confirm).await?;
     Ok((
         StatusCode::CREATED,
         Json(rule_saved(&state, &id, &saved).await?),
@@ -266,7 +267,8 @@ pub async fn update_rule(
         ));
     }
     let change = b.change(&id)?;
-    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, b.confirm).await?;
+    let saved =
+        team_rules::save(&state.db, &state.ruleset, change, &token.actor(), b.confirm).await?;
     Ok(Json(rule_saved(&state, &id, &saved).await?))
 }
 
@@ -293,7 +295,7 @@ pub async fn delete_rule(
     Path(id): Path<String>,
 ) -> Result<Json<RuleDeleted>, AppError> {
     let change = Change::Delete { id: id.clone() };
-    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.name, false).await?;
+    let saved = team_rules::save(&state.db, &state.ruleset, change, &token.actor(), false).await?;
     Ok(Json(RuleDeleted {
         deleted: id,
         version: saved.version,

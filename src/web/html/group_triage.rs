@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use super::Layout;
 use super::trend::{self, ChartSize};
+use crate::actor::ActorKind;
 use crate::api_types::{ErrorCode, GroupAction, GroupState, TagCount};
-use crate::app::group_triage::{self, ListRequest, SERVICE_ACTOR, TriageDetail};
+use crate::app::group_triage::{
+    self, Assignable, KEEP_ASSIGNEE, ListRequest, SERVICE_ACTOR, TriageDetail,
+};
 use crate::app::{self, triage};
 use crate::auth::Scope;
 use crate::storage::group_triage::Triage;
@@ -80,6 +83,10 @@ struct Filters {
     #[serde(skip_serializing_if = "String::is_empty")]
     assignee: String,
     #[serde(skip_serializing_if = "String::is_empty")]
+    assignee_id: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    mine: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     sort: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     per_page: Option<u32>,
@@ -96,6 +103,8 @@ impl Filters {
             category: text(&r.category),
             has_fix: text(&r.has_fix),
             assignee: text(&r.assignee),
+            assignee_id: text(&r.assignee_id),
+            mine: text(&r.mine),
             sort: text(&r.sort),
             per_page: r.per_page,
             page: None,
@@ -124,7 +133,11 @@ pub struct GroupsPage {
     states: Vec<Choice>,
     categories: Vec<Choice>,
     has_fix: Vec<Choice>,
+    /// The assignee filter: people by id where people sign in, else token names.
     assignees: Vec<Choice>,
+    /// The assignee filter's field: `assignee_id` (people) or `assignee` (token names).
+    assignee_field: &'static str,
+    mine: Vec<Choice>,
     sorts: Vec<Choice>,
     /// Groups that pass the filters, on all pages.
     total: i64,
@@ -137,7 +150,28 @@ pub struct GroupsPage {
     error: Option<String>,
 }
 
-/// `GET /groups?state=&project=&category=&has_fix=&assignee=&sort=&page=&per_page=`
+/// The assignee filter's field and choices: people by id where people sign in, else token
+/// names (as before people).
+fn assignee_filter(filters: &Filters, assignable: &Assignable) -> (&'static str, Vec<Choice>) {
+    const ANY: &str = "anyone or nobody";
+    match assignable {
+        Assignable::People(people) => {
+            let ids: Vec<(String, &str)> = (people.iter())
+                .map(|p| (p.id.to_string(), p.name.as_str()))
+                .collect();
+            let options = ids.iter().map(|(id, name)| (id.as_str(), *name));
+            ("assignee_id", choices(&filters.assignee_id, ANY, options))
+        }
+        Assignable::Tokens(names) => {
+            let options = names.iter().map(|n| (n.as_str(), n.as_str()));
+            ("assignee", choices(&filters.assignee, ANY, options))
+        }
+    }
+}
+
+/// `GET /groups?state=&project=&category=&has_fix=&assignee=&assignee_id=&mine=&sort=&page=`
+/// `&per_page=`; `mine=assigned` and `mine=recorded` are the user's own groups (assigned to
+/// them, or with a fix they recorded).
 pub async fn list_groups(
     State(state): State<AppState>,
     user: PortalUser,
@@ -149,7 +183,8 @@ pub async fn list_groups(
     let filters = Filters::of(&request);
     let states = GroupState::ALL.map(|s| (s.as_str(), s.as_str()));
     let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
-    let names = group_triage::assignable(&state.db).await?;
+    let assignable = group_triage::assignable(&state.db).await?;
+    let (assignee_field, assignees) = assignee_filter(&filters, &assignable);
     let mut page = GroupsPage {
         layout: Layout::for_user(Some(&user)),
         rows: Vec::new(),
@@ -160,10 +195,15 @@ pub async fn list_groups(
             "with or without a fix",
             [("true", "has a fix"), ("false", "no fix yet")],
         ),
-        assignees: choices(
-            &filters.assignee,
-            "anyone or nobody",
-            names.iter().map(|n| (n.as_str(), n.as_str())),
+        assignees,
+        assignee_field,
+        mine: choices(
+            &filters.mine,
+            "anyone's",
+            [
+                ("assigned", "assigned to me"),
+                ("recorded", "with a fix I recorded"),
+            ],
         ),
         sorts: choices(
             &filters.sort,
@@ -180,7 +220,7 @@ pub async fn list_groups(
         error: None,
     };
     let can_triage = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
-    let found = match group_triage::list(&state.db, &request).await {
+    let found = match group_triage::list(&state.db, &request, &user.actor()).await {
         Ok(found) => found,
         Err(e @ app::Error::Malformed(..)) => {
             // The form again with the reason, as a 400 like the API's `bad_query`.
@@ -228,6 +268,10 @@ pub struct StateForm {
     /// Absent from the list's one-click forms: the assignee stays as it is.
     #[serde(default)]
     assignee: Option<String>,
+    /// The people picker (where people sign in): a person's id, empty for nobody, or
+    /// [`KEEP_ASSIGNEE`].
+    #[serde(default)]
+    assignee_id: Option<String>,
     /// Where to go afterwards (the list the one-click forms were on); else the group page.
     #[serde(default)]
     return_to: Option<String>,
@@ -246,8 +290,13 @@ pub async fn update_state(
     CsrfForm { user, form }: CsrfForm<StateForm>,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Ingest, Scope::Admin])?;
-    let patch = group_triage::form_patch(form.state, form.resolved_in, form.assignee);
-    group_triage::change(&state.db, id, patch, user.name()).await?;
+    let patch = group_triage::form_patch(
+        form.state,
+        form.resolved_in,
+        form.assignee,
+        form.assignee_id,
+    )?;
+    group_triage::change(&state.db, id, patch, &user.actor()).await?;
     let back = (form.return_to.as_deref())
         .and_then(super::login::return_path)
         .filter(|p| *p == "/groups" || p.starts_with("/groups?"))
@@ -261,7 +310,9 @@ pub async fn update_state(
 /// An entry of the history as the page says it.
 pub struct HistoryLine {
     pub at: Timestamp,
+    /// Who made the change (the name then), and what kind of actor (none for old entries).
     pub actor: String,
+    pub actor_kind: Option<ActorKind>,
     pub text: String,
     pub report_id: Option<i64>,
     /// The group the entry was written for, when that group was merged into this one.
@@ -282,6 +333,8 @@ pub struct TriageView {
     pub can_edit: bool,
     pub states: Vec<Choice>,
     pub assignees: Vec<Choice>,
+    /// The assignee picker's field: `assignee_id` (people) or `assignee` (token names).
+    pub assignee_field: &'static str,
     pub history: Vec<HistoryLine>,
     /// Tags with at least one value.
     pub tags: Vec<TagView>,
@@ -299,7 +352,7 @@ fn history_text(e: &crate::api_types::GroupEvent) -> String {
         }
     };
     match e.action {
-        GroupAction::State if e.actor == SERVICE_ACTOR && e.to == "regressed" => {
+        GroupAction::State if by_the_service(e) && e.to == "regressed" => {
             format!("reopened it as regressed{}", with(&e.detail))
         }
         GroupAction::State if e.detail.is_empty() => {
@@ -319,8 +372,63 @@ fn history_text(e: &crate::api_types::GroupEvent) -> String {
     }
 }
 
+/// Whether the service itself made a history entry (entries written before actors were typed
+/// say so by its name alone).
+fn by_the_service(e: &crate::api_types::GroupEvent) -> bool {
+    match e.actor_kind {
+        Some(kind) => kind == ActorKind::Service,
+        None => e.actor == SERVICE_ACTOR,
+    }
+}
+
+/// The group page's assignee picker for `t`: enabled people by name (value: their id) where
+/// people sign in, else active token names; the current assignee is always among the choices,
+/// and one who is no person (a token name assigned before people signed in) is kept by
+/// [`KEEP_ASSIGNEE`] until someone picks another.
+fn assignee_picker(t: &Triage, assignable: Assignable) -> (&'static str, Vec<Choice>) {
+    match assignable {
+        Assignable::People(people) => {
+            let current = t.assignee_person_id.map(|id| id.to_string());
+            let mut options: Vec<(String, String)> = (people.into_iter())
+                .map(|p| (p.id.to_string(), p.name))
+                .collect();
+            match &current {
+                Some(id) if !options.iter().any(|(v, _)| v == id) => {
+                    options.push((id.clone(), t.assignee.clone()));
+                }
+                None if !t.assignee.is_empty() => {
+                    options.push((KEEP_ASSIGNEE.to_owned(), format!("{} (token)", t.assignee)));
+                }
+                _ => {}
+            }
+            let selected = match &current {
+                Some(id) => id.clone(),
+                None if !t.assignee.is_empty() => KEEP_ASSIGNEE.to_owned(),
+                None => String::new(),
+            };
+            let choices = choices(
+                &selected,
+                "nobody",
+                options.iter().map(|(v, l)| (v.as_str(), l.as_str())),
+            );
+            ("assignee_id", choices)
+        }
+        Assignable::Tokens(mut names) => {
+            if !t.assignee.is_empty() && !names.contains(&t.assignee) {
+                names.push(t.assignee.clone());
+            }
+            let choices = choices(
+                &t.assignee,
+                "nobody",
+                names.iter().map(|n| (n.as_str(), n.as_str())),
+            );
+            ("assignee", choices)
+        }
+    }
+}
+
 /// The triage view of a group of `report_count` reports for `user`: the state form's choices
-/// (active token names for the assignee) only when the user may triage.
+/// (enabled people, or active token names, for the assignee) only when the user may triage.
 pub async fn triage_view(
     state: &AppState,
     user: &PortalUser,
@@ -330,7 +438,7 @@ pub async fn triage_view(
 ) -> Result<TriageView, PageError> {
     let can_edit = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
     let t = detail.triage;
-    let (states, assignees) = if can_edit {
+    let (states, (assignee_field, assignees)) = if can_edit {
         // `regressed` is offered only to keep it: it is not set by hand.
         let states = (GroupState::ALL.into_iter())
             .filter(|s| *s != GroupState::Regressed || t.state == GroupState::Regressed)
@@ -340,23 +448,16 @@ pub async fn triage_view(
                 selected: s == t.state,
             })
             .collect();
-        let mut names = group_triage::assignable(&state.db).await?;
-        if !t.assignee.is_empty() && !names.contains(&t.assignee) {
-            names.push(t.assignee.clone());
-        }
-        let assignees = choices(
-            &t.assignee,
-            "nobody",
-            names.iter().map(|n| (n.as_str(), n.as_str())),
-        );
-        (states, assignees)
+        let picker = assignee_picker(&t, group_triage::assignable(&state.db).await?);
+        (states, picker)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), ("assignee", Vec::new()))
     };
     let history = (detail.history.iter())
         .map(|e| HistoryLine {
             at: e.at,
             actor: e.actor.clone(),
+            actor_kind: e.actor_kind,
             text: history_text(e),
             report_id: e.report_id,
             merged_from: e.merged_from,
@@ -385,6 +486,7 @@ pub async fn triage_view(
         can_edit,
         states,
         assignees,
+        assignee_field,
         history,
         tags,
         chart,
@@ -401,6 +503,8 @@ mod tests {
             id: 1,
             at: Timestamp::from_unix(0),
             actor: actor.into(),
+            actor_kind: None,
+            actor_person_id: None,
             action,
             from: from.into(),
             to: to.into(),

@@ -144,7 +144,7 @@ pub async fn create_fix(
         details: form.details.clone(),
         link: form.link.clone(),
     };
-    match triage::record_fix(&state.db, id, request, user.name()).await {
+    match triage::record_fix(&state.db, id, request, &user.actor()).await {
         Ok(_) => Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response()),
         Err(err @ (app::Error::Invalid(..) | app::Error::Malformed(..))) => {
             let error = AppError::from(err);
@@ -195,6 +195,6 @@ pub async fn merge_group(
             ),
         )
     })?;
-    let merged = group_merge::merge(&state.db, id, &MergeRequest { into }, user.name()).await?;
+    let merged = group_merge::merge(&state.db, id, &MergeRequest { into }, &user.actor()).await?;
     Ok(Redirect::to(&format!("/groups/{}#history", merged.group.id)).into_response())
 }

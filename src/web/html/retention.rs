@@ -196,8 +196,8 @@ pub async fn set_retention(
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Admin])?;
     let request = retention::request_from_text(&form.log_days, &form.report_days);
-    let actor = user.name();
-    match retention::set(&state.db, &state.retention, &form.project, &request, actor).await {
+    let actor = user.actor();
+    match retention::set(&state.db, &state.retention, &form.project, &request, &actor).await {
         Ok(_) => Ok(Redirect::to("/retention").into_response()),
         Err(app::Error::Invalid(_, message)) => {
             let shown = FormView {

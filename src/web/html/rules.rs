@@ -62,7 +62,9 @@ impl From<&RuleInfo> for RuleRow {
 /// A history line: who changed what, when.
 pub struct HistoryRow {
     pub at: crate::time::Timestamp,
+    /// Who made the change (the name then), and what kind of actor (none for old entries).
     pub actor: String,
+    pub actor_kind: Option<crate::actor::ActorKind>,
     pub action: String,
     pub rule_id: String,
     /// `field: old → new` for each field that changed.
@@ -74,7 +76,8 @@ impl From<HistoryEntry> for HistoryRow {
         HistoryRow {
             changes: changes(h.old.as_ref(), h.new.as_ref()),
             at: h.at,
-            actor: h.actor,
+            actor: h.actor.name,
+            actor_kind: h.actor.kind,
             action: h.action,
             rule_id: h.rule_id,
         }
@@ -527,7 +530,7 @@ pub async fn save_rule(
         create: false,
     };
     let confirm = form.confirm.is_some();
-    match team_rules::save(&state.db, &state.ruleset, change, user.name(), confirm).await {
+    match team_rules::save(&state.db, &state.ruleset, change, &user.actor(), confirm).await {
         Ok(_) => Ok(Redirect::to(&format!("/rules/{id}")).into_response()),
         Err(e) => match AppError::from(e) {
             e @ AppError::Unprocessable(..) => Ok(refused(&user, form, e.to_string())),
@@ -573,7 +576,7 @@ pub async fn set_enabled(
         &state.ruleset,
         &id,
         form.enabled == "true",
-        user.name(),
+        &user.actor(),
         form.confirm == "yes",
     )
     .await
@@ -611,7 +614,7 @@ pub async fn delete_rule(
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::Delete { id };
-    team_rules::save(&state.db, &state.ruleset, change, user.name(), false)
+    team_rules::save(&state.db, &state.ruleset, change, &user.actor(), false)
         .await
         .map_err(AppError::from)?;
     Ok(Redirect::to("/rules").into_response())
@@ -628,7 +631,7 @@ pub async fn start_reclassify(
         form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
     user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
-    reclassify::start(&state.db, &state.ruleset, user.name())
+    reclassify::start(&state.db, &state.ruleset, &user.actor())
         .await
         .map_err(AppError::from)?;
     Ok(Redirect::to("/rules#reclassify").into_response())

@@ -36,10 +36,10 @@ const SEED: u32 = 28;
 /// - a rule's pattern must compile and match its examples, and built-in rules cannot be
 ///   deleted (422);
 /// - an upload's log must be text and its script UTF-8 (415, 422), a classified log not empty;
-/// - a triage change must change something, name an active token as assignee and give
-///   `resolved_in` only with `resolved` (422), and a group merged away is triaged, given fixes
-///   or merged no more (409) and its URL answers with the group it went into (308); a merge
-///   names another group that exists (404, 422);
+/// - a triage change must change something, name an active token or an enabled person as
+///   assignee (not both ways at once) and give `resolved_in` only with `resolved` (422), and a
+///   group merged away is triaged, given fixes or merged no more (409) and its URL answers with
+///   the group it went into (308); a merge names another group that exists (404, 422);
 /// - a worker without a GPU must say so with `no_gpu` (a rule across two fields, 422);
 /// - a token's name must hold something besides spaces and no control characters (422).
 ///

@@ -302,10 +302,14 @@ async fn start_reclassify(
     gpu_triage::app::team_rules::reload(&app.db, &handle)
         .await
         .unwrap();
-    let run = gpu_triage::app::team_rules::reclassify::open_run(&app.db, handle.version(), "test")
-        .await
-        .unwrap()
-        .unwrap();
+    let run = gpu_triage::app::team_rules::reclassify::open_run(
+        &app.db,
+        handle.version(),
+        &gpu_triage::actor::Actor::Service("test"),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let db = app.db.clone();
     let id = run.id;
     let task = tokio::spawn(async move {
