@@ -4,6 +4,7 @@
 //! one transaction that holds the version row's lock, so the caller can validate the whole
 //! merged ruleset against exactly what it is about to write.
 
+use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 
 use super::reports::{ReportSummary, SUMMARY_COLUMNS, rfc3339, summary_from_row};
@@ -27,6 +28,16 @@ pub struct StoredRule {
     pub updated_by: String,
 }
 
+/// An entry's stored state as its history records it (the `old`/`new` jsonb columns of
+/// `rule_history`), decoded here so no caller reads it by key. The spec stays JSON: storage
+/// knows nothing of the rule engine's types.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RuleState {
+    /// The rule (fields of `builtin.toml`); `None` for a built-in rule disabled as is.
+    pub spec: Option<serde_json::Value>,
+    pub enabled: bool,
+}
+
 /// One recorded change.
 #[derive(Clone, Debug)]
 pub struct HistoryEntry {
@@ -36,19 +47,19 @@ pub struct HistoryEntry {
     /// Who made the change.
     pub actor: Recorded,
     pub at: crate::time::Timestamp,
-    /// `{"spec", "enabled"}` before and after; `None` when the entry did not exist.
-    pub old: Option<serde_json::Value>,
-    pub new: Option<serde_json::Value>,
+    /// The state before and after; `None` when the entry did not exist.
+    pub old: Option<RuleState>,
+    pub new: Option<RuleState>,
 }
 
-/// An entry an edit changed: its id, the history's action, and its stored state
-/// (`{"spec", "enabled"}`) before and after (`None`: it did not exist / was deleted).
+/// An entry an edit changed: its id, the history's action, and its stored state before and
+/// after (`None`: it did not exist / was deleted).
 #[derive(Clone, Debug)]
 pub struct Written {
     pub rule_id: String,
     pub action: String,
-    pub old: Option<serde_json::Value>,
-    pub new: Option<serde_json::Value>,
+    pub old: Option<RuleState>,
+    pub new: Option<RuleState>,
 }
 
 /// A change to write.
@@ -130,10 +141,6 @@ pub async fn begin_edit(db: &Db) -> Result<Edit, DbError> {
     Ok(Edit { tx, rules })
 }
 
-fn state_json(spec: &Option<serde_json::Value>, enabled: bool) -> serde_json::Value {
-    serde_json::json!({ "spec": spec, "enabled": enabled })
-}
-
 impl Edit {
     /// Ends the edit without writing, releasing the version row's lock at once.
     pub async fn rollback(self) -> Result<(), DbError> {
@@ -170,15 +177,21 @@ impl Edit {
                 RuleWrite::Put { rule_id, .. } | RuleWrite::Delete { rule_id } => rule_id,
             };
             let old = self.rules.iter().find(|r| &r.rule_id == id);
-            let old_json = old.map(|r| state_json(&r.spec, r.enabled));
-            let (new_json, kind) = match change {
+            let old_state = old.map(|r| RuleState {
+                spec: r.spec.clone(),
+                enabled: r.enabled,
+            });
+            let (new_state, kind) = match change {
                 RuleWrite::Put { spec, enabled, .. } => (
-                    Some(state_json(spec, *enabled)),
+                    Some(RuleState {
+                        spec: spec.clone(),
+                        enabled: *enabled,
+                    }),
                     if old.is_some() { "update" } else { "create" },
                 ),
                 RuleWrite::Delete { .. } => (None, "delete"),
             };
-            if old_json == new_json {
+            if old_state == new_state {
                 continue;
             }
             match change {
@@ -211,8 +224,8 @@ impl Edit {
             .bind(id)
             .bind(action)
             .bind(actor.name())
-            .bind(&old_json)
-            .bind(&new_json)
+            .bind(old_state.clone().map(Json))
+            .bind(new_state.clone().map(Json))
             .bind(actor.kind())
             .bind(actor.person_id())
             .bind(actor.token_id())
@@ -221,8 +234,8 @@ impl Edit {
             written.push(Written {
                 rule_id: id.clone(),
                 action: action.to_owned(),
-                old: old_json,
-                new: new_json,
+                old: old_state,
+                new: new_state,
             });
         }
         let version: i64 = sqlx::query_scalar(
@@ -275,8 +288,8 @@ pub async fn history(
                 action: r.try_get("action")?,
                 actor: super::types::recorded(r, "actor")?,
                 at: r.try_get("at_text")?,
-                old: r.try_get("old")?,
-                new: r.try_get("new")?,
+                old: r.try_get::<Option<Json<RuleState>>, _>("old")?.map(|j| j.0),
+                new: r.try_get::<Option<Json<RuleState>>, _>("new")?.map(|j| j.0),
             })
         })
         .collect()

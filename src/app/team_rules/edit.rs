@@ -241,22 +241,17 @@ fn rule_facts(
     actor: &str,
     builtin: &crate::rules::spec::RuleFile,
 ) -> crate::api_types::webhooks::RuleFacts {
-    let spec_of = |state: &Option<serde_json::Value>| {
+    let spec_of = |state: &Option<store::RuleState>| {
         state
             .as_ref()
-            .and_then(|s| s.get("spec"))
+            .and_then(|s| s.spec.clone())
             .filter(|s| !s.is_null())
-            .and_then(|s| serde_json::from_value::<RuleSpec>(s.clone()).ok())
+            .and_then(|s| serde_json::from_value::<RuleSpec>(s).ok())
     };
     let spec = spec_of(&w.new)
         .or_else(|| spec_of(&w.old))
         .or_else(|| builtin.rule.iter().find(|r| r.id == w.rule_id).cloned());
-    let enabled = w
-        .new
-        .as_ref()
-        .and_then(|n| n.get("enabled"))
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false);
+    let enabled = w.new.as_ref().is_some_and(|n| n.enabled);
     crate::api_types::webhooks::RuleFacts {
         id: w.rule_id.clone(),
         action: w.action.clone(),

@@ -23,7 +23,7 @@ use crate::rules::spec::RuleSpec;
 use crate::rules::team::Captured;
 use crate::storage::reclassify::Run;
 use crate::storage::reports::ReportSummary;
-use crate::storage::rules::HistoryEntry;
+use crate::storage::rules::{HistoryEntry, RuleState};
 
 use crate::web::auth::PortalUser;
 use crate::web::{AppError, AppState, PageError};
@@ -84,13 +84,13 @@ impl From<HistoryEntry> for HistoryRow {
     }
 }
 
-/// The fields that differ between two stored states (`{"spec": {...}, "enabled": bool}`).
-fn changes(old: Option<&Value>, new: Option<&Value>) -> Vec<String> {
-    let flat = |v: Option<&Value>| -> Vec<(String, String)> {
+/// The fields that differ between two stored states.
+fn changes(old: Option<&RuleState>, new: Option<&RuleState>) -> Vec<String> {
+    let flat = |v: Option<&RuleState>| -> Vec<(String, String)> {
         let mut out = Vec::new();
         if let Some(v) = v {
-            out.push(("enabled".to_owned(), v["enabled"].to_string()));
-            if let Some(spec) = v["spec"].as_object() {
+            out.push(("enabled".to_owned(), v.enabled.to_string()));
+            if let Some(spec) = v.spec.as_ref().and_then(Value::as_object) {
                 for (k, val) in spec {
                     out.push((k.clone(), val.to_string()));
                 }
