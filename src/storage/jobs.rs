@@ -13,7 +13,8 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
-use super::reproductions::RunRecord;
+pub use super::attempts::AttemptOutcome;
+use super::attempts::RunRecord;
 use crate::api_types::JobState;
 use crate::rules::Classification;
 
@@ -39,47 +40,6 @@ pub struct Reaped {
     pub job_id: i64,
     /// `Queued` (another attempt) or `Dead` (out of attempts).
     pub state: JobState,
-}
-
-/// How an attempt ended, as `job_attempts.outcome` stores it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttemptOutcome {
-    /// The worker posted a result.
-    Result,
-    /// The worker reported that the run could not happen.
-    Error,
-    /// The lease expired.
-    Expired,
-}
-
-impl AttemptOutcome {
-    /// The column's spelling.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AttemptOutcome::Result => "result",
-            AttemptOutcome::Error => "error",
-            AttemptOutcome::Expired => "expired",
-        }
-    }
-
-    /// The outcome spelled `s`.
-    #[must_use]
-    pub fn parse(s: &str) -> Option<AttemptOutcome> {
-        [
-            AttemptOutcome::Result,
-            AttemptOutcome::Error,
-            AttemptOutcome::Expired,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
-    }
-}
-
-impl std::fmt::Display for AttemptOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
 }
 
 /// Requeues every job whose lease has expired, or marks it `dead` with its reason when it has

@@ -2,6 +2,7 @@
 //! documented functions of this module and its children, which take an executor (or the
 //! [`Db`] handle) and return domain types, so the schema can change in one place.
 
+mod attempts;
 pub mod embedded;
 pub mod group_merge;
 pub mod group_triage;

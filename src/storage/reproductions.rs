@@ -7,44 +7,12 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
-use super::jobs::AttemptOutcome;
+use super::attempts::AttemptOutcome;
+pub use super::attempts::RunRecord;
 use super::reports::{Headline, rfc3339};
 use crate::api_types::{CategorySource, JobState, Sandbox};
 use crate::rules::outcome::{Decision, Outcome};
 use crate::rules::{Category, Classification};
-
-/// What one run of a script gave, as stored: written from a worker's result, read back for
-/// the report page and API.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunRecord {
-    pub attempt: u32,
-    pub exit_code: Option<i32>,
-    pub signal: Option<i32>,
-    pub timed_out: bool,
-    pub duration_ms: u64,
-    pub stdout: String,
-    pub stderr: String,
-    pub truncated: bool,
-    pub gpu: Option<serde_json::Value>,
-    pub no_gpu: bool,
-    /// The run had CUDA redirected to the CPU.
-    pub cpu_translation: bool,
-    /// The follow-up run on the CPU after a GPU run, with its classification.
-    pub cpu: Option<crate::api_types::CpuRun>,
-    /// With repeats: every run's outcome.
-    pub runs: Vec<crate::api_types::RunOutcome>,
-    /// With repeats: "fails 5/5 at repro.py:13", "flaky: fails 2/5"; else empty.
-    pub verdict: String,
-    /// What the run ran on.
-    pub environment: Option<crate::api_types::RunEnvironment>,
-    pub sandbox: Sandbox,
-    pub worker: String,
-    /// DESIGN.md section 3, of the combined output.
-    pub classification: Classification,
-    /// What the run showed; `None` only for a row stored before outcomes were (the app derives
-    /// it when read).
-    pub outcome: Option<Decision>,
-}
 
 /// A stored reproduction.
 #[derive(Clone, Debug, PartialEq)]

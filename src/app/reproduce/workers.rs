@@ -47,7 +47,7 @@ fn log_failure(noted: Result<(), DbError>, worker: &str) {
 }
 
 /// The workers seen within [`SEEN_WINDOW_SECS`], the [`NAMED`] most recent named.
-pub async fn seen_recently(db: &Db) -> Result<Seen, super::Error> {
+pub async fn seen_recently(db: &Db) -> Result<Seen, crate::app::Error> {
     Ok(store::seen_within(db.pool(), SEEN_WINDOW_SECS, NAMED).await?)
 }
 

@@ -1,0 +1,187 @@
+//! The access path of each statement, chosen from a probe of the newest reports: how common
+//! each tier's match is decides between walking a recency index newest first and building a
+//! bitmap from the GIN (and trigram) indexes, for the lists and for the count. The costs below
+//! are the model the choice is made on; the search's transaction carries the choice as local
+//! planner settings.
+
+use sqlx::{PgConnection, Row};
+
+use super::terms::Terms;
+use crate::storage::DbError;
+use crate::storage::search::COUNT_CAP;
+
+/// Newest reports of the filtered set tested to measure how common a match is.
+pub(super) const PROBE: i64 = 1000;
+/// Estimated cost, in microseconds, of testing one row in a newest-first walk (its inline
+/// vectors) ...
+const WALK_US: f64 = 1.5;
+/// ... of one index entry of a bitmap ...
+const ENTRY_US: f64 = 0.4;
+/// ... and of fetching one row the bitmap points at (a random heap page).
+const FETCH_US: f64 = 4.0;
+
+/// Rows at most a count walks: about ten milliseconds.
+pub(super) const COUNT_WALK_ROWS: i64 = 12_000;
+/// Matches at most a bitmap counts exactly (each costs an index entry, the first thousand a row
+/// fetch): about ten milliseconds.
+const COUNT_INDEX_MATCHES: f64 = 20_000.0;
+
+/// How a statement reaches its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Access {
+    /// Walk a recency index newest first, testing each row.
+    Walk,
+    /// Build a bitmap from the GIN (and trigram) indexes.
+    Index,
+    /// Whatever the planner picks (groups and fixes: small tables).
+    Planner,
+}
+
+/// How common each tier's match is among the newest reports of the filtered set.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Probe {
+    /// Rows tested (fewer than [`PROBE`]: that is the whole filtered set).
+    pub(super) rows: i64,
+    /// Of those, rows whose root cause matches ...
+    pub(super) root: i64,
+    /// ... whose root cause and symptoms together match ...
+    pub(super) head: i64,
+    /// ... and whose whole document matches.
+    pub(super) any: i64,
+    /// Reports in the table (planner statistics).
+    pub(super) table: f64,
+    /// The access path to use whatever the numbers say.
+    pub(super) forced: Option<Access>,
+}
+
+impl Probe {
+    /// Share of rows matching, smoothed so that no match still means "rare", not "never".
+    pub(super) fn share(&self, matches: i64) -> f64 {
+        (matches as f64 + 0.5) / (self.rows.max(1) as f64)
+    }
+
+    /// The access path finding the newest `want` rows of a match with share `share`: a walk
+    /// tests `want / share` rows; a bitmap fetches and sorts every match.
+    pub(super) fn list_access(&self, share: f64, want: i64) -> Access {
+        if let Some(access) = self.forced {
+            return access;
+        }
+        if self.rows < PROBE {
+            return Access::Walk;
+        }
+        let walk = want as f64 / share * WALK_US;
+        let matches = share * self.table;
+        let bitmap = matches * (ENTRY_US + FETCH_US);
+        if walk <= bitmap {
+            Access::Walk
+        } else {
+            Access::Index
+        }
+    }
+
+    /// The access path of the count. A walk reads at most [`COUNT_WALK_ROWS`] rows: enough to
+    /// find [`COUNT_CAP`] matches of a common word; a bitmap counts exactly when its matches are
+    /// few. In between (matches thinly spread over a long history) neither proves the total
+    /// cheaply, and the walk's matches are a lower bound.
+    pub(super) fn count_access(&self) -> Access {
+        if let Some(access) = self.forced {
+            return access;
+        }
+        let share = self.share(self.any);
+        if self.rows < PROBE || COUNT_CAP as f64 / share <= COUNT_WALK_ROWS as f64 {
+            return Access::Walk;
+        }
+        if share * self.table <= COUNT_INDEX_MATCHES {
+            Access::Index
+        } else {
+            Access::Walk
+        }
+    }
+}
+
+pub(super) async fn set_access(tx: &mut PgConnection, access: Access) -> Result<(), DbError> {
+    let (bitmap, index) = match access {
+        Access::Walk => ("off", "on"),
+        Access::Index => ("on", "off"),
+        Access::Planner => ("on", "on"),
+    };
+    let seq = if access == Access::Planner {
+        "on"
+    } else {
+        "off"
+    };
+    sqlx::query(
+        "SELECT set_config('enable_bitmapscan', $1, true), \
+                set_config('enable_indexscan', $2, true), set_config('enable_seqscan', $3, true)",
+    )
+    .bind(bitmap)
+    .bind(index)
+    .bind(seq)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+pub(super) async fn probe(tx: &mut PgConnection, t: &Terms) -> Result<Probe, DbError> {
+    set_access(tx, Access::Walk).await?;
+    let row = bind_terms!(
+        sqlx::query(concat!(
+            "SELECT count(*)::int8, \
+                    count(*) FILTER (WHERE ",
+            root_match!(),
+            ")::int8, count(*) FILTER (WHERE ",
+            head_match!(),
+            ")::int8, count(*) FILTER (WHERE ",
+            any_match!(),
+            ")::int8, \
+                    (SELECT greatest(reltuples, 0)::float8 FROM pg_class \
+                     WHERE oid = 'report_search'::regclass) \
+             FROM (SELECT * FROM report_search s WHERE ",
+            filters!(),
+            newest!(),
+            " LIMIT $6) s"
+        )),
+        t
+    )
+    .bind(PROBE)
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Probe {
+        rows: row.try_get(0)?,
+        root: row.try_get(1)?,
+        head: row.try_get(2)?,
+        any: row.try_get(3)?,
+        table: row.try_get(4)?,
+        forced: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_matches_walk_and_rare_ones_use_the_index() {
+        let probe = |any: i64| Probe {
+            rows: PROBE,
+            root: 0,
+            head: 0,
+            any,
+            table: 1_000_000.0,
+            forced: None,
+        };
+        assert_eq!(probe(300).list_access(0.3, 21), Access::Walk);
+        assert_eq!(probe(0).list_access(0.0005, 21), Access::Index);
+        assert_eq!(probe(300).count_access(), Access::Walk);
+        assert_eq!(probe(2).count_access(), Access::Index);
+        // Too many matches to count through the index, too thinly spread to find the cap
+        // among the newest: a bounded walk (its matches are a lower bound).
+        assert_eq!(probe(60).count_access(), Access::Walk);
+        // A small filtered set is always walked.
+        let small = Probe {
+            rows: 40,
+            ..probe(0)
+        };
+        assert_eq!(small.count_access(), Access::Walk);
+    }
+}

@@ -1,0 +1,160 @@
+//! The ranking: the newest hits of one tier at a time (root cause, fix, symptom, log), reports
+//! through the access path the probe chose, groups and fixes through the planner's, as ids and
+//! timestamps only; their titles and snippets are read for the page alone ([`super::details`]).
+
+use sqlx::PgConnection;
+
+use super::plan::{Access, Probe, set_access};
+use super::terms::Terms;
+use crate::storage::DbError;
+use crate::storage::search::{HitKind, Tier};
+
+/// A ranked hit before its details are read.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Ranked {
+    pub(super) tier: Tier,
+    pub(super) kind: HitKind,
+    pub(super) id: i64,
+    /// Microseconds since the epoch.
+    at: i64,
+}
+
+/// The newest `want` hits of one tier.
+pub(super) async fn tier_hits(
+    tx: &mut PgConnection,
+    t: &Terms,
+    probe: &Probe,
+    tier: Tier,
+    want: i64,
+) -> Result<Vec<Ranked>, DbError> {
+    let report = |id: i64, at: i64| Ranked {
+        tier,
+        kind: HitKind::Report,
+        id,
+        at,
+    };
+    match tier {
+        Tier::RootCause => {
+            let share = probe.share(probe.root);
+            set_access(tx, probe.list_access(share, want)).await?;
+            let reports = report_rows(tx, t, ROOT_ROWS, want).await?;
+            set_access(tx, Access::Planner).await?;
+            let groups: Vec<(i64, i64)> = bind_terms!(sqlx::query_as(GROUP_ROWS), t)
+                .bind(want)
+                .fetch_all(&mut *tx)
+                .await?;
+            let mut hits: Vec<Ranked> = reports.into_iter().map(|(i, a)| report(i, a)).collect();
+            hits.extend(groups.into_iter().map(|(id, at)| Ranked {
+                tier,
+                kind: HitKind::Group,
+                id,
+                at,
+            }));
+            // Newest first; a report before its group when both were stored at once.
+            hits.sort_by(|a, b| {
+                b.at.cmp(&a.at)
+                    .then((a.kind == HitKind::Group).cmp(&(b.kind == HitKind::Group)))
+                    .then(b.id.cmp(&a.id))
+            });
+            hits.truncate(usize::try_from(want).unwrap_or(0));
+            Ok(hits)
+        }
+        Tier::Fix => {
+            set_access(tx, Access::Planner).await?;
+            let fixes: Vec<(i64, i64)> = bind_terms!(sqlx::query_as(FIX_ROWS), t)
+                .bind(want)
+                .fetch_all(&mut *tx)
+                .await?;
+            Ok(fixes
+                .into_iter()
+                .map(|(id, at)| Ranked {
+                    tier,
+                    kind: HitKind::Fix,
+                    id,
+                    at,
+                })
+                .collect())
+        }
+        Tier::Symptom => {
+            let share = probe.share(probe.head - probe.root);
+            set_access(tx, probe.list_access(share, want)).await?;
+            let rows = report_rows(tx, t, SYMPTOM_ROWS, want).await?;
+            Ok(rows.into_iter().map(|(i, a)| report(i, a)).collect())
+        }
+        Tier::Log => {
+            let share = probe.share(probe.any - probe.head);
+            set_access(tx, probe.list_access(share, want)).await?;
+            let rows = report_rows(tx, t, LOG_ROWS, want).await?;
+            Ok(rows.into_iter().map(|(i, a)| report(i, a)).collect())
+        }
+    }
+}
+
+const ROOT_ROWS: &str = concat!(
+    "SELECT s.report_id, ",
+    micros!("s.created_at"),
+    " FROM report_search s WHERE ",
+    root_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $6"
+);
+const SYMPTOM_ROWS: &str = concat!(
+    "SELECT s.report_id, ",
+    micros!("s.created_at"),
+    " FROM report_search s WHERE ",
+    head_match!(),
+    " AND NOT ",
+    root_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $6"
+);
+const LOG_ROWS: &str = concat!(
+    "SELECT s.report_id, ",
+    micros!("s.created_at"),
+    " FROM report_search s WHERE ",
+    any_match!(),
+    " AND NOT ",
+    head_match!(),
+    " AND ",
+    filters!(),
+    newest!(),
+    " LIMIT $6"
+);
+/// Groups match on their title, category and root cause (root-cause tier); they belong to no
+/// project, so a project filter leaves them out. A merged group is no hit of its own: its
+/// target, which holds its reports now, is.
+const GROUP_ROWS: &str = concat!(
+    "SELECT g.id, ",
+    micros!("g.last_seen"),
+    " FROM groups g \
+     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
+            AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
+       AND g.merged_into IS NULL \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL \
+     ORDER BY g.last_seen DESC, g.id DESC LIMIT $6"
+);
+const FIX_ROWS: &str = concat!(
+    "SELECT f.id, ",
+    micros!("f.created_at"),
+    " FROM fixes f JOIN groups g ON g.id = f.group_id \
+     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
+            AND (f.summary ILIKE $2 OR f.details ILIKE $2))) \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL \
+     ORDER BY f.created_at DESC, f.id DESC LIMIT $6"
+);
+
+async fn report_rows(
+    tx: &mut PgConnection,
+    t: &Terms,
+    sql: &'static str,
+    want: i64,
+) -> Result<Vec<(i64, i64)>, DbError> {
+    Ok(bind_terms!(sqlx::query_as(sql), t)
+        .bind(want)
+        .fetch_all(&mut *tx)
+        .await?)
+}
