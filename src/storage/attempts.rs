@@ -61,7 +61,7 @@ pub struct RunRecord {
     pub stdout: String,
     pub stderr: String,
     pub truncated: bool,
-    pub gpu: Option<serde_json::Value>,
+    pub gpu: Option<GpuFacts>,
     pub no_gpu: bool,
     /// The run had CUDA redirected to the CPU.
     pub cpu_translation: bool,
@@ -80,4 +80,65 @@ pub struct RunRecord {
     /// What the run showed; `None` only for a row stored before outcomes were (the app derives
     /// it when read).
     pub outcome: Option<Decision>,
+}
+
+/// What a worker said of the GPU a run used, as its probe reports it (`worker::probe`): the
+/// fields the portal shows, read leniently (a field of another type is absent), and the object
+/// as the worker sent it, which the API passes on unchanged and the `gpu` column keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuFacts {
+    /// The device's name (`NVIDIA H100 80GB HBM3`).
+    pub name: Option<String>,
+    /// The driver's CUDA version (`12.4`).
+    pub driver_version: Option<String>,
+    pub total_memory_bytes: Option<u64>,
+    /// `9.0`.
+    pub compute_capability: Option<String>,
+    /// The object as sent.
+    pub raw: serde_json::Value,
+}
+
+impl GpuFacts {
+    /// The facts of a worker's `gpu` object; `None` for a JSON null (no GPU stated).
+    #[must_use]
+    pub fn from_json(raw: serde_json::Value) -> Option<GpuFacts> {
+        if raw.is_null() {
+            return None;
+        }
+        let text = |k: &str| {
+            raw.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        Some(GpuFacts {
+            name: text("name"),
+            driver_version: text("driver_version"),
+            total_memory_bytes: raw
+                .get("total_memory_bytes")
+                .and_then(serde_json::Value::as_u64),
+            compute_capability: text("compute_capability"),
+            raw,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GpuFacts;
+
+    #[test]
+    fn gpu_facts_are_read_from_what_the_probe_sends_and_the_object_is_kept() {
+        let sent = serde_json::json!({"index": 0, "name": "NVIDIA H100 80GB HBM3",
+            "driver_version": "12.4", "total_memory_bytes": 85_045_231_616u64,
+            "compute_capability": "9.0", "mig": true});
+        let g = GpuFacts::from_json(sent.clone()).expect("an object");
+        assert_eq!(g.name.as_deref(), Some("NVIDIA H100 80GB HBM3"));
+        assert_eq!(g.driver_version.as_deref(), Some("12.4"));
+        assert_eq!(g.total_memory_bytes, Some(85_045_231_616));
+        assert_eq!(g.compute_capability.as_deref(), Some("9.0"));
+        assert_eq!(g.raw, sent);
+        let odd = GpuFacts::from_json(serde_json::json!({"name": 7})).expect("an object");
+        assert_eq!(odd.name, None);
+        assert_eq!(GpuFacts::from_json(serde_json::Value::Null), None);
+    }
 }

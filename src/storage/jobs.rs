@@ -310,7 +310,7 @@ pub async fn insert_reproduction(
     .bind(&r.run.stdout)
     .bind(&r.run.stderr)
     .bind(r.run.truncated)
-    .bind(&r.run.gpu)
+    .bind(r.run.gpu.as_ref().map(|g| &g.raw))
     .bind(r.run.no_gpu)
     .bind(r.run.sandbox.as_str())
     .bind(&r.run.worker)

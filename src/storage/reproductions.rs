@@ -8,7 +8,7 @@ use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
 use super::attempts::AttemptOutcome;
-pub use super::attempts::RunRecord;
+pub use super::attempts::{GpuFacts, RunRecord};
 use super::reports::{Headline, rfc3339};
 use crate::api_types::{CategorySource, JobState, Sandbox};
 use crate::rules::outcome::{Decision, Outcome};
@@ -75,7 +75,9 @@ fn reproduction_from_row(r: &PgRow) -> Result<Option<ReproductionView>, DbError>
             stdout: r.try_get("stdout")?,
             stderr: r.try_get("stderr")?,
             truncated: r.try_get("truncated")?,
-            gpu: r.try_get("gpu")?,
+            gpu: r
+                .try_get::<Option<serde_json::Value>, _>("gpu")?
+                .and_then(GpuFacts::from_json),
             no_gpu: r.try_get("no_gpu")?,
             cpu_translation: r.try_get("cpu_translation")?,
             cpu: r

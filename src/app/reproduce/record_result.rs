@@ -19,7 +19,7 @@ use crate::rules::outcome::Outcome;
 use crate::rules::{Category, Classification, Ruleset};
 use crate::storage::DbError;
 use crate::storage::jobs::{self as store, AttemptOutcome, LockedJob, NewAttempt, NewReproduction};
-use crate::storage::reproductions::RunRecord;
+use crate::storage::reproductions::{GpuFacts, RunRecord};
 use crate::storage::workers::Contact;
 
 /// What recording a result did, for the caller's counters and log.
@@ -121,7 +121,7 @@ pub async fn record_result(
                     stdout: run.stdout,
                     stderr: run.stderr,
                     truncated: result.truncated,
-                    gpu: result.gpu.filter(|g| !g.is_null()),
+                    gpu: result.gpu.and_then(GpuFacts::from_json),
                     no_gpu: result.no_gpu,
                     cpu_translation: result.cpu_translation,
                     cpu,

@@ -292,7 +292,7 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         signal: r.and_then(|r| r.signal),
         timed_out: r.is_some_and(|r| r.timed_out),
         duration_ms: r.map(|r| r.duration_ms),
-        gpu: r.and_then(|r| r.gpu.clone()),
+        gpu: r.and_then(|r| r.gpu.as_ref().map(|g| g.raw.clone())),
         stdout: r.map(|r| r.stdout.clone()),
         stderr: r.map(|r| r.stderr.clone()),
         truncated: r.is_some_and(|r| r.truncated),

@@ -378,11 +378,7 @@ fn panel(
         exit: exit(r),
         informative: !stopped,
         duration: format!("{:.1} s", r.duration_ms as f64 / 1000.0),
-        gpu_name: r
-            .gpu
-            .as_ref()
-            .and_then(|g| g["name"].as_str())
-            .map(str::to_owned),
+        gpu_name: r.gpu.as_ref().and_then(|g| g.name.clone()),
         no_gpu: r.no_gpu,
         cpu_translation: r.cpu_translation,
         unsandboxed: r.sandbox == Sandbox::None,
