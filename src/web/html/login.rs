@@ -5,9 +5,8 @@ use askama::Template;
 use askama_web::WebTemplate;
 use std::time::Duration;
 
-use axum::Form;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -16,7 +15,8 @@ use super::Layout;
 
 use crate::api_types::ErrorCode;
 use crate::app::tokens;
-use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, check_origin, cookie_value};
+use crate::web::auth::{OptionalUser, SESSION_COOKIE, check_origin, cookie_value};
+use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
 use crate::web::{AppError, AppState, PageError, limits};
 
 /// How long a portal session lasts.
@@ -76,7 +76,7 @@ pub struct LoginQuery {
 pub async fn show_login(
     State(state): State<AppState>,
     OptionalUser(user): OptionalUser,
-    Query(query): Query<LoginQuery>,
+    QueryParams(query): QueryParams<LoginQuery>,
 ) -> Response {
     let next = query
         .next
@@ -217,14 +217,18 @@ pub struct LogoutForm {
     csrf: String,
 }
 
+impl CsrfField for LogoutForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// `POST /logout`: ends the session and clears the cookie.
 pub async fn delete_session(
     State(state): State<AppState>,
-    user: PortalUser,
     headers: HeaderMap,
-    Form(form): Form<LogoutForm>,
+    _: CsrfForm<LogoutForm>,
 ) -> Result<Response, PageError> {
-    user.check_form(&headers, &form.csrf)?;
     if let Some(cookie) = cookie_value(&headers, SESSION_COOKIE) {
         tokens::end_session(&state.db, cookie).await?;
     }
