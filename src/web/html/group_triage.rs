@@ -295,7 +295,7 @@ pub async fn update_state(
     )?;
     group_triage::change(&state.db, id, patch, &user.actor()).await?;
     let back = (form.return_to.as_deref())
-        .and_then(super::login::return_path)
+        .and_then(crate::web::auth::return_path)
         .filter(|p| *p == "/groups" || p.starts_with("/groups?"))
         .map_or_else(
             || format!("/groups/{id}#triage"),

@@ -8,10 +8,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::login::{LoginPage, SESSION_DAYS, return_path, signed_in};
+use super::login::{LoginPage, SESSION_DAYS, signed_in};
 use crate::app::oidc::{self, OidcError, OidcSettings};
 use crate::roles::Role;
-use crate::web::auth::cookie_value;
+use crate::web::auth::{cookie_value, return_path};
 use crate::web::extract::QueryParams;
 use crate::web::{AppError, AppState, PageError};
 
