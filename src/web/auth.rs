@@ -1,7 +1,8 @@
 //! Who is calling. The API takes tokens only from `Authorization: Bearer` (never cookies or
 //! query strings, SECURITY.md item 5); the portal takes an HttpOnly session cookie obtained by
 //! signing in with a token, and its state-changing forms must carry the session's CSRF token
-//! and a same-site `Origin`.
+//! and a same-site `Origin`. A page asked for without a session is returned to after signing
+//! in, when its address passes [`return_path`].
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -195,7 +196,7 @@ impl FromRequestParts<AppState> for PortalUser {
                 let next = matches!(parts.method, Method::GET | Method::HEAD)
                     .then(|| parts.uri.path_and_query().map(|p| p.as_str()))
                     .flatten()
-                    .and_then(super::html::login::return_path)
+                    .and_then(return_path)
                     .map(str::to_owned);
                 return Err(AppError::SignInFirst { next }.into());
             }
@@ -248,6 +249,24 @@ impl FromRequestParts<AppState> for OptionalUser {
         };
         Ok(OptionalUser(session.map(PortalUser)))
     }
+}
+
+/// The longest return path kept across sign-in.
+pub const RETURN_PATH_MAX_BYTES: usize = 1000;
+
+/// `raw` when it is a path on this site to return to after signing in: it starts with one `/`
+/// (not `//` or `/\`, which browsers read as another host), holds no control characters or
+/// spaces, is at most [`RETURN_PATH_MAX_BYTES`], and is not the sign-in page itself. Anything
+/// else (a full URL, `//evil.example`, `javascript:`) is no return path: no open redirect.
+#[must_use]
+pub fn return_path(raw: &str) -> Option<&str> {
+    let rest = raw.strip_prefix('/')?;
+    let sign_in = raw == "/login" || raw.starts_with("/login?") || raw.starts_with("/login/");
+    let refused = raw.len() > RETURN_PATH_MAX_BYTES
+        || rest.starts_with(['/', '\\'])
+        || raw.chars().any(|c| c.is_control() || c.is_whitespace())
+        || sign_in;
+    (!refused).then_some(raw)
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.
@@ -326,4 +345,38 @@ fn same_origin(headers: &HeaderMap) -> bool {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::return_path;
+
+    #[test]
+    fn only_a_path_on_this_site_is_returned_to_after_sign_in() {
+        for ok in [
+            "/",
+            "/reports/72",
+            "/reports/72?grep=illegal%20memory#L9",
+            "/groups?state=open&page=2",
+        ] {
+            assert_eq!(return_path(ok), Some(ok), "{ok}");
+        }
+        for refused in [
+            "",
+            "reports/72",
+            "https://evil.example/",
+            "//evil.example/x",
+            "/\\evil.example",
+            "javascript:alert(1)",
+            "/reports/72\r\nSet-Cookie: x=1",
+            "/a b",
+            "/login",
+            "/login?next=/x",
+            "/login/oidc",
+        ] {
+            assert_eq!(return_path(refused), None, "{refused:?}");
+        }
+        let long = format!("/search?q={}", "a".repeat(1000));
+        assert_eq!(return_path(&long), None);
+    }
 }

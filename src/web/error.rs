@@ -22,7 +22,7 @@ pub enum AppError {
     #[error("{0}")]
     Unauthorized(&'static str),
     /// 401 for the API; a portal page sends the person to sign in and, when `next` is set (a
-    /// relative path checked by [`super::html::login::return_path`]), back there afterwards.
+    /// relative path checked by [`super::auth::return_path`]), back there afterwards.
     #[error("sign in first")]
     SignInFirst { next: Option<String> },
     /// 403: valid credentials without the needed scope, or a failed CSRF/origin check.

@@ -1,15 +1,29 @@
-//! Extractors that carry their own rejections, so handlers never repeat error mapping: a JSON
-//! body ([`JsonBody`]: 413 over the route's cap, 400 `bad_body`/`bad_json` otherwise), numeric
-//! ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`WebhookId`]: anything but a
-//! positive integer is an unknown id, 404), a project name from the path ([`ProjectName`]), and
-//! a portal form checked against the session's CSRF token and the request's origin
-//! ([`CsrfForm`]: 403). A rejection renders as the JSON error under `/api/` and as the HTML
-//! error page elsewhere.
+//! Extractors that carry their own rejections, so handlers never repeat error mapping:
+//! - a query string ([`QueryParams`]: 400 `bad_query`; [`QueryHints`] for parameters that only
+//!   adjust a page and are ignored when malformed);
+//! - a JSON body ([`JsonBody`]: 413 over the route's cap, 400 `bad_body`/`bad_json` otherwise;
+//!   [`ShapedJson`] for endpoints that also check `Content-Type` and answer a body of the wrong
+//!   shape with their own 422 code);
+//! - a raw log body ([`RawLog`]: 413 naming the classify cap, 400 `bad_body`);
+//! - a multipart body ([`MultipartBody`] for the API, [`MultipartForm`] for the portal's start
+//!   page: 415 when the body is not `multipart/form-data`) and the `Idempotency-Key` header
+//!   ([`IdempotencyKey`]: 400 `bad_idempotency_key`);
+//! - numeric ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`WebhookId`]: anything
+//!   but a positive integer is an unknown id, 404) and a project name ([`ProjectName`]);
+//! - a portal form checked against the session's CSRF token and the request's origin
+//!   ([`CsrfForm`]: 403).
+//!
+//! A rejection renders as the JSON error under `/api/` and as the HTML error page elsewhere.
+//! This is the one module that reads axum's own `Query`, `Form`, `Json`, `Bytes` and
+//! `Multipart` extractors and their rejection types: `clippy.toml` forbids them everywhere
+//! else (`disallowed-types`), and the impls here allow them, each saying so.
+
+use std::convert::Infallible;
 
 use axum::body::Bytes;
-use axum::extract::{Form, FromRequest, FromRequestParts, Path, Request};
-use axum::http::StatusCode;
+use axum::extract::{FromRequest, FromRequestParts, Multipart, Path, Request};
 use axum::http::request::Parts;
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
@@ -26,9 +40,14 @@ pub struct Rejection {
 
 impl Rejection {
     fn new(parts: &Parts, error: AppError) -> Rejection {
+        Rejection::at(&parts.uri, error)
+    }
+
+    /// `error` for a request to `uri`: a page unless the path is under `/api/`.
+    fn at(uri: &Uri, error: AppError) -> Rejection {
         Rejection {
             error,
-            page: !parts.uri.path().starts_with("/api/"),
+            page: !uri.path().starts_with("/api/"),
         }
     }
 }
@@ -100,6 +119,215 @@ fn integral_floats_as_integers(value: &mut serde_json::Value) {
         Value::Array(items) => items.iter_mut().for_each(integral_floats_as_integers),
         Value::Object(fields) => fields.values_mut().for_each(integral_floats_as_integers),
         _ => {}
+    }
+}
+
+/// A JSON request body that names its own refusals, read with [`ShapedJson`]: the 422 code
+/// for JSON that parses but is not the documented object, and how a body sent without
+/// `Content-Type: application/json` is answered.
+pub trait JsonShape: DeserializeOwned {
+    /// The code of the 422 for a body that is JSON but not this type's object.
+    const SHAPE_ERROR: ErrorCode;
+    /// `true`: a body without `Content-Type: application/json` is 415
+    /// `unsupported_media_type`; `false`: it is refused like malformed JSON (400 `bad_json`).
+    const MISSING_CONTENT_TYPE_IS_415: bool;
+}
+
+/// A JSON request body of type `T`, read by axum's JSON extractor (which checks the
+/// `Content-Type`) under the route's body limit: 413 over the cap, 400 `bad_json` for a body
+/// that is not JSON (415 instead for a missing `Content-Type` where `T` says so), and 422 with
+/// `T`'s code for JSON that is not `T`'s object (see [`json_object`]).
+#[derive(Debug)]
+pub struct ShapedJson<T>(pub T);
+
+// The wrapper itself: the one place that reads axum's `Json` extractor and its rejection.
+#[allow(clippy::disallowed_types)]
+impl<T: JsonShape, S: Send + Sync> FromRequest<S> for ShapedJson<T> {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Rejection> {
+        use axum::extract::rejection::JsonRejection;
+        let uri = req.uri().clone();
+        let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state)
+            .await
+            .map_err(|e| {
+                let error = match e {
+                    JsonRejection::MissingJsonContentType(_) if T::MISSING_CONTENT_TYPE_IS_415 => {
+                        AppError::UnsupportedMediaType(
+                            "expected Content-Type: application/json".into(),
+                        )
+                    }
+                    other => {
+                        AppError::rejected(ErrorCode::BadJson, other.status(), other.body_text())
+                    }
+                };
+                Rejection::at(&uri, error)
+            })?;
+        json_object(value)
+            .map(ShapedJson)
+            .map_err(|m| Rejection::at(&uri, AppError::Unprocessable(T::SHAPE_ERROR, m)))
+    }
+}
+
+/// A query string read as `T`: 400 `bad_query` with the parser's message when it is not one.
+#[derive(Debug)]
+pub struct QueryParams<T>(pub T);
+
+// The wrapper itself: the one place that reads axum's `Query` extractor.
+#[allow(clippy::disallowed_types)]
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for QueryParams<T> {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Rejection> {
+        axum::extract::Query::<T>::try_from_uri(&parts.uri)
+            .map(|axum::extract::Query(params)| QueryParams(params))
+            .map_err(|e| {
+                Rejection::new(
+                    parts,
+                    AppError::BadRequest(ErrorCode::BadQuery, e.body_text()),
+                )
+            })
+    }
+}
+
+/// A query string of hints read as `T`, or `T::default()` when it does not read as one: for
+/// parameters that only adjust a page (a group page's `?merged_from=`), where a wrong one
+/// changes nothing rather than refusing the page. Never refuses a request.
+#[derive(Debug)]
+pub struct QueryHints<T>(pub T);
+
+// The wrapper itself: the one place that reads axum's `Query` extractor.
+#[allow(clippy::disallowed_types)]
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequestParts<S> for QueryHints<T> {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Infallible> {
+        Ok(QueryHints(
+            axum::extract::Query::<T>::try_from_uri(&parts.uri)
+                .map(|axum::extract::Query(hints)| hints)
+                .unwrap_or_default(),
+        ))
+    }
+}
+
+/// A log sent as the whole request body (`POST /api/v1/classify`), read under the route's
+/// cap: 413 naming `--max-classify-bytes`' value, 400 `bad_body` when it cannot be read.
+#[derive(Debug)]
+pub struct RawLog(pub Bytes);
+
+// The wrapper itself: the one place that maps axum's `Bytes` rejection for a log.
+#[allow(clippy::disallowed_types)]
+impl FromRequest<AppState> for RawLog {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Rejection> {
+        let uri = req.uri().clone();
+        Bytes::from_request(req, state)
+            .await
+            .map(RawLog)
+            .map_err(|e| {
+                let error = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    AppError::TooLarge(format!(
+                        "the log is larger than the {}-byte limit",
+                        state.limits.max_classify_bytes
+                    ))
+                } else {
+                    AppError::BadRequest(ErrorCode::BadBody, e.body_text())
+                };
+                Rejection::at(&uri, error)
+            })
+    }
+}
+
+/// A `multipart/form-data` API body, its parts read one by one by the handler as they stream
+/// in: 415 `unsupported_media_type` when the request is not one.
+#[derive(Debug)]
+pub struct MultipartBody(pub Multipart);
+
+// The wrapper itself: the one place that maps axum's `Multipart` rejection for the API.
+#[allow(clippy::disallowed_types)]
+impl<S: Send + Sync> FromRequest<S> for MultipartBody {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Rejection> {
+        let uri = req.uri().clone();
+        Multipart::from_request(req, state)
+            .await
+            .map(MultipartBody)
+            .map_err(|e| {
+                Rejection::at(
+                    &uri,
+                    AppError::UnsupportedMediaType(format!(
+                        "expected a multipart/form-data body: {}",
+                        e.body_text()
+                    )),
+                )
+            })
+    }
+}
+
+/// The portal start page's `multipart/form-data` form. Unlike the other extractors it does not
+/// refuse the request itself: the page answers a user without the ingest scope with 403 and
+/// what they typed (read from this form when it is one), so the 415 for a body that is not
+/// multipart waits until the handler asks for the [`fields`](MultipartForm::fields).
+#[derive(Debug)]
+pub struct MultipartForm(Result<Multipart, AppError>);
+
+impl MultipartForm {
+    /// The form's parts, to store the report: 415 `unsupported_media_type` when the body is
+    /// not `multipart/form-data`.
+    pub fn fields(self) -> Result<Multipart, AppError> {
+        self.0
+    }
+
+    /// The form's parts when the body is a multipart form, to show back what was typed.
+    #[must_use]
+    pub fn readable(self) -> Option<Multipart> {
+        self.0.ok()
+    }
+}
+
+// The wrapper itself: the one place that maps axum's `Multipart` rejection for the portal.
+#[allow(clippy::disallowed_types)]
+impl<S: Send + Sync> FromRequest<S> for MultipartForm {
+    type Rejection = Infallible;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Infallible> {
+        Ok(MultipartForm(
+            Multipart::from_request(req, state)
+                .await
+                .map_err(|e| AppError::UnsupportedMediaType(e.body_text())),
+        ))
+    }
+}
+
+/// The `Idempotency-Key` header of an upload, when sent: 400 `bad_idempotency_key` unless it
+/// is 1-200 printable ASCII characters (spaces around it are dropped).
+#[derive(Debug)]
+pub struct IdempotencyKey(pub Option<String>);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
+    type Rejection = Rejection;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Rejection> {
+        let Some(value) = parts.headers.get("idempotency-key") else {
+            return Ok(IdempotencyKey(None));
+        };
+        let key = value
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
+            .ok_or_else(|| {
+                Rejection::new(
+                    parts,
+                    AppError::BadRequest(
+                        ErrorCode::BadIdempotencyKey,
+                        "Idempotency-Key must be 1-200 printable ASCII characters".into(),
+                    ),
+                )
+            })?;
+        Ok(IdempotencyKey(Some(key.to_owned())))
     }
 }
 
@@ -197,6 +425,8 @@ pub struct CsrfForm<T> {
     pub form: T,
 }
 
+// The wrapper itself: the one place that reads axum's `Form` extractor.
+#[allow(clippy::disallowed_types)]
 impl<T: DeserializeOwned + CsrfField + Send> FromRequest<AppState> for CsrfForm<T> {
     type Rejection = PageError;
 
@@ -205,7 +435,7 @@ impl<T: DeserializeOwned + CsrfField + Send> FromRequest<AppState> for CsrfForm<
         let user = PortalUser::from_request_parts(&mut parts, state).await?;
         let headers = parts.headers.clone();
         let req = Request::from_parts(parts, body);
-        let Form(form) = Form::<T>::from_request(req, state)
+        let axum::extract::Form(form) = axum::extract::Form::<T>::from_request(req, state)
             .await
             .map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
         user.check_form(&headers, form.csrf())?;

@@ -10,6 +10,9 @@
 //! A request's slots are held by an [`InFlight`] from the moment it is admitted until its
 //! response body has been sent (or dropped), including blocking work it handed off: the cap
 //! bounds the work, not just the time spent extracting the request.
+//!
+//! These are the mechanisms; which of them a request goes through is decided by its verified
+//! credentials in [`super::admission`], so this module needs nothing from `auth`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -28,8 +31,8 @@ use flate2::write::GzDecoder;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::Semaphore;
 
-use super::anonymous::{AnonymousPool, AnonymousSlot, ClientAddr, ClientKey};
-use super::{AppError, AppState, PageError, auth};
+use super::anonymous::{AnonymousPool, AnonymousSlot, ClientKey};
+use super::{AppError, AppState, PageError};
 
 /// Settings of [`RateLimiter`] and [`Shed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,7 +147,7 @@ impl Shed {
     }
 
     /// Admits a request of token `token_id` (verified): a global slot and the token's share.
-    fn admit_verified(&self, token_id: i64) -> Result<InFlight, AppError> {
+    pub(super) fn admit_verified(&self, token_id: i64) -> Result<InFlight, AppError> {
         let global = match &self.permits {
             None => None,
             Some(permits) => Some(
@@ -164,7 +167,7 @@ impl Shed {
 
     /// Admits a request with no verified credentials from `client`: a slot of the anonymous
     /// pool, never one of the global slots.
-    fn admit_anonymous(&self, client: ClientKey) -> Result<InFlight, AppError> {
+    pub(super) fn admit_anonymous(&self, client: ClientKey) -> Result<InFlight, AppError> {
         let slot = self.anonymous.admit(client)?;
         Ok(InFlight(Arc::new(Mutex::new(Slots {
             anonymous: Some(slot),
@@ -227,80 +230,6 @@ impl InFlight {
 /// long-poll claim waits by design.
 pub(crate) fn exempt(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/metrics") || path == "/api/v1/jobs/claim"
-}
-
-/// Middleware: admits a request under the in-flight caps or refuses it at once. Credentials
-/// are checked first ([`auth::verify`]): a request with a valid token or session takes a global
-/// slot and its token's share (503 / 429 `token_busy` when none is free); any other request
-/// takes a slot of the anonymous pool (503 / 429 `client_busy`). The request's [`InFlight`] is
-/// held until its response body ends, and what was verified rides along so the handler's
-/// extractors do not ask the database again.
-pub async fn shed_load(State(state): State<AppState>, req: Request, next: Next) -> Response {
-    if exempt(req.uri().path()) {
-        return next.run(req).await;
-    }
-    let verified = auth::verify(&state, req.headers()).await;
-    let admitted = match verified.as_ref().and_then(auth::Verified::token_id) {
-        Some(token_id) => state.shed.admit_verified(token_id),
-        None => {
-            let peer = req.extensions().get::<ClientAddr>().map(|a| a.0.ip());
-            state.shed.admit_anonymous(ClientKey::of(peer))
-        }
-    };
-    let held = match admitted {
-        Ok(held) => held,
-        Err(err) => {
-            if matches!(err, AppError::Overloaded) {
-                state.metrics.request_shed();
-            } else {
-                state.metrics.request_rate_limited();
-            }
-            return if req.uri().path().starts_with("/api/") {
-                err.into_response()
-            } else {
-                PageError(err).into_response()
-            };
-        }
-    };
-    let mut req = req;
-    req.extensions_mut().insert(held.clone());
-    if let Some(verified) = verified {
-        req.extensions_mut().insert(verified);
-    }
-    let res = next.run(req).await;
-    res.map(|body| {
-        Body::new(Holding {
-            inner: body,
-            _held: held,
-        })
-    })
-}
-
-/// A response body that keeps its request's slots until it has been sent or dropped, so a
-/// streamed download counts for as long as it streams.
-struct Holding {
-    inner: Body,
-    _held: InFlight,
-}
-
-impl HttpBody for Holding {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
 }
 
 /// Middleware: a `Content-Encoding: gzip` request body is decoded on the way in (so size caps

@@ -2,6 +2,7 @@
 //! security headers every response carries. Handlers are thin: extract, call one domain
 //! function, map the result.
 
+mod admission;
 pub mod anonymous;
 mod api;
 pub mod auth;
@@ -230,7 +231,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            limits::shed_load,
+            admission::shed_load,
         ))
         .layer(middleware::from_fn_with_state(
             state.clone(),

@@ -4,6 +4,9 @@
 //! before its path, query and body extractors, so a token without the scope gets 403 whatever
 //! it sends; only an authorised request learns that its path, query or body is malformed.
 //!
+//! Portal pages do the same with [`ScopedUser<S>`]: the signed-in user, refused with the 403
+//! page before the page's query is read.
+//!
 //! The scope sets are types (`Scoped<Worker>`, `Scoped<IngestOrAdmin>`) rather than a runtime
 //! argument so the requirement is fixed where the handler is declared, next to its
 //! `#[utoipa::path(security(...))]`, and cannot be forgotten on a later code path.
@@ -14,8 +17,8 @@ use std::ops::Deref;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
-use super::auth::{ApiToken, token_actor};
-use super::{AppError, AppState};
+use super::auth::{ApiToken, PortalUser, token_actor};
+use super::{AppError, AppState, PageError};
 use crate::actor::Actor;
 use crate::auth::Scope;
 use crate::storage::tokens::TokenRecord;
@@ -96,6 +99,29 @@ impl<S: ScopeSet> FromRequestParts<AppState> for Scoped<S> {
         token.require(S::SCOPES)?;
         Ok(Scoped {
             token: token.0,
+            scopes: PhantomData,
+        })
+    }
+}
+
+/// A signed-in portal user whose session (its token, or its person's role) holds one of `S`'s
+/// scopes: the sign-in page without a session, the 403 page without the scope, both before
+/// the page's query is read. A page that shows more to some users (an edit button for admins)
+/// still asks [`PortalUser::require`] for that part.
+#[derive(Debug)]
+pub struct ScopedUser<S> {
+    pub user: PortalUser,
+    pub scopes: PhantomData<S>,
+}
+
+impl<S: ScopeSet> FromRequestParts<AppState> for ScopedUser<S> {
+    type Rejection = PageError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, PageError> {
+        let user = PortalUser::from_request_parts(parts, state).await?;
+        user.require(S::SCOPES)?;
+        Ok(ScopedUser {
+            user,
             scopes: PhantomData,
         })
     }

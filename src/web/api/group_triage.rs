@@ -5,15 +5,14 @@
 //! also triage them; a read-only token gets 403.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 
 use crate::api_types::{
-    ErrorBody, ErrorCode, GroupDetail, GroupList, GroupListItem, GroupPatch, MergeRequest,
+    ErrorBody, GroupDetail, GroupList, GroupListItem, GroupPatch, MergeRequest,
 };
 use crate::app::group_merge;
 use crate::app::group_triage::{self, ListRequest};
-use crate::web::extract::{GroupId, JsonBody};
+use crate::web::extract::{GroupId, JsonBody, QueryParams};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -36,10 +35,8 @@ use crate::web::{AppError, AppState};
 pub async fn list_groups(
     State(state): State<AppState>,
     token: Scoped<Read>,
-    params: Result<Query<ListRequest>, QueryRejection>,
+    QueryParams(params): QueryParams<ListRequest>,
 ) -> Result<Json<GroupList>, AppError> {
-    let Query(params) =
-        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let found = group_triage::list(&state.db, &params, &token.actor()).await?;
     Ok(Json(GroupList {
         groups: (found.groups.into_iter())

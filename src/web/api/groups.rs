@@ -3,8 +3,7 @@
 //! `group_triage`.)
 
 use axum::Json;
-use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
@@ -15,7 +14,7 @@ use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::search::{self, SearchRequest};
 use crate::app::triage::{self, FixRequest};
 use crate::storage::search::{Hit, HitKind, Tier, Total};
-use crate::web::extract::{GroupId, json_object};
+use crate::web::extract::{GroupId, JsonShape, QueryParams, ShapedJson};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -44,10 +43,8 @@ use crate::web::{AppError, AppState};
 pub async fn search(
     State(state): State<AppState>,
     _: Scoped<Read>,
-    params: Result<Query<SearchRequest>, QueryRejection>,
+    QueryParams(params): QueryParams<SearchRequest>,
 ) -> Result<Json<SearchResults>, AppError> {
-    let Query(params) =
-        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let found = search::search(&state.db, &params).await?;
     let (total, total_exact) = match found.total {
         Total::Exact(n) => (n, true),
@@ -183,6 +180,13 @@ pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDet
     }
 }
 
+/// A fix as recorded through the API: 415 without `Content-Type: application/json`, 422
+/// `bad_fix` for JSON that is not the documented object.
+impl JsonShape for FixRequest {
+    const SHAPE_ERROR: ErrorCode = ErrorCode::BadFix;
+    const MISSING_CONTENT_TYPE_IS_415: bool = true;
+}
+
 /// `POST /api/v1/groups/{id}/fixes`: record what fixed a group's failure.
 #[utoipa::path(
     post,
@@ -207,16 +211,8 @@ pub async fn create_fix(
     State(state): State<AppState>,
     token: Scoped<IngestOrAdmin>,
     GroupId(id): GroupId,
-    body: Result<Json<serde_json::Value>, JsonRejection>,
+    ShapedJson(body): ShapedJson<FixRequest>,
 ) -> Result<impl IntoResponse, AppError> {
-    let Json(body) = body.map_err(|e| match e {
-        JsonRejection::MissingJsonContentType(_) => {
-            AppError::UnsupportedMediaType("expected Content-Type: application/json".into())
-        }
-        other => AppError::rejected(ErrorCode::BadJson, other.status(), other.body_text()),
-    })?;
-    let body: FixRequest =
-        json_object(body).map_err(|m| AppError::Unprocessable(ErrorCode::BadFix, m))?;
     let stored: Fix = triage::record_fix(&state.db, id, body, &token.actor()).await?;
     Ok((StatusCode::CREATED, Json(stored)))
 }

@@ -4,8 +4,7 @@
 //! one `app::reproduce` function and renders; the queue's policy lives there.
 
 use axum::Json;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
@@ -14,7 +13,7 @@ use crate::api_types::{
     LeaseRequest, MAX_CLAIM_WAIT_SECS, ResultReply,
 };
 use crate::app::reproduce;
-use crate::web::extract::{JobId, JsonBody};
+use crate::web::extract::{JobId, JsonBody, QueryParams};
 use crate::web::metrics::JobEvent;
 use crate::web::scope::{Scoped, Worker};
 use crate::web::{AppError, AppState};
@@ -48,10 +47,9 @@ pub(crate) fn result_body_cap(state: &AppState) -> usize {
 pub async fn claim_job(
     State(state): State<AppState>,
     _: Scoped<Worker>,
-    wait: Result<Query<ClaimWait>, QueryRejection>,
+    QueryParams(wait): QueryParams<ClaimWait>,
     JsonBody(mut req): JsonBody<ClaimRequest>,
 ) -> Result<Response, AppError> {
-    let Query(wait) = wait.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     if req.wait_secs > MAX_CLAIM_WAIT_SECS {
         return Err(AppError::Unprocessable(
             ErrorCode::BadBody,

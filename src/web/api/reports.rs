@@ -1,11 +1,8 @@
 //! `POST /api/v1/classify`, `POST /api/v1/reports`, `GET /api/v1/reports/{id}`.
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::multipart::MultipartRejection;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{Extension, Multipart, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
 use crate::api_types::{self as wire, CategorySource, ErrorBody, ErrorCode, ReportCreated};
@@ -13,7 +10,7 @@ use crate::app::upload::{self, Meta, Uploader};
 use crate::app::{self, reports};
 use crate::rules::Classification;
 use crate::storage::reproductions::JobView;
-use crate::web::extract::ReportId;
+use crate::web::extract::{IdempotencyKey, MultipartBody, RawLog, ReportId};
 use crate::web::limits::InFlight;
 use crate::web::scope::{Ingest, IngestOrRead, Read, Scoped};
 use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
@@ -42,18 +39,8 @@ use crate::web::{AppError, AppState};
 pub async fn classify_log(
     State(state): State<AppState>,
     _: Scoped<IngestOrRead>,
-    body: Result<Bytes, BytesRejection>,
+    RawLog(body): RawLog,
 ) -> Result<Json<Classification>, AppError> {
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            AppError::TooLarge(format!(
-                "the log is larger than the {}-byte limit",
-                state.limits.max_classify_bytes
-            ))
-        } else {
-            AppError::BadRequest(ErrorCode::BadBody, e.body_text())
-        }
-    })?;
     Ok(Json(
         upload::classify_only(state.ruleset.current(), body).await?,
     ))
@@ -104,19 +91,13 @@ pub async fn create_report(
     State(state): State<AppState>,
     token: Scoped<Ingest>,
     held: Option<Extension<InFlight>>,
-    headers: HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    IdempotencyKey(idempotency_key): IdempotencyKey,
+    MultipartBody(multipart): MultipartBody,
 ) -> Result<impl IntoResponse, AppError> {
     let uploader = Uploader {
         token_id: Some(token.id),
-        idempotency_key: idempotency_key(&headers)?,
+        idempotency_key,
     };
-    let multipart = multipart.map_err(|e| {
-        AppError::UnsupportedMediaType(format!(
-            "expected a multipart/form-data body: {}",
-            e.body_text()
-        ))
-    })?;
     let upload = read_upload(&state, multipart).await?;
     let uploaded = store_upload(&state, uploader, upload, held.map(|e| e.0)).await?;
     let body = ReportCreated {
@@ -130,24 +111,6 @@ pub async fn create_report(
         similar: similar_failures(&state.public_url, uploaded.similar),
     };
     Ok((StatusCode::CREATED, Json(body)))
-}
-
-fn idempotency_key(headers: &HeaderMap) -> Result<Option<String>, AppError> {
-    let Some(value) = headers.get("idempotency-key") else {
-        return Ok(None);
-    };
-    let key = value
-        .to_str()
-        .ok()
-        .map(str::trim)
-        .filter(|k| !k.is_empty() && k.len() <= 200 && k.bytes().all(|b| b.is_ascii_graphic()))
-        .ok_or_else(|| {
-            AppError::BadRequest(
-                ErrorCode::BadIdempotencyKey,
-                "Idempotency-Key must be 1-200 printable ASCII characters".into(),
-            )
-        })?;
-    Ok(Some(key.to_owned()))
 }
 
 async fn read_upload(

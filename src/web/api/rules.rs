@@ -5,7 +5,6 @@
 //! `"confirm": true`.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
@@ -19,7 +18,7 @@ use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesEr
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
-use crate::web::extract::json_object;
+use crate::web::extract::{JsonShape, ShapedJson};
 use crate::web::scope::{Admin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -124,14 +123,12 @@ impl RuleBody {
     }
 }
 
-/// The rule body: malformed JSON keeps the parser's status (400, 413, 415); JSON that is not
-/// the documented object is 422 `invalid_rule`.
-fn body<T: serde::de::DeserializeOwned>(
-    b: Result<Json<serde_json::Value>, JsonRejection>,
-) -> Result<T, AppError> {
-    let Json(value) =
-        b.map_err(|e| AppError::rejected(ErrorCode::BadJson, e.status(), e.body_text()))?;
-    json_object(value).map_err(|m| AppError::Unprocessable(ErrorCode::InvalidRule, m))
+/// The rule body: malformed JSON is 400 `bad_json` (a body without `Content-Type:
+/// application/json` too) and 413 over the cap; JSON that is not the documented object is 422
+/// `invalid_rule`.
+impl JsonShape for RuleBody {
+    const SHAPE_ERROR: ErrorCode = ErrorCode::InvalidRule;
+    const MISSING_CONTENT_TYPE_IS_415: bool = false;
 }
 
 /// A listed rule as the API shows it.
@@ -205,9 +202,8 @@ async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSav
 pub async fn create_rule(
     State(state): State<AppState>,
     token: Scoped<Admin>,
-    b: Result<Json<serde_json::Value>, JsonRejection>,
+    ShapedJson(b): ShapedJson<RuleBody>,
 ) -> Result<(StatusCode, Json<RuleSaved>), AppError> {
-    let b: RuleBody = body(b)?;
     let id = b
         .id
         .clone()
@@ -257,9 +253,8 @@ pub async fn update_rule(
     State(state): State<AppState>,
     token: Scoped<Admin>,
     Path(id): Path<String>,
-    b: Result<Json<serde_json::Value>, JsonRejection>,
+    ShapedJson(b): ShapedJson<RuleBody>,
 ) -> Result<Json<RuleSaved>, AppError> {
-    let b: RuleBody = body(b)?;
     if b.id.as_ref().is_some_and(|bid| bid != &id) {
         return Err(AppError::Unprocessable(
             ErrorCode::InvalidRule,
@@ -322,9 +317,8 @@ pub async fn delete_rule(
 pub async fn preview_rule(
     State(state): State<AppState>,
     _: Scoped<Admin>,
-    b: Result<Json<serde_json::Value>, JsonRejection>,
+    ShapedJson(b): ShapedJson<RuleBody>,
 ) -> Result<Json<RulePreview>, AppError> {
-    let b: RuleBody = body(b)?;
     let id = b.id.clone().unwrap_or_else(|| "team.preview".into());
     let spec = b.spec(&id)?.ok_or_else(|| {
         AppError::Unprocessable(

@@ -6,8 +6,7 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::{Deserialize, Serialize};
@@ -15,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::Layout;
 use super::trend::{self, ChartSize};
 use crate::actor::ActorKind;
-use crate::api_types::{ErrorCode, GroupAction, GroupState, TagCount};
+use crate::api_types::{GroupAction, GroupState, TagCount};
 use crate::app::group_triage::{
     self, Assignable, KEEP_ASSIGNEE, ListRequest, SERVICE_ACTOR, TriageDetail,
 };
@@ -25,8 +24,9 @@ use crate::storage::group_triage::Triage;
 use crate::storage::groups::Group;
 use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
-use crate::web::extract::{CsrfField, CsrfForm, GroupId};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryParams};
+use crate::web::scope::{Read, ScopedUser};
+use crate::web::{AppState, PageError};
 
 /// Days shown in charts.
 pub const TREND_DAYS: usize = 30;
@@ -174,12 +174,9 @@ fn assignee_filter(filters: &Filters, assignable: &Assignable) -> (&'static str,
 /// them, or with a fix they recorded).
 pub async fn list_groups(
     State(state): State<AppState>,
-    user: PortalUser,
-    params: Result<Query<ListRequest>, QueryRejection>,
+    ScopedUser { user, .. }: ScopedUser<Read>,
+    QueryParams(request): QueryParams<ListRequest>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Read])?;
-    let Query(request) =
-        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let filters = Filters::of(&request);
     let states = GroupState::ALL.map(|s| (s.as_str(), s.as_str()));
     let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
@@ -298,7 +295,7 @@ pub async fn update_state(
     )?;
     group_triage::change(&state.db, id, patch, &user.actor()).await?;
     let back = (form.return_to.as_deref())
-        .and_then(super::login::return_path)
+        .and_then(crate::web::auth::return_path)
         .filter(|p| *p == "/groups" || p.starts_with("/groups?"))
         .map_or_else(
             || format!("/groups/{id}#triage"),

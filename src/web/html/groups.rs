@@ -4,8 +4,7 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
@@ -19,7 +18,7 @@ use crate::storage::group_merge::MergedGroup;
 use crate::storage::groups::{Fix, Group};
 use crate::storage::reports::ReportSummary;
 use crate::web::auth::PortalUser;
-use crate::web::extract::{CsrfField, CsrfForm, GroupId};
+use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryHints};
 use crate::web::{AppError, AppState, PageError};
 
 /// `GET /groups/{id}`
@@ -62,12 +61,10 @@ pub async fn show_group(
     State(state): State<AppState>,
     user: PortalUser,
     GroupId(id): GroupId,
-    params: Result<Query<GroupParams>, QueryRejection>,
+    QueryHints(params): QueryHints<GroupParams>,
 ) -> Result<GroupPage, PageError> {
     // Anything but a known merged group's id is no notice (the parameter is only a hint).
     let from = params
-        .map(|Query(p)| p)
-        .unwrap_or_default()
         .merged_from
         .and_then(|s| s.trim().parse::<i64>().ok());
     let mut page = group_page(&state, &user, id, FixFields::default(), None).await?;

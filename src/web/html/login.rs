@@ -5,9 +5,8 @@ use askama::Template;
 use askama_web::WebTemplate;
 use std::time::Duration;
 
-use axum::Form;
 use axum::body::Body;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -16,7 +15,8 @@ use super::Layout;
 
 use crate::api_types::ErrorCode;
 use crate::app::tokens;
-use crate::web::auth::{OptionalUser, PortalUser, SESSION_COOKIE, check_origin, cookie_value};
+use crate::web::auth::{OptionalUser, SESSION_COOKIE, check_origin, cookie_value, return_path};
+use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
 use crate::web::{AppError, AppState, PageError, limits};
 
 /// How long a portal session lasts.
@@ -47,24 +47,6 @@ impl LoginPage {
     }
 }
 
-/// The longest return path kept across sign-in.
-pub const RETURN_PATH_MAX_BYTES: usize = 1000;
-
-/// `raw` when it is a path on this site to return to after signing in: it starts with one `/`
-/// (not `//` or `/\`, which browsers read as another host), holds no control characters or
-/// spaces, is at most [`RETURN_PATH_MAX_BYTES`], and is not the sign-in page itself. Anything
-/// else (a full URL, `//evil.example`, `javascript:`) is no return path: no open redirect.
-#[must_use]
-pub fn return_path(raw: &str) -> Option<&str> {
-    let rest = raw.strip_prefix('/')?;
-    let sign_in = raw == "/login" || raw.starts_with("/login?") || raw.starts_with("/login/");
-    let refused = raw.len() > RETURN_PATH_MAX_BYTES
-        || rest.starts_with(['/', '\\'])
-        || raw.chars().any(|c| c.is_control() || c.is_whitespace())
-        || sign_in;
-    (!refused).then_some(raw)
-}
-
 /// `GET /login`'s query.
 #[derive(Deserialize)]
 pub struct LoginQuery {
@@ -76,7 +58,7 @@ pub struct LoginQuery {
 pub async fn show_login(
     State(state): State<AppState>,
     OptionalUser(user): OptionalUser,
-    Query(query): Query<LoginQuery>,
+    QueryParams(query): QueryParams<LoginQuery>,
 ) -> Response {
     let next = query
         .next
@@ -99,7 +81,7 @@ pub struct LoginForm {
 }
 
 /// The largest sign-in body: the form holds one token (`token=gtr_` and 64 hex digits) and a
-/// return path of at most [`RETURN_PATH_MAX_BYTES`] (percent-encoded: up to three bytes each),
+/// return path of at most [`RETURN_PATH_MAX_BYTES`](crate::web::auth::RETURN_PATH_MAX_BYTES) (percent-encoded: up to three bytes each),
 /// so anything larger is not a sign-in (SECURITY.md item 18).
 pub const SIGN_IN_MAX_BYTES: usize = 4096;
 
@@ -217,14 +199,18 @@ pub struct LogoutForm {
     csrf: String,
 }
 
+impl CsrfField for LogoutForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// `POST /logout`: ends the session and clears the cookie.
 pub async fn delete_session(
     State(state): State<AppState>,
-    user: PortalUser,
     headers: HeaderMap,
-    Form(form): Form<LogoutForm>,
+    _: CsrfForm<LogoutForm>,
 ) -> Result<Response, PageError> {
-    user.check_form(&headers, &form.csrf)?;
     if let Some(cookie) = cookie_value(&headers, SESSION_COOKIE) {
         tokens::end_session(&state.db, cookie).await?;
     }
@@ -234,38 +220,4 @@ pub async fn delete_session(
         HeaderValue::from_static("gt_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"),
     );
     Ok(res)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::return_path;
-
-    #[test]
-    fn only_a_path_on_this_site_is_returned_to_after_sign_in() {
-        for ok in [
-            "/",
-            "/reports/72",
-            "/reports/72?grep=illegal%20memory#L9",
-            "/groups?state=open&page=2",
-        ] {
-            assert_eq!(return_path(ok), Some(ok), "{ok}");
-        }
-        for refused in [
-            "",
-            "reports/72",
-            "https://evil.example/",
-            "//evil.example/x",
-            "/\\evil.example",
-            "javascript:alert(1)",
-            "/reports/72\r\nSet-Cookie: x=1",
-            "/a b",
-            "/login",
-            "/login?next=/x",
-            "/login/oidc",
-        ] {
-            assert_eq!(return_path(refused), None, "{refused:?}");
-        }
-        let long = format!("/search?q={}", "a".repeat(1000));
-        assert_eq!(return_path(&long), None);
-    }
 }

@@ -3,15 +3,16 @@
 //! Failures are pages, never loops: a provider that is down is 503 and a person without a
 //! mapped group 403, both on the sign-in page with token sign-in still offered.
 
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::login::{LoginPage, SESSION_DAYS, return_path, signed_in};
+use super::login::{LoginPage, SESSION_DAYS, signed_in};
 use crate::app::oidc::{self, OidcError, OidcSettings};
 use crate::roles::Role;
-use crate::web::auth::cookie_value;
+use crate::web::auth::{cookie_value, return_path};
+use crate::web::extract::QueryParams;
 use crate::web::{AppError, AppState, PageError};
 
 /// The cookie that ties a provider's answer to the browser that started the sign-in.
@@ -27,7 +28,7 @@ pub struct StartQuery {
 /// `GET /login/oidc[?next=/path]`: to the provider's authorization endpoint.
 pub async fn start_sign_in(
     State(state): State<AppState>,
-    Query(query): Query<StartQuery>,
+    QueryParams(query): QueryParams<StartQuery>,
 ) -> Result<Response, PageError> {
     let settings = state
         .oidc
@@ -73,7 +74,7 @@ pub struct CallbackQuery {
 pub async fn finish_sign_in(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Query(query): Query<CallbackQuery>,
+    QueryParams(query): QueryParams<CallbackQuery>,
 ) -> Result<Response, PageError> {
     let settings = state
         .oidc

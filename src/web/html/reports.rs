@@ -4,8 +4,7 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::multipart::MultipartRejection;
-use axum::extract::{Multipart, Query, State};
+use axum::extract::{Multipart, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
@@ -23,7 +22,8 @@ use crate::rules::{Category, Confidence, Facts, Role};
 use crate::storage::groups::Fix;
 use crate::storage::reports::ReportSummary;
 use crate::web::auth::{OptionalUser, PortalUser};
-use crate::web::extract::ReportId;
+use crate::web::extract::{MultipartForm, QueryParams, ReportId};
+use crate::web::scope::{Read, ScopedUser};
 use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
 use crate::web::{AppError, AppState, PageError};
 
@@ -109,12 +109,9 @@ pub struct ReportListPage {
 /// `GET /reports?category=&project=&page=&per_page=`: every report, newest first.
 pub async fn list_reports(
     State(state): State<AppState>,
-    user: PortalUser,
-    params: Result<Query<reports::ListRequest>, axum::extract::rejection::QueryRejection>,
+    ScopedUser { user, .. }: ScopedUser<Read>,
+    QueryParams(params): QueryParams<reports::ListRequest>,
 ) -> Result<ReportListPage, PageError> {
-    user.require(&[Scope::Read])?;
-    let Query(params) =
-        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let list = reports::list(&state.db, &params).await?;
     let mut pairs: Vec<(&str, String)> = Vec::new();
     if let Some(c) = list.category {
@@ -143,13 +140,13 @@ pub async fn create_report(
     user: PortalUser,
     held: Option<axum::extract::Extension<crate::web::limits::InFlight>>,
     headers: HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    multipart: MultipartForm,
 ) -> Result<Response, PageError> {
     if let Err(refused) = user.require(&[Scope::Ingest]) {
         // 403 whatever the body; what was typed comes back (nothing is stored) with the scope
         // it needs.
         let mut form = NewReportForm::default();
-        if let Ok(mut multipart) = multipart {
+        if let Some(mut multipart) = multipart.readable() {
             // A body that stops parsing keeps the fields read before it.
             let _ = read_back(&mut multipart, &mut form).await;
         }
@@ -160,7 +157,7 @@ pub async fn create_report(
         let page = home_page(&state, Some(&user), form, Some(reason)).await?;
         return Ok((axum::http::StatusCode::FORBIDDEN, page).into_response());
     }
-    let mut multipart = multipart.map_err(|e| AppError::UnsupportedMediaType(e.body_text()))?;
+    let mut multipart = multipart.fields()?;
     let mut form = NewReportForm::default();
     let outcome = store_form(&state, &user, held, &headers, &mut multipart, &mut form).await;
     match outcome {
@@ -500,13 +497,10 @@ pub struct WindowParams {
 /// `GET /reports/{id}`
 pub async fn show_report(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Read>,
     ReportId(id): ReportId,
-    params: Result<Query<WindowParams>, axum::extract::rejection::QueryRejection>,
+    QueryParams(params): QueryParams<WindowParams>,
 ) -> Result<ReportPage, PageError> {
-    user.require(&[Scope::Read])?;
-    let Query(params) =
-        params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let d = reports::detail(&state.db, id).await?;
     let r = d.report;
     let c = r.classification;

@@ -5,10 +5,8 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::Form;
-use axum::extract::rejection::{FormRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,6 +24,8 @@ use crate::storage::reports::ReportSummary;
 use crate::storage::rules::{HistoryEntry, RuleState};
 
 use crate::web::auth::PortalUser;
+use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
+use crate::web::scope::{Admin, Read, ScopedUser};
 use crate::web::{AppError, AppState, PageError};
 
 /// A rule in the list.
@@ -181,12 +181,9 @@ impl RulesQuery {
 /// `GET /rules`
 pub async fn list_rules(
     State(state): State<AppState>,
-    user: PortalUser,
-    query: Result<Query<RulesQuery>, QueryRejection>,
+    ScopedUser { user, .. }: ScopedUser<Read>,
+    QueryParams(query): QueryParams<RulesQuery>,
 ) -> Result<RulesPage, PageError> {
-    user.require(&[Scope::Read])?;
-    let Query(query) =
-        query.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     if query.q.chars().count() > 200 {
         return Err(
             AppError::BadRequest(ErrorCode::BadQuery, "q: at most 200 characters".into()).into(),
@@ -295,6 +292,12 @@ pub struct RuleForm {
     /// Set when editing an existing rule (the id cannot change).
     #[serde(default)]
     editing: String,
+}
+
+impl CsrfField for RuleForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
 }
 
 fn lines(text: &str) -> Vec<String> {
@@ -474,11 +477,9 @@ pub struct NewParams {
 /// `GET /rules/new[?edit=ID]`
 pub async fn new_rule(
     State(state): State<AppState>,
-    user: PortalUser,
-    params: Result<Query<NewParams>, QueryRejection>,
+    ScopedUser { user, .. }: ScopedUser<Admin>,
+    QueryParams(p): QueryParams<NewParams>,
 ) -> Result<RuleFormPage, PageError> {
-    user.require(&[Scope::Admin])?;
-    let Query(p) = params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let mut form = RuleForm {
         enabled: Some("on".into()),
         specificity: "80".into(),
@@ -498,13 +499,8 @@ pub async fn new_rule(
 /// `POST /rules`: Preview (render the dry run) or Save (store, then the rule's page).
 pub async fn save_rule(
     State(state): State<AppState>,
-    user: PortalUser,
-    headers: HeaderMap,
-    form: Result<Form<RuleForm>, FormRejection>,
+    CsrfForm { user, form }: CsrfForm<RuleForm>,
 ) -> Result<Response, PageError> {
-    let Form(form) =
-        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
-    user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let spec = match form.spec() {
         Ok(s) => s,
@@ -557,19 +553,20 @@ pub struct ActionForm {
     confirm: String,
 }
 
+impl CsrfField for ActionForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 /// `POST /rules/{id}/enabled`: turn a rule on (`enabled=true`) or off. Turning a built-in rule
 /// off takes `confirm=yes` from the disable page; without it the answer is that page
 /// (`GET /rules/{id}/disable`), and nothing changes.
 pub async fn set_enabled(
     State(state): State<AppState>,
-    user: PortalUser,
-    headers: HeaderMap,
     Path(id): Path<String>,
-    form: Result<Form<ActionForm>, FormRejection>,
+    CsrfForm { user, form }: CsrfForm<ActionForm>,
 ) -> Result<Response, PageError> {
-    let Form(form) =
-        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
-    user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let toggled = team_rules::set_enabled(
         &state.db,
@@ -604,14 +601,9 @@ pub(super) fn path_segment(id: &str) -> String {
 /// `POST /rules/{id}/delete`: remove a team rule, or an override (restoring the built-in rule).
 pub async fn delete_rule(
     State(state): State<AppState>,
-    user: PortalUser,
-    headers: HeaderMap,
     Path(id): Path<String>,
-    form: Result<Form<ActionForm>, FormRejection>,
+    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
 ) -> Result<Response, PageError> {
-    let Form(form) =
-        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
-    user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     let change = Change::Delete { id };
     team_rules::save(&state.db, &state.ruleset, change, &user.actor(), false)
@@ -623,13 +615,8 @@ pub async fn delete_rule(
 /// `POST /rules/reclassify`: re-run the current rules over stored reports in the background.
 pub async fn start_reclassify(
     State(state): State<AppState>,
-    user: PortalUser,
-    headers: HeaderMap,
-    form: Result<Form<ActionForm>, FormRejection>,
+    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
 ) -> Result<Response, PageError> {
-    let Form(form) =
-        form.map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
-    user.check_form(&headers, &form.csrf)?;
     user.require(&[Scope::Admin])?;
     reclassify::start(&state.db, &state.ruleset, &user.actor())
         .await

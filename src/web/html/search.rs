@@ -5,18 +5,16 @@
 
 use askama::Template;
 use askama_web::WebTemplate;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::Layout;
-use crate::api_types::ErrorCode;
 use crate::app::{self, search};
-use crate::auth::Scope;
 use crate::storage::search::{Hit, HitKind, Tier, Total};
-use crate::web::auth::PortalUser;
-use crate::web::{AppError, AppState, PageError};
+use crate::web::extract::QueryParams;
+use crate::web::scope::{Read, ScopedUser};
+use crate::web::{AppState, PageError};
 
 /// A hit as the page shows it.
 pub struct HitView {
@@ -95,11 +93,9 @@ impl Address<'_> {
 /// `GET /search?q=...&category=...&project=...&page=...&per_page=...`
 pub async fn search(
     State(state): State<AppState>,
-    user: PortalUser,
-    params: Result<Query<PageSearch>, QueryRejection>,
+    ScopedUser { user, .. }: ScopedUser<Read>,
+    QueryParams(p): QueryParams<PageSearch>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Read])?;
-    let Query(p) = params.map_err(|e| AppError::BadRequest(ErrorCode::BadQuery, e.body_text()))?;
     let mut page = SearchPage {
         layout: Layout::for_user(Some(&user)),
         q: p.q.clone().unwrap_or_default(),
