@@ -1,5 +1,5 @@
 //! HTTP in and out: the router, shared state, the error type every handler returns, and the
-//! security headers every response carries. Handlers are thin: extract, call one domain
+//! security headers and request id every response carries. Handlers are thin: extract, call one domain
 //! function, map the result.
 
 pub mod anonymous;
@@ -12,6 +12,7 @@ mod html;
 pub mod limits;
 pub mod metrics;
 pub mod multipart_guard;
+pub mod request_id;
 pub mod scope;
 pub mod server;
 mod uploads;
@@ -241,6 +242,10 @@ pub fn router(state: AppState) -> Router {
             error::error_page_layout,
         ))
         .layer(middleware::from_fn(security_headers))
+        // Outermost: every layer above (the load limits and credential checks that refuse, the
+        // error pages) and every handler runs in the request's span, and every answer carries
+        // its `X-Request-Id`.
+        .layer(middleware::from_fn(request_id::tag_request))
         .with_state(state)
 }
 
