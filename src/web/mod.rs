@@ -229,6 +229,8 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             limits::pace_request_body,
         ))
+        // Inside the shedder, which checks the credentials: the request's span names them.
+        .layer(middleware::from_fn(request_id::name_actor))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             limits::shed_load,

@@ -5,8 +5,9 @@
 //! ASCII characters, no spaces: nothing a log line or a terminal could be fooled by) and makes
 //! one up otherwise (128 random bits in hex). Everything under it (the load limits, the
 //! credential checks, the handler, the use case and its SQL) runs inside the span
-//! `request{id=.. method=.. path=..}`, so each log line they write names the request; the
-//! answer carries the id back in `X-Request-Id`, refusals and error pages included. The query
+//! `request{id=.. method=.. path=.. actor=..}`, so each log line they write names the request
+//! and, once its credentials are checked, who sent it; the answer carries the id back in
+//! `X-Request-Id`, refusals and error pages included. The query
 //! string is left out of the span: a search can hold anything the user typed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +42,7 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
         id = %shown,
         method = %req.method(),
         path = %req.uri().path(),
+        actor = tracing::field::Empty,
     );
     let started = Instant::now();
     let mut res = next.run(req).instrument(span.clone()).await;
@@ -53,6 +55,24 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
     });
     res.headers_mut().insert(HEADER, id);
     res
+}
+
+/// Names who acts in the request's span (`actor`: the bearer token's name, else the portal
+/// session's person or token), once the load shedder has checked the credentials
+/// ([`super::auth::Verified`]); it runs just inside that layer. Requests without valid
+/// credentials leave the field out.
+pub async fn name_actor(req: Request, next: Next) -> Response {
+    if let Some(verified) = req.extensions().get::<super::auth::Verified>() {
+        let name = match (&verified.token, &verified.session) {
+            (Some(token), _) => Some(token.name.as_str()),
+            (None, Some(session)) => Some(session.name()),
+            (None, None) => None,
+        };
+        if let Some(name) = name {
+            tracing::Span::current().record("actor", name);
+        }
+    }
+    next.run(req).await
 }
 
 /// Whether a client's id may be used as it is: 1 to [`MAX_LEN`] bytes, each a printable ASCII
