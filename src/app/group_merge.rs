@@ -40,6 +40,7 @@ fn already_merged(group: i64, into: i64) -> Error {
 /// then. 422 `bad_merge` for a group merged into itself (directly or through a chain) or an
 /// `into` that is no id; 404 for an unknown group on either side; 409 `group_merged` for a
 /// group that was merged already.
+#[tracing::instrument(name = "group_merge::merge", skip_all, fields(group_id = source, into = request.into, actor = actor.name()))]
 pub async fn merge(
     db: &Db,
     source: i64,

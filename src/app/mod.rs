@@ -77,11 +77,13 @@ impl From<sqlx::Error> for Error {
     }
 }
 
-/// Runs CPU-bound work (classification, compression) off the async threads.
+/// Runs CPU-bound work (classification, compression) off the async threads, inside the
+/// caller's span, so what it logs still names the request and the use case.
 pub(crate) async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Error> {
-    tokio::task::spawn_blocking(work)
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(work))
         .await
         .map_err(|e| Error::Internal(e.into()))
 }

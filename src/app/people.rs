@@ -14,6 +14,7 @@ use crate::storage::people::{self as store, PersonStanding};
 use crate::storage::tokens as token_store;
 
 /// Everyone who has signed in, by name, with what they hold now.
+#[tracing::instrument(name = "people::list", skip_all)]
 pub async fn list(db: &Db) -> Result<Vec<PersonStanding>, Error> {
     Ok(store::list(db.pool()).await?)
 }
@@ -34,6 +35,7 @@ pub struct Disabled {
 /// person changes nothing more. 404 for an unknown person; 422 `invalid_person` when
 /// `acting_person` (the admin doing it, when a person) is `id`: an admin cannot lock
 /// themselves out.
+#[tracing::instrument(name = "people::disable", skip_all, fields(person_id = id, acting_person = ?acting_person))]
 pub async fn disable(db: &Db, id: i64, acting_person: Option<i64>) -> Result<Disabled, Error> {
     if acting_person == Some(id) {
         return Err(Error::Invalid(
@@ -60,6 +62,7 @@ pub async fn disable(db: &Db, id: i64, acting_person: Option<i64>) -> Result<Dis
 
 /// Enables person `id` again: they may sign in (with the role their groups give then). Their
 /// revoked tokens stay revoked. 404 for an unknown person.
+#[tracing::instrument(name = "people::enable", skip_all, fields(person_id = id))]
 pub async fn enable(db: &Db, id: i64) -> Result<PersonStanding, Error> {
     let mut tx = db.pool().begin().await?;
     store::set_disabled(&mut *tx, id, false)
@@ -74,6 +77,7 @@ pub async fn enable(db: &Db, id: i64) -> Result<PersonStanding, Error> {
 
 /// Ends every session of person `id` without disabling them (they may sign in again); returns
 /// them and how many live sessions ended. 404 for an unknown person.
+#[tracing::instrument(name = "people::end_sessions", skip_all, fields(person_id = id))]
 pub async fn end_sessions(db: &Db, id: i64) -> Result<(PersonStanding, u64), Error> {
     let mut tx = db.pool().begin().await?;
     store::get(&mut *tx, id)

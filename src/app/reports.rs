@@ -4,6 +4,8 @@
 //! outcomes were), and its stored log: a range of lines for a page (only the
 //! chunks that hold them are read), or the whole log as a stream for a download.
 
+use tracing::Instrument;
+
 use super::logfind::FindCache;
 use super::logstore;
 use super::reproduce;
@@ -37,6 +39,7 @@ impl ReportDetail {
 }
 
 /// The report with id `id`, or 404.
+#[tracing::instrument(name = "reports::detail", skip_all, fields(report_id = id))]
 pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     let report = store::get_report(&mut *tx, id)
@@ -83,6 +86,7 @@ async fn with_outcomes(mut jobs: Vec<JobView>) -> Result<Vec<JobView>, Error> {
 /// and cut to its first `max_line_bytes` bytes: fewer past the end, 404 for an unknown report,
 /// 410 when retention removed the log.
 /// Reads and decompresses only the chunks that hold them.
+#[tracing::instrument(name = "reports::log_lines", skip_all, fields(report_id = id, first = first, last = last))]
 pub async fn log_lines(
     db: &Db,
     id: i64,
@@ -113,6 +117,7 @@ async fn no_log(db: &Db, id: i64) -> Error {
 
 /// The report's whole stored log, decompressed a chunk at a time as the receiver takes it
 /// (at most two chunks in memory per download), or 404.
+#[tracing::instrument(name = "reports::log_stream", skip_all, fields(report_id = id))]
 pub async fn log_stream(
     db: &Db,
     id: i64,
@@ -123,7 +128,8 @@ pub async fn log_stream(
     }
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     let db = db.clone();
-    tokio::spawn(async move {
+    // The download goes on after the handler returned: it keeps the request's span.
+    let read = async move {
         for seq in 0..count {
             let next = match store::log_chunk(db.pool(), id, seq).await {
                 // A report deleted meanwhile ends its download early.
@@ -139,7 +145,8 @@ pub async fn log_stream(
                 break;
             }
         }
-    });
+    };
+    tokio::spawn(read.in_current_span());
     Ok(rx)
 }
 
@@ -158,6 +165,7 @@ pub struct PickedLines {
 /// removed. Reads every chunk, one at a time, scanning blocks rather than lines (see
 /// [`super::logfind`]): memory stays near `limit * max_line_bytes` for any size of log. Concurrent
 /// finds share readings through `cache`.
+#[tracing::instrument(name = "reports::grep", skip_all, fields(report_id = id, needle_bytes = needle.len(), limit = limit))]
 pub async fn grep(
     db: &Db,
     cache: &FindCache,
@@ -179,6 +187,7 @@ pub async fn grep(
 
 /// Lines `wanted` (1-based numbers) of report `id`'s stored log, each cut to `max_line_bytes`;
 /// only the chunks that hold one of them are read. 404 for an unknown report.
+#[tracing::instrument(name = "reports::lines_at", skip_all, fields(report_id = id, lines = wanted.len()))]
 pub async fn lines_at(
     db: &Db,
     id: i64,
@@ -275,6 +284,7 @@ pub struct ReportList {
 const MAX_PAGE: u32 = 1000;
 
 /// Reports newest first, filtered by category and project (any letter case), a page at a time.
+#[tracing::instrument(name = "reports::list", skip_all, fields(category = ?req.category, project = ?req.project, page = ?req.page))]
 pub async fn list(db: &Db, req: &ListRequest) -> Result<ReportList, Error> {
     use crate::api_types::ErrorCode;
     let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
@@ -315,6 +325,7 @@ pub async fn list(db: &Db, req: &ListRequest) -> Result<ReportList, Error> {
 }
 
 /// The newest reports.
+#[tracing::instrument(name = "reports::recent", skip_all, fields(limit = limit))]
 pub async fn recent(db: &Db, limit: i64) -> Result<Vec<store::ReportSummary>, Error> {
     Ok(store::recent_reports(db.pool(), limit).await?)
 }

@@ -122,6 +122,7 @@ fn check(p: &SearchRequest) -> Result<Checked, Error> {
 /// words asked find nothing, the next tries are, in order: their spelling correction (the page
 /// says so), the words as prefixes of longer words (`IndexSelect`, a short commit), the text as
 /// a literal substring (at least 3 characters: the trigram index needs them).
+#[tracing::instrument(name = "search::search", skip_all, fields(q_chars = request.q.chars().count(), category = ?request.category, project = ?request.project, page = ?request.page))]
 pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Error> {
     let c = check(request)?;
     let words: Vec<String> = vocabulary_words(&c.text)

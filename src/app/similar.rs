@@ -44,6 +44,7 @@ impl SimilarFailure {
 }
 
 /// The groups other than `own_group` most like `signature`, each with its newest fixes.
+#[tracing::instrument(name = "similar::of_signature", skip_all, fields(group_id = own_group))]
 pub(crate) async fn of_signature(
     conn: &mut PgConnection,
     signature: &str,

@@ -46,6 +46,7 @@ fn invalid(message: impl Into<String>) -> Error {
 /// scope, or an expiry outside 1 to [`EXPIRY_MAX_DAYS`] days. A token for a person is created
 /// only while they are enabled (403 otherwise), in a transaction that holds disabling them
 /// back until it is stored.
+#[tracing::instrument(name = "tokens::create", skip_all, fields(token = new.name.as_str(), created_by = new.created_by.as_str(), owner_person_id = ?new.owner_person_id, token_id = tracing::field::Empty))]
 pub async fn create(db: &Db, new: CreateToken) -> Result<(TokenRecord, String), Error> {
     let (name, scopes) = checked(&new)?;
     let secret = auth::generate().map_err(|e| Error::Internal(e.into()))?;
@@ -71,6 +72,7 @@ pub async fn create(db: &Db, new: CreateToken) -> Result<(TokenRecord, String), 
     )
     .await?;
     tx.commit().await?;
+    tracing::Span::current().record("token_id", record.id);
     Ok((record, secret.token))
 }
 
@@ -132,6 +134,7 @@ impl From<&TokenRecord> for TokenInfo {
 }
 
 /// Creates a token from an API request: the scopes by name (422 naming an unknown one).
+#[tracing::instrument(name = "tokens::create_from_request", skip_all, fields(token = req.name.as_str(), created_by = created_by))]
 pub async fn create_from_request(
     db: &Db,
     req: TokenRequest,
@@ -154,6 +157,7 @@ pub async fn create_from_request(
 }
 
 /// Revokes the token with this id (and ends its sessions); 404 when no such token is active.
+#[tracing::instrument(name = "tokens::revoke_by_id", skip_all, fields(token_id = id))]
 pub async fn revoke_by_id(db: &Db, id: i64) -> Result<TokenRecord, Error> {
     match store::get_token(db.pool(), id).await? {
         Some(t) if !t.revoked => {}
@@ -167,24 +171,31 @@ pub async fn revoke_by_id(db: &Db, id: i64) -> Result<TokenRecord, Error> {
 }
 
 /// Every token, revoked ones included.
+#[tracing::instrument(name = "tokens::list", skip_all)]
 pub async fn list(db: &Db) -> Result<Vec<TokenRecord>, Error> {
     Ok(store::list_tokens(db.pool()).await?)
 }
 
 /// Revokes the active tokens with this id, prefix or name; returns them.
+#[tracing::instrument(name = "tokens::revoke", skip_all, fields(which = which))]
 pub async fn revoke(db: &Db, which: &str) -> Result<Vec<TokenRecord>, Error> {
     Ok(store::revoke_token(db.pool(), which).await?)
 }
 
 /// The live token a presented secret belongs to, with the scopes it acts with; `None` for
 /// anything else (malformed, unknown, revoked, expired, or its owner disabled).
+#[tracing::instrument(name = "tokens::authenticate", skip_all, fields(token_id = tracing::field::Empty))]
 pub async fn authenticate(db: &Db, secret: &str) -> Result<Option<TokenRecord>, Error> {
     if !auth::looks_like_token(secret) {
         return Ok(None);
     }
-    Ok(store::authenticate(db.pool(), &auth::hash(secret))
+    let token = store::authenticate(db.pool(), &auth::hash(secret))
         .await?
-        .and_then(in_force))
+        .and_then(in_force);
+    if let Some(t) = &token {
+        tracing::Span::current().record("token_id", t.id);
+    }
+    Ok(token)
 }
 
 /// A token as it acts now: a person's token with no more scopes than the person's role (at
@@ -207,6 +218,7 @@ pub struct NewSession {
 }
 
 /// Opens a session of `days` days for the holder of `token`.
+#[tracing::instrument(name = "tokens::open_session", skip_all, fields(token_id = token.id, token = token.name.as_str(), days = days))]
 pub async fn open_session(db: &Db, token: &TokenRecord, days: i32) -> Result<NewSession, Error> {
     let session = auth::generate().map_err(|e| Error::Internal(e.into()))?;
     let csrf = auth::generate().map_err(|e| Error::Internal(e.into()))?;
@@ -219,6 +231,7 @@ pub async fn open_session(db: &Db, token: &TokenRecord, days: i32) -> Result<New
 }
 
 /// The live session a cookie names (one signed in with a token acts as the token does now).
+#[tracing::instrument(name = "tokens::find_session", skip_all)]
 pub async fn find_session(db: &Db, cookie: &str) -> Result<Option<Session>, Error> {
     let Some(session) = store::find_session(db.pool(), &auth::hash(cookie)).await? else {
         return Ok(None);
@@ -298,6 +311,7 @@ impl Manager {
 }
 
 /// The tokens `manager` sees: every one for an admin, their own for a member.
+#[tracing::instrument(name = "tokens::list_for", skip_all, fields(manager = ?manager))]
 pub async fn list_for(db: &Db, manager: Manager) -> Result<Vec<TokenRecord>, Error> {
     Ok(match manager {
         Manager::Admin { .. } => store::list_tokens(db.pool()).await?,
@@ -308,6 +322,7 @@ pub async fn list_for(db: &Db, manager: Manager) -> Result<Vec<TokenRecord>, Err
 /// Creates a token in the portal as `manager`: a member's is theirs, with no scope their role
 /// lacks (403 naming the scopes they may give); an admin's is a service token unless
 /// `for_self` (an admin person's own). Otherwise as [`create`].
+#[tracing::instrument(name = "tokens::create_for", skip_all, fields(manager = ?manager, token = new.name.as_str(), for_self = for_self))]
 pub async fn create_for(
     db: &Db,
     manager: Manager,
@@ -340,6 +355,7 @@ pub async fn create_for(
 
 /// Revokes token `id` as `manager` (and ends its sessions): any token for an admin, their own
 /// for a member; 404 when there is no such active token they may revoke.
+#[tracing::instrument(name = "tokens::revoke_for", skip_all, fields(manager = ?manager, token_id = id))]
 pub async fn revoke_for(db: &Db, manager: Manager, id: i64) -> Result<TokenRecord, Error> {
     if let Manager::Owner { person_id, .. } = manager {
         let theirs = store::get_token(db.pool(), id)
@@ -353,6 +369,7 @@ pub async fn revoke_for(db: &Db, manager: Manager, id: i64) -> Result<TokenRecor
 }
 
 /// Ends the session a cookie names.
+#[tracing::instrument(name = "tokens::end_session", skip_all)]
 pub async fn end_session(db: &Db, cookie: &str) -> Result<(), Error> {
     Ok(store::delete_session(db.pool(), &auth::hash(cookie)).await?)
 }

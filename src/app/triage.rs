@@ -27,6 +27,7 @@ pub struct GroupDetail {
 
 /// The group with id `id` (its 50 newest reports), or 404; read in one transaction. A group
 /// that was merged is [`Error::Merged`], naming the group that holds its reports now.
+#[tracing::instrument(name = "triage::group", skip_all, fields(group_id = id))]
 pub async fn group(db: &Db, id: i64) -> Result<GroupDetail, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     if let Some(Standing::Merged(_)) = merges::standing(&mut *tx, id, Lock::None).await? {
@@ -42,6 +43,7 @@ pub async fn group(db: &Db, id: i64) -> Result<GroupDetail, Error> {
 
 /// Group `id` with its 50 newest reports, fixes, triage and merged groups, read in the
 /// caller's transaction (a change answers with the group as its own transaction left it).
+#[tracing::instrument(name = "triage::detail_in", skip_all, fields(group_id = id))]
 pub(crate) async fn detail_in(tx: &mut PgConnection, id: i64) -> Result<GroupDetail, Error> {
     let group = groups::get_group(&mut *tx, id)
         .await?
@@ -62,6 +64,7 @@ pub(crate) async fn detail_in(tx: &mut PgConnection, id: i64) -> Result<GroupDet
 }
 
 /// The groups seen most recently.
+#[tracing::instrument(name = "triage::recent_groups", skip_all, fields(limit = limit))]
 pub async fn recent_groups(db: &Db, limit: i64) -> Result<Vec<Group>, Error> {
     Ok(groups::recent_groups(db.pool(), limit).await?)
 }
@@ -129,6 +132,7 @@ fn validate_fix(body: FixRequest, author: &Actor) -> Result<NewFix, Error> {
 /// Records a fix for group `group_id` by `author` (a person or a token); 404 for an unknown group, 409
 /// `group_merged` for a group merged into another (the fix belongs there). The group's row is
 /// held while the fix is written, so a merge of it waits and then moves the fix along.
+#[tracing::instrument(name = "triage::record_fix", skip_all, fields(group_id = group_id, actor = author.name(), fix_id = tracing::field::Empty))]
 pub async fn record_fix(
     db: &Db,
     group_id: i64,
@@ -146,6 +150,7 @@ pub async fn record_fix(
         .await?
         .ok_or(Error::NotFound("group"))?;
     tx.commit().await.map_err(DbError::from)?;
+    tracing::Span::current().record("fix_id", stored.id);
     Ok(stored)
 }
 
@@ -160,12 +165,12 @@ pub(crate) fn merged_away(group: i64, into: i64) -> Error {
     )
 }
 
+/// Reports per day: `(group, day, count)` rows, and today's date.
+pub type Trends = (Vec<(i64, String, i64)>, String);
+
 /// Reports per day of some groups over the last `days` days: `(group, day, count)` rows and
 /// today's date, for the portal's trend lines.
-pub async fn trends(
-    db: &Db,
-    ids: &[i64],
-    days: i32,
-) -> Result<(Vec<(i64, String, i64)>, String), Error> {
+#[tracing::instrument(name = "triage::trends", skip_all, fields(groups = ids.len(), days = days))]
+pub async fn trends(db: &Db, ids: &[i64], days: i32) -> Result<Trends, Error> {
     Ok(groups::group_trends(db.pool(), ids, days).await?)
 }

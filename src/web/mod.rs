@@ -1,5 +1,5 @@
 //! HTTP in and out: the router, shared state, the error type every handler returns, and the
-//! security headers every response carries. Handlers are thin: extract, call one domain
+//! security headers and request id every response carries. Handlers are thin: extract, call one domain
 //! function, map the result.
 
 mod admission;
@@ -13,6 +13,7 @@ mod html;
 pub mod limits;
 pub mod metrics;
 pub mod multipart_guard;
+pub mod request_id;
 pub mod scope;
 pub mod server;
 mod uploads;
@@ -229,6 +230,8 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             limits::pace_request_body,
         ))
+        // Inside the shedder, which checks the credentials: the request's span names them.
+        .layer(middleware::from_fn(request_id::name_actor))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             admission::shed_load,
@@ -242,6 +245,10 @@ pub fn router(state: AppState) -> Router {
             error::error_page_layout,
         ))
         .layer(middleware::from_fn(security_headers))
+        // Outermost: every layer above (the load limits and credential checks that refuse, the
+        // error pages) and every handler runs in the request's span, and every answer carries
+        // its `X-Request-Id`.
+        .layer(middleware::from_fn(request_id::tag_request))
         .with_state(state)
 }
 

@@ -424,7 +424,10 @@ fn start_heartbeat(
     let interval = |lease_secs: u32| {
         Duration::from_secs(u64::from(lease_secs) / 4).clamp(Duration::from_secs(1), MAX_HEARTBEAT)
     };
+    // The heartbeat's warnings belong to the job's span, like the run's.
+    let span = tracing::Span::current();
     let handle = thread::spawn(move || {
+        let _in_job = span.enter();
         let mut every = interval(job.lease_secs);
         loop {
             match stopped.recv_timeout(every) {

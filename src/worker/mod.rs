@@ -130,6 +130,15 @@ pub fn work(client: &Client, sandbox: &Sandbox, config: &Config) -> anyhow::Resu
             }
         };
         failures = 0;
+        // Everything logged about this job, by this loop, the run and the heartbeat thread,
+        // names it and its report.
+        let span = tracing::info_span!(
+            "job",
+            job_id = job.job_id,
+            report_id = job.report_id,
+            attempt = job.attempt,
+        );
+        let _in_job = span.enter();
         control.set_busy(true);
         let outcome = job::handle(client, sandbox, config, &job, &control.abandon);
         control.set_busy(false);

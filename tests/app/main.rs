@@ -25,6 +25,7 @@ mod openapi;
 mod outcome;
 mod portal;
 mod repro_status;
+mod request_id;
 mod retention;
 mod search;
 mod security;

@@ -227,6 +227,7 @@ fn list_query(r: &ListRequest, me: &Actor) -> Result<(GroupFilter, GroupSort, u3
 /// The groups that pass the request's filters, one page in its order, for `me` (whose groups
 /// `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
 /// bounds. The page and the total are read in one snapshot, so they agree.
+#[tracing::instrument(name = "group_triage::list", skip_all, fields(actor = me.name(), state = ?request.state, project = ?request.project))]
 pub async fn list(db: &Db, request: &ListRequest, me: &Actor) -> Result<GroupPage, Error> {
     let (filter, sort, page, per_page) = list_query(request, me)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
@@ -260,6 +261,7 @@ pub struct TriageDetail {
 }
 
 /// Group `id`'s triage detail, read in the caller's transaction; `None` for an unknown group.
+#[tracing::instrument(name = "group_triage::detail", skip_all, fields(group_id = id))]
 pub(crate) async fn detail(tx: &mut PgConnection, id: i64) -> Result<Option<TriageDetail>, Error> {
     let Some(triage) = store::get_triage(&mut *tx, id).await? else {
         return Ok(None);
@@ -286,6 +288,7 @@ pub enum Assignable {
 
 /// Who a group can be assigned to, for the portal's forms: people where people exist, else
 /// token names.
+#[tracing::instrument(name = "group_triage::assignable", skip_all)]
 pub async fn assignable(db: &Db) -> Result<Assignable, Error> {
     let people = people::list_enabled(db.pool(), ASSIGNABLE_SHOWN).await?;
     if people.is_empty() {
@@ -466,6 +469,7 @@ fn next_triage(current: &Triage, change: &Change) -> Result<Triage, Error> {
 /// hand, `resolved_in` without the resolved state or not a commit or version, an assignee that
 /// is no active token's name or no enabled person's id, or an empty patch; 409 `group_merged`
 /// for a group merged into another.
+#[tracing::instrument(name = "group_triage::change", skip_all, fields(group_id = id, actor = actor.name()))]
 pub async fn change(
     db: &Db,
     id: i64,
@@ -562,6 +566,7 @@ pub async fn change(
 /// in a resolved group from a build that should contain the fix makes the group regressed; one
 /// from an older build is recorded in its history and leaves it resolved. Open, ignored and
 /// regressed groups are left as they are. Returns whether the group became regressed.
+#[tracing::instrument(name = "group_triage::after_upload", skip_all, fields(report_id = report_id, group_id = group_id))]
 pub(crate) async fn after_upload(
     tx: &mut PgConnection,
     report_id: i64,

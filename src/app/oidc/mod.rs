@@ -116,11 +116,12 @@ type OidcClient = Client<
     EndpointMaybeSet,
 >;
 
-/// Runs blocking provider I/O off the async threads.
+/// Runs blocking provider I/O off the async threads, in the caller's span.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, OidcError> + Send + 'static,
 ) -> Result<T, OidcError> {
-    tokio::task::spawn_blocking(f)
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
         .await
         .map_err(|e| OidcError::Internal(e.into()))?
 }
@@ -154,6 +155,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Checks at `serve` start that the issuer answers with a discovery document that names it.
+#[tracing::instrument(name = "oidc::check_issuer", skip_all, fields(issuer = %settings.issuer))]
 pub async fn check_issuer(settings: Arc<OidcSettings>) -> Result<(), OidcError> {
     blocking(move || discover(&settings, &Http::new()).map(|_| ())).await
 }
@@ -168,6 +170,7 @@ pub struct Started {
 
 /// Starts a sign-in: a fresh state, nonce and PKCE verifier, kept (under the browser cookie's
 /// hash) until the callback.
+#[tracing::instrument(name = "oidc::begin", skip_all, fields(issuer = %settings.issuer))]
 pub async fn begin(
     db: &Db,
     settings: Arc<OidcSettings>,
@@ -226,6 +229,7 @@ struct Claims {
 /// (so a code can be redeemed once), `state` compared, the code exchanged with the PKCE
 /// verifier, the ID token verified, the role mapped from its groups, the person stored and a
 /// session of `days` opened.
+#[tracing::instrument(name = "oidc::finish", skip_all, fields(issuer = %settings.issuer, person_id = tracing::field::Empty))]
 pub async fn finish(
     db: &Db,
     settings: Arc<OidcSettings>,
@@ -269,6 +273,7 @@ pub async fn finish(
         },
     )
     .await?;
+    tracing::Span::current().record("person_id", person.id);
     if person.disabled {
         return Err(OidcError::Disabled);
     }

@@ -158,6 +158,7 @@ pub fn request_from_text(log_days: &str, report_days: &str) -> RetentionRequest 
 }
 
 /// Sets `project`'s own retention (by `actor`); the retention then in force.
+#[tracing::instrument(name = "retention::set", skip_all, fields(project = project, actor = actor.name()))]
 pub async fn set(
     db: &Db,
     settings: &RetentionSettings,
@@ -181,6 +182,7 @@ pub async fn set(
 }
 
 /// Removes `project`'s own retention (it follows the defaults again); 404 when it had none.
+#[tracing::instrument(name = "retention::reset", skip_all, fields(project = project))]
 pub async fn reset(
     db: &Db,
     settings: &RetentionSettings,
@@ -194,6 +196,7 @@ pub async fn reset(
 }
 
 /// The retention in force for `project` and what was removed from it.
+#[tracing::instrument(name = "retention::get", skip_all, fields(project = project))]
 pub async fn get(
     db: &Db,
     settings: &RetentionSettings,
@@ -213,6 +216,7 @@ const RUNS_SHOWN: i64 = 10;
 
 /// The instance defaults, every project's retention (projects with reports, with settings of
 /// their own, or with something removed), and the latest passes.
+#[tracing::instrument(name = "retention::overview", skip_all)]
 pub async fn overview(db: &Db, settings: &RetentionSettings) -> Result<RetentionOverview, Error> {
     let overrides = store::overrides(db.pool()).await?;
     let removed = store::removed_totals(db.pool()).await?;

@@ -26,6 +26,7 @@ pub struct PassSummary {
 }
 
 /// Runs one pass as of `now` (see the module doc) and records it.
+#[tracing::instrument(name = "retention::run_pass", skip_all, fields(run_id = tracing::field::Empty))]
 pub async fn run_pass(
     db: &Db,
     settings: &RetentionSettings,
@@ -37,6 +38,7 @@ pub async fn run_pass(
         tx.commit().await.map_err(DbError::from)?;
         id
     };
+    tracing::Span::current().record("run_id", run);
     let mut summary = PassSummary::default();
     let outcome = apply(db, settings, now, &mut summary).await;
     let error = outcome.as_ref().err().map(ToString::to_string);

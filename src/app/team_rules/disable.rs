@@ -58,6 +58,7 @@ pub struct DisablePreview {
 }
 
 /// Dry-runs disabling rule `id` (404 when there is no such rule).
+#[tracing::instrument(name = "team_rules::preview_disable", skip_all, fields(rule_id = id))]
 pub async fn preview_disable(
     db: &Db,
     handle: &RulesetHandle,
@@ -133,6 +134,7 @@ pub enum Toggled {
 
 /// Turns rule `id` on or off for `actor`. Turning a built-in rule off takes `confirmed` (the
 /// portal's confirm step); without it nothing is written.
+#[tracing::instrument(name = "team_rules::set_enabled", skip_all, fields(rule_id = id, enabled = enabled, actor = actor.name(), confirmed = confirmed))]
 pub async fn set_enabled(
     db: &Db,
     handle: &RulesetHandle,

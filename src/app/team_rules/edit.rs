@@ -141,6 +141,7 @@ fn write_of(e: &TeamEntry) -> Result<RuleWrite, TeamRulesError> {
 
 /// Saves one change by `actor`: validates the merged ruleset, refuses a rule that lowers corpus
 /// accuracy unless `confirm`, commits (history, version, notify) and swaps the ruleset in.
+#[tracing::instrument(name = "team_rules::save", skip_all, fields(rule_id = change.id(), actor = actor.name(), confirm = confirm, version = tracing::field::Empty))]
 pub async fn save(
     db: &Db,
     handle: &RulesetHandle,
@@ -158,6 +159,7 @@ pub async fn save(
         }
     };
     let version = write_announced(&mut edit, &[write], None, actor).await?;
+    tracing::Span::current().record("version", version);
     edit.finish().await?;
     handle.install(version, ruleset);
     Ok(Saved { version, corpus })
@@ -309,6 +311,7 @@ impl Preview {
 /// Dry-runs `spec` (as a new rule, or replacing the entry with its id): its own checks, then
 /// the newest stored reports and the labelled corpus classified with and without it. A pattern
 /// that does not compile within the limits is an error.
+#[tracing::instrument(name = "team_rules::preview", skip_all, fields(rule_id = spec.id.as_str()))]
 pub async fn preview(
     db: &Db,
     handle: &RulesetHandle,
@@ -353,6 +356,7 @@ pub async fn preview(
 /// Classifies the newest stored reports (at most [`PREVIEW_REPORTS`]) with each of `sets` (the
 /// ruleset in use, the changed one, the candidate alone) and tallies what changes for rule `id`.
 /// One batch of compressed logs is in memory at a time, however large the stored logs are.
+#[tracing::instrument(name = "team_rules::scan_reports", skip_all, fields(rule_id = id))]
 pub(super) async fn scan_reports(
     db: &Db,
     sets: [Arc<Ruleset>; 3],
@@ -405,6 +409,7 @@ async fn alone(spec: &RuleSpec) -> Result<Arc<Ruleset>, TeamRulesError> {
 }
 
 /// `sets`: the ruleset in use, with the candidate, and the candidate alone.
+#[tracing::instrument(name = "team_rules::corpus_dry_run", skip_all, fields(rule_id = id.as_str()))]
 pub(super) async fn corpus_dry_run(
     dir: std::path::PathBuf,
     sets: [Arc<Ruleset>; 3],
@@ -504,6 +509,7 @@ fn file_entries(file: &TeamFile) -> Result<Vec<TeamEntry>, TeamRulesError> {
 }
 
 /// The stored team entries as an export file.
+#[tracing::instrument(name = "team_rules::export", skip_all)]
 pub async fn export(db: &Db) -> Result<TeamFile, TeamRulesError> {
     let (stored, _) = store::list_team_rules(db).await?;
     let entries = entries(&stored)?;
@@ -519,6 +525,7 @@ pub async fn export(db: &Db) -> Result<TeamFile, TeamRulesError> {
 
 /// Replaces the stored team entries with the file's, after validating all of them (and the
 /// merged ruleset); nothing is written when anything is wrong. Returns (version, entries).
+#[tracing::instrument(name = "team_rules::import", skip_all, fields(actor = actor.name(), rules = file.rule.len(), disabled = file.disabled.len(), version = tracing::field::Empty))]
 pub async fn import(
     db: &Db,
     handle: &RulesetHandle,
@@ -540,6 +547,7 @@ pub async fn import(
         writes.push(write_of(e)?);
     }
     let version = write_announced(&mut edit, &writes, Some("import"), actor).await?;
+    tracing::Span::current().record("version", version);
     edit.finish().await?;
     handle.install(version, ruleset);
     Ok((version, wanted.len()))

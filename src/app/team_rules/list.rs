@@ -35,6 +35,7 @@ pub struct RuleInfo {
 
 /// Every rule, built-in first (file order), then team rules (oldest first), and the stored
 /// ruleset version.
+#[tracing::instrument(name = "team_rules::list", skip_all, fields(with_hits = with_hits))]
 pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), TeamRulesError> {
     let (stored, version) = store::list_team_rules(db).await?;
     let hits: HashMap<String, i64> = if with_hits {
@@ -88,6 +89,7 @@ pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), Team
 }
 
 /// The newest changes to team rules (of one rule, or of all), newest first.
+#[tracing::instrument(name = "team_rules::history", skip_all, fields(rule_id = ?rule_id, limit = limit))]
 pub async fn history(
     db: &Db,
     rule_id: Option<&str>,
@@ -97,6 +99,7 @@ pub async fn history(
 }
 
 /// The newest stored reports with a finding of rule `id`.
+#[tracing::instrument(name = "team_rules::reports_naming", skip_all, fields(rule_id = id, limit = limit))]
 pub async fn reports_naming(
     db: &Db,
     id: &str,
@@ -106,6 +109,7 @@ pub async fn reports_naming(
 }
 
 /// The newest reclassification runs.
+#[tracing::instrument(name = "team_rules::recent_runs", skip_all, fields(limit = limit))]
 pub async fn recent_runs(
     db: &Db,
     limit: i64,

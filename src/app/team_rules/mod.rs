@@ -167,6 +167,7 @@ pub(crate) fn entries(stored: &[StoredRule]) -> Result<Vec<TeamEntry>, TeamRules
 }
 
 /// Compiles built-in plus team entries on a blocking thread.
+#[tracing::instrument(name = "team_rules::compile", skip_all, fields(entries = entries.len()))]
 pub(crate) async fn compile(entries: Vec<TeamEntry>) -> Result<Ruleset, TeamRulesError> {
     tokio::task::spawn_blocking(move || {
         let builtin: RuleFile = team::builtin_file()?;
@@ -178,6 +179,7 @@ pub(crate) async fn compile(entries: Vec<TeamEntry>) -> Result<Ruleset, TeamRule
 
 /// Loads the stored team rules and installs the ruleset they make, when newer than the one in
 /// use. Returns the version now in use.
+#[tracing::instrument(name = "team_rules::reload", skip_all)]
 pub async fn reload(db: &Db, handle: &RulesetHandle) -> Result<i64, TeamRulesError> {
     let (stored, version) = store::list_team_rules(db).await?;
     if version > handle.version() {
@@ -196,6 +198,7 @@ pub fn watch(db: Db, handle: RulesetHandle) -> tokio::task::JoinHandle<()> {
 }
 
 /// The body of [`watch`], for callers that run it inside a task of their own.
+#[tracing::instrument(name = "team_rules::watch", skip_all)]
 pub async fn watch_loop(db: Db, handle: RulesetHandle) {
     {
         let mut listener = None;

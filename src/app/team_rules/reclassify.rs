@@ -24,6 +24,7 @@ const MAX_LOG_BYTES: u64 = 256 << 20;
 
 /// Records the start of a run over every stored report by `actor`, unless one is running
 /// (`None`).
+#[tracing::instrument(name = "reclassify::open_run", skip_all, fields(version = version, actor = actor.name()))]
 pub async fn open_run(db: &Db, version: i64, actor: &Actor) -> Result<Option<Run>, DbError> {
     let mut tx = db.pool().begin().await?;
     match store::start_run(&mut tx, version, actor).await {
@@ -40,6 +41,7 @@ pub async fn open_run(db: &Db, version: i64, actor: &Actor) -> Result<Option<Run
 
 /// Stores one report's new classification in its own transaction (see [`store::apply`]); the
 /// report's row lock is released at once whatever came of it.
+#[tracing::instrument(name = "reclassify::apply", level = "debug", skip_all, fields(report_id = report_id))]
 pub async fn apply(db: &Db, report_id: i64, update: &Reclassified) -> Result<Applied, DbError> {
     let mut tx = db.pool().begin().await?;
     match store::apply(&mut tx, report_id, update).await {
@@ -55,12 +57,15 @@ pub async fn apply(db: &Db, report_id: i64, update: &Reclassified) -> Result<App
 }
 
 /// Starts a run by `actor` in the background; [`TeamRulesError::Busy`] when one is running.
+#[tracing::instrument(name = "reclassify::start", skip_all, fields(actor = actor.name(), run_id = tracing::field::Empty))]
 pub async fn start(db: &Db, handle: &RulesetHandle, actor: &Actor) -> Result<Run, TeamRulesError> {
     let run = open_run(db, handle.version(), actor)
         .await?
         .ok_or(TeamRulesError::Busy)?;
+    tracing::Span::current().record("run_id", run.id);
     let (db, handle, task_run) = (db.clone(), handle.clone(), run.clone());
-    tokio::spawn(async move {
+    // The run outlives the request that started it; its log lines still name that request.
+    let task = async move {
         let outcome = run_all(&db, &handle, &task_run).await;
         let failed = outcome.as_ref().err().map(ToString::to_string);
         if let Some(why) = &failed {
@@ -69,7 +74,8 @@ pub async fn start(db: &Db, handle: &RulesetHandle, actor: &Actor) -> Result<Run
         if let Err(e) = store::finish_run(db.pool(), &task_run, failed.as_deref()).await {
             tracing::error!(run = task_run.id, error = %e, "recording the end of a reclassification");
         }
-    });
+    };
+    tokio::spawn(tracing::Instrument::in_current_span(task));
     Ok(run)
 }
 
@@ -87,6 +93,7 @@ struct Tally {
 /// Runs to completion (used by [`start`]'s task): every report in id order, then a sweep for
 /// reports with ids the scan already passed that committed only after it passed them (an
 /// upload's id is taken when its transaction inserts, not when it commits).
+#[tracing::instrument(name = "reclassify::run_all", skip_all, fields(run_id = run.id))]
 pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), TeamRulesError> {
     let mut tally = Tally::default();
     let mut seen: Vec<i64> = Vec::new();

@@ -282,6 +282,7 @@ pub struct Uploader {
 /// Classifies a log held in memory without storing it (`POST /api/v1/classify`): refused as
 /// an upload would be (empty, blank, binary: `ingest::stream::check_whole`), classified on a
 /// blocking thread. Nothing is scrubbed because nothing is kept.
+#[tracing::instrument(name = "upload::classify_only", skip_all, fields(bytes = body.as_ref().len()))]
 pub async fn classify_only(
     ruleset: Arc<Ruleset>,
     body: impl AsRef<[u8]> + Send + 'static,
@@ -293,6 +294,7 @@ pub async fn classify_only(
 /// Runs the pipeline on a spooled upload and stores it in one transaction (see
 /// [`store::insert_report`]). `hold` is kept alive until the blocking work ends (the web layer's
 /// in-flight slot), so an abandoned request cannot free its slot while its work goes on.
+#[tracing::instrument(name = "upload::upload", skip_all, fields(token_id = uploader.token_id, idempotency_key = uploader.idempotency_key.is_some(), project = tracing::field::Empty, report_id = tracing::field::Empty, group_id = tracing::field::Empty))]
 pub async fn upload(
     db: &Db,
     ruleset: Arc<Ruleset>,
@@ -316,6 +318,9 @@ pub async fn upload(
         prepare(&ruleset, log, &filename, meta, script)
     })
     .await??;
+    let span = tracing::Span::current();
+    // Scrubbed by `prepare`, like every stored field.
+    span.record("project", new.project.as_str());
     new.token_id = uploader.token_id;
     // Idempotency keys belong to a token (API retries); the portal sends none.
     let idem = (uploader.idempotency_key.zip(uploader.token_id)).map(|(key, token_id)| {
@@ -345,6 +350,8 @@ pub async fn upload(
             ));
         }
     };
+    span.record("report_id", stored.report_id);
+    span.record("group_id", stored.group_id);
     let regressed = if !stored.duplicate && !stored.replayed {
         super::group_triage::after_upload(&mut tx, stored.report_id, stored.group_id).await?
     } else {
@@ -377,6 +384,15 @@ pub async fn upload(
     let events = upload_events(outcome, report, stored.group_id, known_fix.as_ref());
     crate::app::webhooks::enqueue(&mut tx, &events).await?;
     tx.commit().await.map_err(DbError::from)?;
+    tracing::info!(
+        new_report = outcome.new_report,
+        new_group = outcome.new_group,
+        regressed,
+        duplicate = stored.duplicate,
+        replayed = stored.replayed,
+        job_id = stored.job.as_ref().map(|j| j.job_id),
+        "report stored"
+    );
     Ok(Uploaded {
         known_fix,
         similar,

@@ -18,6 +18,7 @@ use crate::storage::search::Document;
 /// Scrubs, classifies and compresses a spooled log. Blocking (CPU and file I/O): call it from
 /// a blocking thread. The classification runs on the scrubbed text, so no finding quotes a
 /// secret.
+#[tracing::instrument(name = "upload::prepare", skip_all)]
 pub fn prepare(
     ruleset: &Ruleset,
     log: impl Read,

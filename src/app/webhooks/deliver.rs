@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
+use tracing::Instrument;
 use ureq::Agent;
 use ureq::unversioned::transport::DefaultConnector;
 
@@ -53,6 +54,7 @@ pub fn spawn(db: Db, settings: WebhookSettings, public_url: String) -> tokio::ta
 }
 
 /// The task's loop (see the module doc).
+#[tracing::instrument(name = "webhooks::deliver", skip_all)]
 pub async fn run(db: Db, settings: WebhookSettings, public_url: String) {
     let sender = Sender::new(&settings);
     let (settings, public_url) = (Arc::new(settings), Arc::<str>::from(public_url));
@@ -130,7 +132,9 @@ async fn deliver_due(
                 sender.clone(),
                 public_url.clone(),
             );
-            set.spawn(async move { attempt(&db, &settings, &sender, &url, c).await });
+            set.spawn(
+                async move { attempt(&db, &settings, &sender, &url, c).await }.in_current_span(),
+            );
         }
         while let Some(done) = set.join_next().await {
             match done {
@@ -143,6 +147,7 @@ async fn deliver_due(
 }
 
 /// Makes one attempt at a claimed delivery and records it.
+#[tracing::instrument(name = "webhooks::attempt", skip_all, fields(delivery_id = c.id, endpoint_id = c.endpoint_id, attempt = c.attempts + 1))]
 async fn attempt(
     db: &Db,
     settings: &WebhookSettings,
@@ -168,7 +173,8 @@ async fn attempt(
         body,
     };
     let sender = sender.clone();
-    let outcome = tokio::task::spawn_blocking(move || sender.post(&request))
+    let span = tracing::Span::current();
+    let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| sender.post(&request)))
         .await
         .unwrap_or_else(|e| Outcome {
             status: None,

@@ -62,6 +62,7 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Resolves the host of `url` (checked by [`check_url`]) when it is a name, and refuses it when
 /// every address it resolves to is internal, as a delivery would. A name that does not resolve
 /// now is kept: DNS may not know it yet, and each delivery resolves and judges it again.
+#[tracing::instrument(name = "webhooks::check_resolved_url", skip_all, fields(allow_private = allow_private))]
 pub async fn check_resolved_url(url: &str, allow_private: bool) -> Result<(), String> {
     if allow_private {
         return Ok(());

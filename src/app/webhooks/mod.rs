@@ -193,6 +193,7 @@ fn merged(
 }
 
 /// Registers an endpoint for `actor`; the answer carries its secret, shown this once.
+#[tracing::instrument(name = "webhooks::create", skip_all, fields(actor = actor, endpoint_id = tracing::field::Empty))]
 pub async fn create(
     db: &Db,
     settings: &WebhookSettings,
@@ -217,11 +218,13 @@ pub async fn create(
         )));
     }
     let endpoint = store::insert_endpoint(db.pool(), &write, &secret, actor).await?;
+    tracing::Span::current().record("endpoint_id", endpoint.id);
     tracing::info!(endpoint = endpoint.id, url = %endpoint.url, by = actor, "webhook endpoint created");
     Ok(EndpointCreated { endpoint, secret })
 }
 
 /// Changes the fields `req` gives (a new secret included); 404 for an unknown endpoint.
+#[tracing::instrument(name = "webhooks::update", skip_all, fields(endpoint_id = id))]
 pub async fn update(
     db: &Db,
     settings: &WebhookSettings,
@@ -245,11 +248,13 @@ pub async fn update(
 }
 
 /// Every endpoint, oldest first.
+#[tracing::instrument(name = "webhooks::list", skip_all)]
 pub async fn list(db: &Db) -> Result<Vec<Endpoint>, Error> {
     Ok(store::list_endpoints(db.pool(), false).await?)
 }
 
 /// One endpoint, or 404.
+#[tracing::instrument(name = "webhooks::get", skip_all, fields(endpoint_id = id))]
 pub async fn get(db: &Db, id: i64) -> Result<Endpoint, Error> {
     store::get_endpoint(db.pool(), id)
         .await?
@@ -257,6 +262,7 @@ pub async fn get(db: &Db, id: i64) -> Result<Endpoint, Error> {
 }
 
 /// Deletes an endpoint with its queued and logged deliveries; 404 when unknown.
+#[tracing::instrument(name = "webhooks::delete", skip_all, fields(endpoint_id = id))]
 pub async fn delete(db: &Db, id: i64) -> Result<(), Error> {
     if store::delete_endpoint(db.pool(), id).await? {
         Ok(())
@@ -267,6 +273,7 @@ pub async fn delete(db: &Db, id: i64) -> Result<(), Error> {
 
 /// Queues a `test` delivery to one endpoint, whatever its events and filters (and whether it
 /// is enabled); returns the delivery's id.
+#[tracing::instrument(name = "webhooks::send_test", skip_all, fields(endpoint_id = id))]
 pub async fn send_test(db: &Db, id: i64) -> Result<i64, Error> {
     get(db, id).await?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
@@ -278,6 +285,7 @@ pub async fn send_test(db: &Db, id: i64) -> Result<i64, Error> {
 }
 
 /// An endpoint and its newest deliveries with their attempts.
+#[tracing::instrument(name = "webhooks::deliveries", skip_all, fields(endpoint_id = id))]
 pub async fn deliveries(db: &Db, id: i64) -> Result<(Endpoint, Vec<Delivery>), Error> {
     let endpoint = get(db, id).await?;
     let mut conn = db.pool().acquire().await.map_err(DbError::from)?;
@@ -306,6 +314,7 @@ pub fn accepts(endpoint: &Endpoint, event: &Event) -> bool {
 
 /// Writes `events` to the outbox in the caller's transaction: one delivery per enabled endpoint
 /// that [`accepts`] each. Returns how many deliveries were queued.
+#[tracing::instrument(name = "webhooks::enqueue", skip_all, fields(events = events.len()))]
 pub(crate) async fn enqueue(conn: &mut PgConnection, events: &[Event]) -> Result<usize, DbError> {
     if events.is_empty() {
         return Ok(0);

@@ -21,7 +21,7 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, ToSchema};
 
 use crate::api_types::ErrorBody;
-use crate::web::{AppError, limits};
+use crate::web::{AppError, limits, request_id};
 
 /// The name of the bearer-token security scheme. Operations name it as the literal `"bearer"`
 /// in their `security(...)` (the attribute takes literals only); the tests check every
@@ -192,7 +192,8 @@ enum Applies {
 }
 
 /// Adds the common errors to every operation (an operation's own description of a status
-/// wins), as shared responses under `components.responses`.
+/// wins), as shared responses under `components.responses`, then the `X-Request-Id` header
+/// to every answer, since the layer around all routes sets it on each.
 pub(super) fn add_common_errors(spec: &mut OpenApi) {
     let components = spec.components.get_or_insert_with(Default::default);
     for e in &COMMON_ERRORS {
@@ -222,6 +223,46 @@ pub(super) fn add_common_errors(spec: &mut OpenApi) {
                         .or_insert(RefOr::Ref(shared));
                 }
             }
+        }
+    }
+    add_request_id(spec);
+}
+
+/// Declares `X-Request-Id` on every answer the document describes (the shared ones under
+/// `components.responses` and each operation's own): `web::request_id` sets it on all of them.
+fn add_request_id(spec: &mut OpenApi) {
+    let id = ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(request_id::MAX_LEN))
+        .pattern(Some("^[!-~]+$"));
+    let header = HeaderBuilder::new()
+        .schema(id)
+        .description(Some(
+            "This request's id, in every log line it caused: the client's own `X-Request-Id` \
+             when it sent a sane one (1 to 128 printable ASCII characters, no spaces), else \
+             one the server made up (32 hex digits).",
+        ))
+        .build();
+    let shared = spec
+        .components
+        .iter_mut()
+        .flat_map(|c| c.responses.values_mut());
+    let own = spec.paths.paths.values_mut().flat_map(|item| {
+        [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        .flat_map(|op| op.responses.responses.values_mut())
+    });
+    for response in shared.chain(own) {
+        if let RefOr::T(response) = response {
+            (response.headers).insert("X-Request-Id".to_owned(), header.clone());
         }
     }
 }
