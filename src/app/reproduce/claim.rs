@@ -19,6 +19,7 @@ pub struct Claim {
 /// Claims the oldest queued job for a worker with a fresh lease, waiting up to `wait_secs`
 /// (at most `max_wait_secs`) for one. The wait holds no database connection: it retries the
 /// claim when this server queues a job, and at least every `poll`.
+#[tracing::instrument(name = "reproduce::claim", skip_all, fields(worker = %req.worker, job_id = tracing::field::Empty))]
 pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error> {
     check_worker(&req.worker)?;
     check_sandbox(&req.sandbox)?;
@@ -47,6 +48,7 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
         if let Some(job) =
             store::claim(queue.db.pool(), &req.worker, settings.lease_secs, has_gpu).await?
         {
+            tracing::Span::current().record("job_id", job.job_id);
             tracing::info!(job = job.job_id, worker = %req.worker, attempt = job.attempt, "job claimed");
             claim.job = Some(ClaimedJob {
                 job_id: job.job_id,

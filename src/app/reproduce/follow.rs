@@ -60,6 +60,11 @@ pub fn should_follow(
 /// (and the report records that). The report's row is locked while deciding, so two results
 /// of one report decide one after the other. Idempotent, so a replayed result may run it again.
 /// Returns whether it followed.
+#[tracing::instrument(
+    name = "reproduce::follow_if_more_specific",
+    skip_all,
+    fields(report_id, reproduction_id)
+)]
 pub async fn follow_if_more_specific(
     tx: &mut PgConnection,
     ruleset: &Ruleset,

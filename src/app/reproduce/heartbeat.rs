@@ -9,6 +9,7 @@ use crate::storage::workers::Contact;
 
 /// Extends a live lease; returns the lease's new length. A lease that is not this token's any
 /// more (expired, reaped, reassigned) is a conflict: the worker must stop.
+#[tracing::instrument(name = "reproduce::heartbeat", skip_all, fields(job_id))]
 pub async fn heartbeat(queue: &Queue, job_id: i64, lease_token: &str) -> Result<u32, Error> {
     let lease_secs = queue.settings.lease_secs;
     let pool = queue.db.pool();

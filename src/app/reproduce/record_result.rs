@@ -39,6 +39,7 @@ pub struct Recorded {
 /// attempt (re-queued, or dead after `max_attempts`); a result is scrubbed, classified and
 /// stored as the report's reproduction, and the report's headline follows it when it is more
 /// specific, all in one transaction. A retry of the same body is answered from what was stored.
+#[tracing::instrument(name = "reproduce::record_result", skip_all, fields(job_id, exit_code = ?result.exit_code))]
 pub async fn record_result(
     queue: &Queue,
     ruleset: Arc<Ruleset>,

@@ -20,6 +20,7 @@ pub enum Requeue {
 /// Re-queues a `done` or `dead` job as a new job of the same report (the old one keeps its
 /// attempts, reason and reproduction as history). One pending job per report at most: two
 /// clicks give one new job. Wakes waiting claims on this server.
+#[tracing::instrument(name = "reproduce::requeue", skip_all, fields(job_id, by))]
 pub async fn requeue(queue: &Queue, job_id: i64, by: &str) -> Result<Requeue, Error> {
     let mut tx = queue.db.pool().begin().await.map_err(DbError::from)?;
     let outcome = requeue_in(&mut tx, job_id, by).await;

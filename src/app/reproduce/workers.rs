@@ -47,6 +47,7 @@ fn log_failure(noted: Result<(), DbError>, worker: &str) {
 }
 
 /// The workers seen within [`SEEN_WINDOW_SECS`], the [`NAMED`] most recent named.
+#[tracing::instrument(name = "reproduce::seen_recently", skip_all)]
 pub async fn seen_recently(db: &Db) -> Result<Seen, crate::app::Error> {
     Ok(store::seen_within(db.pool(), SEEN_WINDOW_SECS, NAMED).await?)
 }
