@@ -111,7 +111,8 @@ impl<S: ScopeSet> FromRequestParts<AppState> for Scoped<S> {
 #[derive(Debug)]
 pub struct ScopedUser<S> {
     pub user: PortalUser,
-    pub scopes: PhantomData<S>,
+    /// Private, so a `ScopedUser` exists only where the scope was checked.
+    scopes: PhantomData<S>,
 }
 
 impl<S: ScopeSet> FromRequestParts<AppState> for ScopedUser<S> {
