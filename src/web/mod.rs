@@ -1,6 +1,6 @@
 //! HTTP in and out: the router, shared state, the error type every handler returns, and the
-//! security headers and request id every response carries. Handlers are thin: extract, call one domain
-//! function, map the result.
+//! security headers and request id every response carries. Handlers are thin: extract, call
+//! one domain function, map the result.
 
 mod admission;
 pub mod anonymous;

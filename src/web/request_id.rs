@@ -7,8 +7,8 @@
 //! credential checks, the handler, the use case and its SQL) runs inside the span
 //! `request{id=.. method=.. path=.. actor=..}`, so each log line they write names the request
 //! and, once its credentials are checked, who sent it; the answer carries the id back in
-//! `X-Request-Id`, refusals and error pages included. The query
-//! string is left out of the span: a search can hold anything the user typed.
+//! `X-Request-Id`, refusals and error pages included. The query string is left out of the
+//! span: a search can hold anything the user typed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};

@@ -1,7 +1,7 @@
 //! One request followed through the logs (issue 32 item 5): every answer carries an
 //! `X-Request-Id` (the client's when sane, else a made-up one), refusals and error pages
-//! included, and the log lines a request causes name it, its actor and the ids its use case
-//! works on.
+//! included, as the API document declares; and the log lines a request causes name it, its
+//! actor and the ids its use case works on.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -242,5 +242,32 @@ async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
         format!("report_id={report_id} "),
     ] {
         assert!(stored.contains(&wanted), "{wanted:?} not in {stored:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_api_document_declares_the_id_on_every_answer() {
+    let app = TestApp::spawn().await;
+    let doc = app.get("/api/v1/openapi.json").await.json();
+    let mut answers = Vec::new();
+    for (name, answer) in doc["components"]["responses"].as_object().unwrap() {
+        answers.push((format!("components.responses.{name}"), answer));
+    }
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let Some(responses) = op.get("responses").and_then(|r| r.as_object()) else {
+                continue; // Not an operation (a path's shared parameters).
+            };
+            for (status, answer) in responses {
+                if answer.get("$ref").is_none() {
+                    answers.push((format!("{method} {path} {status}"), answer));
+                }
+            }
+        }
+    }
+    assert!(answers.len() > 50, "{} answers", answers.len());
+    for (what, answer) in answers {
+        let header = &answer["headers"]["X-Request-Id"];
+        assert_eq!(header["schema"]["maxLength"], 128, "{what}: {answer}");
     }
 }
