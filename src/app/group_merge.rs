@@ -11,7 +11,7 @@
 //! then follow it (see `storage::group_merge`).
 
 use super::Error;
-use super::triage::{self, GroupDetail};
+use super::group_triage::{self as view, GroupView};
 use crate::actor::Actor;
 use crate::api_types::{ErrorCode, GroupAction, MergeRequest};
 use crate::storage::group_merge::{self as merges, Lock, Standing};
@@ -46,7 +46,7 @@ pub async fn merge(
     source: i64,
     request: &MergeRequest,
     actor: &Actor,
-) -> Result<GroupDetail, Error> {
+) -> Result<GroupView, Error> {
     let into = request.into;
     if into < 1 {
         return Err(invalid(format!(
@@ -80,7 +80,7 @@ async fn try_merge(
     source: i64,
     into: i64,
     actor: &Actor,
-) -> Result<Option<GroupDetail>, Error> {
+) -> Result<Option<GroupView>, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     // Unlocked first: the refusals that need no lock, and the group `into` stands for now.
     match merges::standing(&mut *tx, source, Lock::None).await? {
@@ -135,7 +135,7 @@ async fn try_merge(
         },
     )
     .await?;
-    let answer = triage::detail_in(&mut tx, target).await?;
+    let answer = view::detail_in(&mut tx, target).await?;
     tx.commit().await.map_err(DbError::from)?;
     Ok(Some(answer))
 }

@@ -1,67 +1,16 @@
-//! Triage the knowledge base: read a group with its newest reports and fixes; record a fix for
-//! a group (search is `app::search`; merging groups is `app::group_merge`). Input is validated here (the same rules for the
+//! Triage the knowledge base: the groups seen lately, record a fix for a group, trends (a
+//! group's page is read by `app::group_triage::view`; search is `app::search`; merging groups is
+//! `app::group_merge`). Input is validated here (the same rules for the
 //! API and the portal's forms), so both surfaces refuse the same things with the same words.
 
 use serde::Deserialize;
-use sqlx::PgConnection;
 
 use super::Error;
 use crate::actor::Actor;
 use crate::api_types::ErrorCode;
-use crate::storage::group_merge::{self as merges, Lock, MergedGroup, Standing};
+use crate::storage::group_merge::{self as merges, Lock, Standing};
 use crate::storage::groups::{self, Fix, Group, NewFix};
-use crate::storage::reports::{self as store, ReportSummary};
 use crate::storage::{Db, DbError};
-
-/// A group with its newest reports, its fixes, and its triage (state, assignee, history, tag
-/// breakdowns).
-#[derive(Clone, Debug)]
-pub struct GroupDetail {
-    pub group: Group,
-    pub reports: Vec<ReportSummary>,
-    pub fixes: Vec<Fix>,
-    pub triage: super::group_triage::TriageDetail,
-    /// The groups merged into this one, newest first.
-    pub merged: Vec<MergedGroup>,
-}
-
-/// The group with id `id` (its 50 newest reports), or 404; read in one transaction. A group
-/// that was merged is [`Error::Merged`], naming the group that holds its reports now.
-#[tracing::instrument(name = "triage::group", skip_all, fields(group_id = id))]
-pub async fn group(db: &Db, id: i64) -> Result<GroupDetail, Error> {
-    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    if let Some(Standing::Merged(_)) = merges::standing(&mut *tx, id, Lock::None).await? {
-        let into = merges::final_group(&mut tx, id)
-            .await?
-            .ok_or(Error::NotFound("group"))?;
-        return Err(Error::Merged { group: id, into });
-    }
-    let detail = detail_in(&mut tx, id).await?;
-    tx.rollback().await.map_err(DbError::from)?;
-    Ok(detail)
-}
-
-/// Group `id` with its 50 newest reports, fixes, triage and merged groups, read in the
-/// caller's transaction (a change answers with the group as its own transaction left it).
-#[tracing::instrument(name = "triage::detail_in", skip_all, fields(group_id = id))]
-pub(crate) async fn detail_in(tx: &mut PgConnection, id: i64) -> Result<GroupDetail, Error> {
-    let group = groups::get_group(&mut *tx, id)
-        .await?
-        .ok_or(Error::NotFound("group"))?;
-    let reports = store::group_reports(&mut *tx, id, 50).await?;
-    let fixes = groups::group_fixes(&mut *tx, id).await?;
-    let triage = super::group_triage::detail(&mut *tx, id)
-        .await?
-        .ok_or(Error::NotFound("group"))?;
-    let merged = merges::merged_groups(&mut *tx, id).await?;
-    Ok(GroupDetail {
-        group,
-        reports,
-        fixes,
-        triage,
-        merged,
-    })
-}
 
 /// The groups seen most recently.
 #[tracing::instrument(name = "triage::recent_groups", skip_all, fields(limit = limit))]

@@ -6,29 +6,30 @@
 //! lives in [`regression`]; [`after_upload`] applies it inside the upload's transaction.
 
 pub mod regression;
+mod view;
+
+pub(crate) use view::detail_in;
+pub use view::{Assignable, GroupView, TriageDetail, assignable, group};
 
 use serde::Deserialize;
 use sqlx::PgConnection;
 
 use super::Error;
-use super::triage::{self, GroupDetail};
+use super::triage;
 use crate::actor::Actor;
-use crate::api_types::{ErrorCode, GroupAction, GroupEvent, GroupPatch, GroupState, GroupTags};
+use crate::api_types::{ErrorCode, GroupAction, GroupPatch, GroupState};
 use crate::rules::Category;
 use crate::storage::group_merge::{self as merges, Lock, Standing};
 use crate::storage::group_triage::{
     self as store, GroupFilter, GroupSort, ListedGroup, NewEvent, Triage,
 };
-use crate::storage::people::{self, Person};
+use crate::storage::people;
 use crate::storage::{Db, DbError, tokens};
 use regression::{FirstSeen, FixedIn, Incoming, Resolution, Step, Verdict, Version};
 
 /// The actor named in the history for changes the service makes itself (a regression found on
 /// upload).
 pub const SERVICE_ACTOR: &str = crate::actor::SERVICE_NAME;
-
-/// History entries shown with a group (newest first).
-const HISTORY_SHOWN: i64 = 100;
 
 /// A group list as asked (`GET /api/v1/groups`, the portal's filter form). Empty values leave
 /// a filter out, so a form's "any" choice is an empty field.
@@ -250,56 +251,6 @@ pub async fn list(db: &Db, request: &ListRequest, me: &Actor) -> Result<GroupPag
     })
 }
 
-/// A group's triage, history and tag breakdowns: what its page and its API answer add to the
-/// group itself.
-#[derive(Clone, Debug)]
-pub struct TriageDetail {
-    pub triage: Triage,
-    /// Newest first, the latest [`HISTORY_SHOWN`].
-    pub history: Vec<GroupEvent>,
-    pub tags: GroupTags,
-}
-
-/// Group `id`'s triage detail, read in the caller's transaction; `None` for an unknown group.
-#[tracing::instrument(name = "group_triage::detail", skip_all, fields(group_id = id))]
-pub(crate) async fn detail(tx: &mut PgConnection, id: i64) -> Result<Option<TriageDetail>, Error> {
-    let Some(triage) = store::get_triage(&mut *tx, id).await? else {
-        return Ok(None);
-    };
-    Ok(Some(TriageDetail {
-        triage,
-        history: store::group_events(&mut *tx, id, HISTORY_SHOWN).await?,
-        tags: store::group_tags(&mut *tx, id).await?,
-    }))
-}
-
-/// Most names the portal's assignee lists offer.
-const ASSIGNABLE_SHOWN: i64 = 500;
-
-/// Who the portal's forms offer as assignees.
-#[derive(Clone, Debug)]
-pub enum Assignable {
-    /// People sign in here: the enabled ones, by name.
-    People(Vec<Person>),
-    /// Nobody has signed in through an identity provider (or everyone who did is disabled):
-    /// the active tokens' names, as before people.
-    Tokens(Vec<String>),
-}
-
-/// Who a group can be assigned to, for the portal's forms: people where people exist, else
-/// token names.
-#[tracing::instrument(name = "group_triage::assignable", skip_all)]
-pub async fn assignable(db: &Db) -> Result<Assignable, Error> {
-    let people = people::list_enabled(db.pool(), ASSIGNABLE_SHOWN).await?;
-    if people.is_empty() {
-        Ok(Assignable::Tokens(
-            tokens::active_names(db.pool(), ASSIGNABLE_SHOWN).await?,
-        ))
-    } else {
-        Ok(Assignable::People(people))
-    }
-}
-
 /// The value of the people picker's choice that keeps an assignee who is no person (a token
 /// name assigned before people signed in): posting the form unchanged leaves them assigned.
 pub const KEEP_ASSIGNEE: &str = "keep";
@@ -475,7 +426,7 @@ pub async fn change(
     id: i64,
     patch: GroupPatch,
     actor: &Actor,
-) -> Result<GroupDetail, Error> {
+) -> Result<GroupView, Error> {
     let mut change = validate(patch)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     // The row stays locked until commit, so the change is decided on the triage as it is and
@@ -559,7 +510,7 @@ pub async fn change(
         store::set_triage(&mut *tx, id, &next, state_changed.then_some(at)).await?;
     }
     tx.commit().await.map_err(DbError::from)?;
-    triage::group(db, id).await
+    group(db, id).await
 }
 
 /// The regression rule on upload (README "Triage"), in the upload's transaction: a new report

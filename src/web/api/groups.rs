@@ -11,6 +11,7 @@ use crate::api_types::search::{
     MatchTier, SearchHit, SearchHitKind, SearchResults, Snippet, SnippetSegment,
 };
 use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
+use crate::app::group_triage;
 use crate::app::search::{self, SearchRequest};
 use crate::app::triage::{self, FixRequest};
 use crate::storage::search::{Hit, HitKind, Tier, Total};
@@ -136,12 +137,12 @@ pub async fn show_group(
     _: Scoped<Read>,
     GroupId(id): GroupId,
 ) -> Result<Json<GroupDetail>, AppError> {
-    let d = triage::group(&state.db, id).await?;
+    let d = group_triage::group(&state.db, id).await?;
     Ok(Json(group_detail(&state, d)))
 }
 
 /// A group as `GET` and `PATCH /api/v1/groups/{id}` answer it.
-pub(super) fn group_detail(state: &AppState, d: triage::GroupDetail) -> GroupDetail {
+pub(super) fn group_detail(state: &AppState, d: group_triage::GroupView) -> GroupDetail {
     let g = d.group;
     let t = d.triage;
     let reports = (d.reports.into_iter())

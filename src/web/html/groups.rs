@@ -12,7 +12,7 @@ use super::Layout;
 use super::group_triage::{TREND_DAYS, TriageView, triage_view};
 use super::trend::{self, ChartSize};
 use crate::api_types::{ErrorCode, MergeRequest};
-use crate::app::{self, group_merge, triage};
+use crate::app::{self, group_merge, group_triage, triage};
 use crate::auth::Scope;
 use crate::storage::group_merge::MergedGroup;
 use crate::storage::groups::{Fix, Group};
@@ -80,7 +80,7 @@ async fn group_page(
     fix_error: Option<String>,
 ) -> Result<GroupPage, PageError> {
     user.require(&[Scope::Read])?;
-    let detail = triage::group(&state.db, id).await?;
+    let detail = group_triage::group(&state.db, id).await?;
     let (per_day, today) = triage::trends(&state.db, &[id], TREND_DAYS as i32).await?;
     let days: Vec<(String, i64)> = per_day.into_iter().map(|(_, d, n)| (d, n)).collect();
     let chart = trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Full);
