@@ -10,6 +10,8 @@
 //! merged one so strongly that uploads, fixes and triage changes of it wait for the merge and
 //! then follow it (see `storage::group_merge`).
 
+pub use crate::storage::group_merge::MergedGroup;
+
 use super::Error;
 use super::group_triage::{self as view, GroupView};
 use crate::actor::Actor;

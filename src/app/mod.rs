@@ -25,6 +25,8 @@ pub mod upload;
 pub mod webhooks;
 
 use crate::api_types::ErrorCode;
+pub use crate::storage::Db;
+
 use crate::storage::DbError;
 
 /// Why a use case refused or failed; the web layer maps each to a status.

@@ -6,6 +6,8 @@
 
 use tracing::Instrument;
 
+pub use crate::storage::reports::ReportSummary;
+
 use super::logfind::FindCache;
 use super::logstore;
 use super::reproduce;

@@ -9,11 +9,13 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
 
+pub use crate::storage::search::{Hit, HitKind, Tier, Total};
+
 use super::Error;
 use super::upload::search_doc::{is_vocabulary_word, vocabulary_words};
 use crate::api_types::ErrorCode;
 use crate::rules::Category;
-use crate::storage::search::{self as find, Hit, Mode, Total};
+use crate::storage::search::{self as find, Mode};
 use crate::storage::{Db, DbError};
 
 /// A search as asked (`GET /api/v1/search`, the portal's search form).

@@ -9,6 +9,8 @@
 //! person revokes it, see `app::people`; a token whose owner is disabled authenticates nothing
 //! even before that). Admins also create service tokens, owned by nobody, for CI and workers.
 
+pub use crate::storage::tokens::{Holder, Session, TokenRecord};
+
 use super::Error;
 use crate::api_types::ErrorCode;
 use crate::api_types::tokens::{TokenInfo, TokenRequest, TokenState};
@@ -16,7 +18,7 @@ use crate::auth::{self, Scope};
 use crate::roles::Role;
 use crate::storage::Db;
 use crate::storage::people as people_store;
-use crate::storage::tokens::{self as store, Holder, NewToken, Session, TokenRecord};
+use crate::storage::tokens::{self as store, NewToken};
 
 /// The longest token name.
 pub const NAME_MAX_CHARS: usize = 200;

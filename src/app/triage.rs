@@ -5,11 +5,13 @@
 
 use serde::Deserialize;
 
+pub use crate::storage::groups::{Fix, Group};
+
 use super::Error;
 use crate::actor::Actor;
 use crate::api_types::ErrorCode;
 use crate::storage::group_merge::{self as merges, Lock, Standing};
-use crate::storage::groups::{self, Fix, Group, NewFix};
+use crate::storage::groups::{self, NewFix};
 use crate::storage::{Db, DbError};
 
 /// The groups seen most recently.

@@ -73,6 +73,13 @@ impl DbError {
             _ => false,
         }
     }
+
+    /// Whether the database is not there right now (down, restarting, out of connections),
+    /// which the edges answer with 503 and `Retry-After` rather than 500.
+    #[must_use]
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, DbError::Unavailable(_))
+    }
 }
 
 impl From<sqlx::Error> for DbError {

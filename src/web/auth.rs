@@ -12,8 +12,8 @@ use super::limits::InFlight;
 use super::{AppError, AppState};
 use crate::actor::Actor;
 use crate::app::tokens;
+use crate::app::tokens::{Holder, Session, TokenRecord};
 use crate::auth::{self, Scope};
-use crate::storage::tokens::{Holder, Session, TokenRecord};
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "gt_session";

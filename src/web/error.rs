@@ -10,7 +10,6 @@ use axum::response::{Html, IntoResponse, Response};
 
 use crate::api_types::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::app;
-use crate::storage::DbError;
 
 /// An error a handler returns; it becomes a status code plus an error body.
 #[derive(Debug, thiserror::Error)]
@@ -79,15 +78,6 @@ pub enum AppError {
     Internal(#[source] anyhow::Error),
 }
 
-impl From<DbError> for AppError {
-    fn from(err: DbError) -> Self {
-        match err {
-            DbError::Unavailable(_) => AppError::Unavailable,
-            other => AppError::Internal(other.into()),
-        }
-    }
-}
-
 impl From<app::Error> for AppError {
     fn from(err: app::Error) -> Self {
         match err {
@@ -100,7 +90,8 @@ impl From<app::Error> for AppError {
             app::Error::Unsupported(message) => AppError::UnsupportedMediaType(message),
             app::Error::Conflict(code, message) => AppError::Conflict(code, message),
             app::Error::Merged { group, into } => AppError::Merged { group, into },
-            app::Error::Db(e) => e.into(),
+            app::Error::Db(e) if e.is_unavailable() => AppError::Unavailable,
+            app::Error::Db(e) => AppError::Internal(e.into()),
             app::Error::Internal(e) => AppError::Internal(e),
         }
     }

@@ -29,10 +29,10 @@ use axum::routing::{get, post};
 
 pub use error::{AppError, PageError};
 
+use crate::app::Db;
 use crate::app::team_rules::RulesetHandle;
 use crate::app::upload::Limits;
 use crate::rules::Ruleset;
-use crate::storage::Db;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]

@@ -20,8 +20,8 @@ use axum::http::request::Parts;
 use super::auth::{ApiToken, PortalUser, token_actor};
 use super::{AppError, AppState, PageError};
 use crate::actor::Actor;
+use crate::app::tokens::TokenRecord;
 use crate::auth::Scope;
-use crate::storage::tokens::TokenRecord;
 
 /// A set of scopes, any one of which (or `admin`) lets a token call an operation.
 pub trait ScopeSet: Send + Sync + 'static {

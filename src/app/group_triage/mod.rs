@@ -8,6 +8,7 @@
 pub mod regression;
 mod view;
 
+pub use crate::storage::group_triage::Triage;
 pub(crate) use view::detail_in;
 pub use view::{Assignable, GroupView, TriageDetail, assignable, group};
 
@@ -20,9 +21,7 @@ use crate::actor::Actor;
 use crate::api_types::{ErrorCode, GroupAction, GroupPatch, GroupState};
 use crate::rules::Category;
 use crate::storage::group_merge::{self as merges, Lock, Standing};
-use crate::storage::group_triage::{
-    self as store, GroupFilter, GroupSort, ListedGroup, NewEvent, Triage,
-};
+use crate::storage::group_triage::{self as store, GroupFilter, GroupSort, ListedGroup, NewEvent};
 use crate::storage::people;
 use crate::storage::{Db, DbError, tokens};
 use regression::{FirstSeen, FixedIn, Incoming, Resolution, Step, Verdict, Version};

@@ -23,6 +23,9 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+pub use crate::storage::reproductions::{
+    AttemptView, CategoryBasis, JobView, ReproductionView, RunRecord,
+};
 pub use claim::{Claim, claim};
 pub use follow::should_follow;
 pub use heartbeat::heartbeat;

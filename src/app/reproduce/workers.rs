@@ -3,8 +3,10 @@
 //! bookkeeping: it never fails the claim, heartbeat or result it rides on (a failure is logged),
 //! and it is throttled so an idle fleet's long-polls cost a read, not a write, most of the time.
 
+pub use crate::storage::workers::{Seen, SeenWorker};
+
 use crate::api_types::ClaimRequest;
-use crate::storage::workers::{self as store, Contact, Seen, SelfReport};
+use crate::storage::workers::{self as store, Contact, SelfReport};
 use crate::storage::{Db, DbError};
 
 /// What "recently" means on the report page: workers in touch within this many seconds.

@@ -5,10 +5,11 @@
 use std::collections::HashMap;
 
 use super::{TeamRulesError, entries};
+use crate::app::Error;
 use crate::rules::spec::RuleSpec;
 use crate::rules::team;
+use crate::storage::Db;
 use crate::storage::rules::{self as store, StoredRule};
-use crate::storage::{Db, DbError};
 
 /// Where a rule comes from (a wire type: the API lists it as it is).
 pub use crate::api_types::rules::RuleOrigin as Origin;
@@ -94,8 +95,8 @@ pub async fn history(
     db: &Db,
     rule_id: Option<&str>,
     limit: i64,
-) -> Result<Vec<crate::storage::rules::HistoryEntry>, DbError> {
-    store::history(db.pool(), rule_id, limit).await
+) -> Result<Vec<crate::storage::rules::HistoryEntry>, Error> {
+    Ok(store::history(db.pool(), rule_id, limit).await?)
 }
 
 /// The newest stored reports with a finding of rule `id`.
@@ -104,8 +105,8 @@ pub async fn reports_naming(
     db: &Db,
     id: &str,
     limit: i64,
-) -> Result<Vec<crate::storage::reports::ReportSummary>, DbError> {
-    store::reports_naming_rule(db.pool(), id, limit).await
+) -> Result<Vec<crate::storage::reports::ReportSummary>, Error> {
+    Ok(store::reports_naming_rule(db.pool(), id, limit).await?)
 }
 
 /// The newest reclassification runs.
@@ -113,6 +114,6 @@ pub async fn reports_naming(
 pub async fn recent_runs(
     db: &Db,
     limit: i64,
-) -> Result<Vec<crate::storage::reclassify::Run>, DbError> {
-    crate::storage::reclassify::recent_runs(db.pool(), limit).await
+) -> Result<Vec<crate::storage::reclassify::Run>, Error> {
+    Ok(crate::storage::reclassify::recent_runs(db.pool(), limit).await?)
 }

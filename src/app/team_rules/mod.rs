@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use crate::storage::rules::{HistoryEntry, RuleState};
 pub use disable::{
     DisablePreview, ExampleImpact, LineVerdict, Toggled, preview_disable, set_enabled,
 };

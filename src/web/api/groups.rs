@@ -13,8 +13,8 @@ use crate::api_types::search::{
 use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::group_triage;
 use crate::app::search::{self, SearchRequest};
+use crate::app::search::{Hit, HitKind, Tier, Total};
 use crate::app::triage::{self, FixRequest};
-use crate::storage::search::{Hit, HitKind, Tier, Total};
 use crate::web::extract::{GroupId, JsonShape, QueryParams, ShapedJson};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};

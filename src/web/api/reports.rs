@@ -6,10 +6,10 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
 use crate::api_types::{self as wire, CategorySource, ErrorBody, ErrorCode, ReportCreated};
+use crate::app::reproduce::JobView;
 use crate::app::upload::{self, Meta, Uploader};
 use crate::app::{self, reports};
 use crate::rules::Classification;
-use crate::storage::reproductions::JobView;
 use crate::web::extract::{IdempotencyKey, MultipartBody, RawLog, ReportId};
 use crate::web::limits::InFlight;
 use crate::web::scope::{Ingest, IngestOrRead, Read, Scoped};

@@ -37,7 +37,7 @@ impl From<TeamRulesError> for AppError {
             e @ TeamRulesError::Exists(_) => {
                 AppError::Conflict(ErrorCode::RuleExists, e.to_string())
             }
-            TeamRulesError::Db(e) => e.into(),
+            TeamRulesError::Db(e) => crate::app::Error::Db(e).into(),
             TeamRulesError::Internal(m) => AppError::Internal(anyhow::anyhow!(m)),
         }
     }

@@ -15,13 +15,13 @@ use super::Layout;
 use super::trend::{self, ChartSize};
 use crate::actor::ActorKind;
 use crate::api_types::{GroupAction, GroupState, TagCount};
+use crate::app::group_triage::Triage;
 use crate::app::group_triage::{
     self, Assignable, KEEP_ASSIGNEE, ListRequest, SERVICE_ACTOR, TriageDetail,
 };
+use crate::app::triage::Group;
 use crate::app::{self, triage};
 use crate::auth::Scope;
-use crate::storage::group_triage::Triage;
-use crate::storage::groups::Group;
 use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryParams};

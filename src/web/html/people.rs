@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use super::Layout;
 use crate::api_types::people::PersonInfo;
+use crate::app::tokens::Holder;
 use crate::app::{self, people};
 use crate::auth::Scope;
-use crate::storage::tokens::Holder;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, PersonId};
 use crate::web::{AppError, AppState, PageError};

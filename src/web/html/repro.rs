@@ -19,13 +19,11 @@ use super::repro_status::{JobStatus, REFRESH_SECS, StatusContext, TrueLine};
 use crate::api_types::ErrorCode;
 use crate::api_types::{CategorySource, JobState, Sandbox};
 use crate::app::reproduce::{self as repro, Requeue, UserFrame};
+use crate::app::reproduce::{AttemptView, CategoryBasis, JobView, ReproductionView, RunRecord};
 use crate::auth::Scope;
 use crate::ingest::normalize::strip_ansi;
 use crate::rules::Classification;
 use crate::rules::outcome::{Decision, Outcome};
-use crate::storage::reproductions::{
-    AttemptView, CategoryBasis, JobView, ReproductionView, RunRecord,
-};
 use crate::web::extract::{CsrfField, CsrfForm, JobId};
 use crate::web::{AppError, AppState, PageError};
 

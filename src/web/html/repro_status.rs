@@ -7,10 +7,10 @@
 //! unit-tested without a server.
 
 use crate::api_types::{JobState, Needs};
+use crate::app::reproduce::JobView;
 use crate::app::reproduce::UserFrame;
 use crate::app::reproduce::workers::SEEN_WINDOW_SECS;
-use crate::storage::reproductions::JobView;
-use crate::storage::workers::Seen;
+use crate::app::reproduce::workers::Seen;
 use crate::time::Timestamp;
 
 use super::when::When;
@@ -251,7 +251,7 @@ impl TrueLine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::workers::SeenWorker;
+    use crate::app::reproduce::workers::SeenWorker;
 
     const NOW: i64 = 1_800_000_000;
 

@@ -13,15 +13,15 @@ use serde_json::Value;
 
 use super::Layout;
 use crate::api_types::ErrorCode;
+use crate::app::reports::ReportSummary;
+use crate::app::team_rules::reclassify::Run;
 use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, Toggled, reclassify};
+use crate::app::team_rules::{HistoryEntry, RuleState};
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
 use crate::rules::team::Captured;
-use crate::storage::reclassify::Run;
-use crate::storage::reports::ReportSummary;
-use crate::storage::rules::{HistoryEntry, RuleState};
 
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};

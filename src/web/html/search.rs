@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::Layout;
+use crate::app::search::{Hit, HitKind, Tier, Total};
 use crate::app::{self, search};
-use crate::storage::search::{Hit, HitKind, Tier, Total};
 use crate::web::extract::QueryParams;
 use crate::web::scope::{Read, ScopedUser};
 use crate::web::{AppState, PageError};
