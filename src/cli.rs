@@ -1,8 +1,14 @@
-//! The command line (clap derive): one binary, one subcommand per job.
+//! The command line (clap derive): one binary, one subcommand per job. Each subcommand's
+//! arguments are declared beside its body in `commands/`, so this file only assembles them and
+//! nothing below it imports it back.
 
 use clap::{Parser, Subcommand};
 
-use crate::auth::Scope;
+use crate::commands::classify::ClassifyArgs;
+use crate::commands::eval::EvalArgs;
+use crate::commands::retention::RetentionCommand;
+use crate::commands::rules::RulesCommand;
+use crate::commands::token::TokenCommand;
 use crate::config::{DatabaseArgs, ServeArgs};
 
 /// gpu-triage: tells ML teams why their GPU job crashed.
@@ -38,115 +44,6 @@ pub enum Command {
     /// Apply retention: delete raw logs and reports past their time.
     #[command(subcommand)]
     Retention(RetentionCommand),
-}
-
-/// `gpu-triage retention ...`
-#[derive(Debug, Subcommand)]
-pub enum RetentionCommand {
-    /// Run one retention pass now (what `serve` runs every --retention-interval-secs) and print
-    /// what it removed. Takes the same defaults as `serve`; per-project settings come from the
-    /// database.
-    Run {
-        #[command(flatten)]
-        retention: crate::config::RetentionArgs,
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
-}
-
-/// Output format of `classify`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    /// One JSON object per input, one per line (DESIGN.md section 3).
-    Json,
-    /// A short human summary.
-    Text,
-}
-
-/// `gpu-triage classify`
-#[derive(Debug, clap::Args)]
-pub struct ClassifyArgs {
-    /// Output format.
-    #[arg(long, value_enum, default_value = "json")]
-    pub format: OutputFormat,
-    /// Use this TOML ruleset instead of the built-in one.
-    #[arg(long, value_name = "FILE")]
-    pub rules: Option<std::path::PathBuf>,
-    /// Log files; `-` or nothing reads stdin.
-    #[arg(value_name = "FILE")]
-    pub inputs: Vec<String>,
-}
-
-/// `gpu-triage eval`
-#[derive(Debug, clap::Args)]
-pub struct EvalArgs {
-    /// Corpus directory with labels.csv, cases/*.log and optionally evidence.csv.
-    pub dir: std::path::PathBuf,
-    /// Use this TOML ruleset instead of the built-in one.
-    #[arg(long, value_name = "FILE")]
-    pub rules: Option<std::path::PathBuf>,
-    /// List every miss.
-    #[arg(long, short)]
-    pub verbose: bool,
-}
-
-/// `gpu-triage rules ...`
-#[derive(Debug, Subcommand)]
-pub enum RulesCommand {
-    /// Check a ruleset: patterns compile within limits, examples match, counter-examples do
-    /// not. Without FILE, checks the built-in ruleset.
-    Check {
-        /// A TOML ruleset.
-        file: Option<std::path::PathBuf>,
-    },
-    /// Print the team rules stored in the database as TOML (builtin.toml's format, plus a
-    /// `disabled` list when entries are disabled).
-    Export {
-        /// Write to this file instead of stdout.
-        #[arg(long, value_name = "FILE")]
-        out: Option<std::path::PathBuf>,
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
-    /// Replace the stored team rules with those of FILE (as written by `rules export`); every
-    /// rule is validated before anything is written.
-    Import {
-        /// A TOML file of team rules.
-        file: std::path::PathBuf,
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
-}
-
-/// `gpu-triage token ...`
-#[derive(Debug, Subcommand)]
-pub enum TokenCommand {
-    /// Create a token and print it once.
-    Create {
-        /// What the token may do (repeat or comma-separate for several): ingest, read, worker, admin.
-        #[arg(long, required = true, value_delimiter = ',')]
-        scope: Vec<Scope>,
-        /// Who or what uses the token (shown in listings and on recorded fixes).
-        #[arg(long)]
-        name: String,
-        /// Days until the token stops working (1 to 3650; default: it never expires).
-        #[arg(long)]
-        expires_in_days: Option<u32>,
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
-    /// List tokens (never their secrets).
-    List {
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
-    /// Revoke a token by id, prefix (gtr_xxxxxxxx) or name.
-    Revoke {
-        /// The token's id, prefix or name.
-        token: String,
-        #[command(flatten)]
-        database: DatabaseArgs,
-    },
 }
 
 #[cfg(test)]

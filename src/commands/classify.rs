@@ -8,8 +8,30 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::BadInput;
-use crate::cli::{ClassifyArgs, OutputFormat};
 use crate::rules::{Classification, Role, Ruleset};
+
+/// Output format of `classify`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// One JSON object per input, one per line (DESIGN.md section 3).
+    Json,
+    /// A short human summary.
+    Text,
+}
+
+/// `gpu-triage classify`
+#[derive(Debug, clap::Args)]
+pub struct ClassifyArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: OutputFormat,
+    /// Use this TOML ruleset instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<std::path::PathBuf>,
+    /// Log files; `-` or nothing reads stdin.
+    #[arg(value_name = "FILE")]
+    pub inputs: Vec<String>,
+}
 
 /// Runs the command. Inputs that cannot be read are reported on stderr and make the exit
 /// status 2; the others are still classified.

@@ -10,11 +10,23 @@ use std::path::{Path, PathBuf};
 mod fallback;
 
 use super::BadInput;
-use crate::cli::EvalArgs;
 pub use crate::rules::corpus::Case;
 use crate::rules::corpus::parse_corpus;
 use crate::rules::facts::{normalize_shape, parse_bytes};
 use crate::rules::{Category, Classification, Ruleset};
+
+/// `gpu-triage eval`
+#[derive(Debug, clap::Args)]
+pub struct EvalArgs {
+    /// Corpus directory with labels.csv, cases/*.log and optionally evidence.csv.
+    pub dir: std::path::PathBuf,
+    /// Use this TOML ruleset instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    pub rules: Option<std::path::PathBuf>,
+    /// List every miss.
+    #[arg(long, short)]
+    pub verbose: bool,
+}
 
 /// Scores of one evaluation run.
 #[derive(Debug, Default, Clone)]

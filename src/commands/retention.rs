@@ -5,8 +5,22 @@
 use anyhow::Context;
 
 use crate::app::retention;
-use crate::cli::RetentionCommand;
 use crate::commands::db::with_database;
+use crate::config::DatabaseArgs;
+
+/// `gpu-triage retention ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum RetentionCommand {
+    /// Run one retention pass now (what `serve` runs every --retention-interval-secs) and print
+    /// what it removed. Takes the same defaults as `serve`; per-project settings come from the
+    /// database.
+    Run {
+        #[command(flatten)]
+        retention: crate::config::RetentionArgs,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
 
 /// Runs one `retention` subcommand.
 pub async fn run(cmd: RetentionCommand) -> anyhow::Result<()> {

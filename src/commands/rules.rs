@@ -8,9 +8,37 @@ use anyhow::Context;
 use super::BadInput;
 use crate::actor::Actor;
 use crate::app::team_rules::{self, RulesetHandle, TeamRulesError};
-use crate::cli::RulesCommand;
 use crate::commands::db::with_database;
+use crate::config::DatabaseArgs;
 use crate::rules::Ruleset;
+
+/// `gpu-triage rules ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum RulesCommand {
+    /// Check a ruleset: patterns compile within limits, examples match, counter-examples do
+    /// not. Without FILE, checks the built-in ruleset.
+    Check {
+        /// A TOML ruleset.
+        file: Option<std::path::PathBuf>,
+    },
+    /// Print the team rules stored in the database as TOML (builtin.toml's format, plus a
+    /// `disabled` list when entries are disabled).
+    Export {
+        /// Write to this file instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        out: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Replace the stored team rules with those of FILE (as written by `rules export`); every
+    /// rule is validated before anything is written.
+    Import {
+        /// A TOML file of team rules.
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
 
 /// Runs `rules ...`.
 pub fn run(cmd: RulesCommand) -> anyhow::Result<()> {

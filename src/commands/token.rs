@@ -4,8 +4,39 @@ use anyhow::bail;
 
 use crate::app::tokens;
 use crate::auth::Scope;
-use crate::cli::TokenCommand;
 use crate::commands::db::with_database;
+use crate::config::DatabaseArgs;
+
+/// `gpu-triage token ...`
+#[derive(Debug, clap::Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it once.
+    Create {
+        /// What the token may do (repeat or comma-separate for several): ingest, read, worker, admin.
+        #[arg(long, required = true, value_delimiter = ',')]
+        scope: Vec<Scope>,
+        /// Who or what uses the token (shown in listings and on recorded fixes).
+        #[arg(long)]
+        name: String,
+        /// Days until the token stops working (1 to 3650; default: it never expires).
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// List tokens (never their secrets).
+    List {
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+    /// Revoke a token by id, prefix (gtr_xxxxxxxx) or name.
+    Revoke {
+        /// The token's id, prefix or name.
+        token: String,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
 
 /// Runs one `token` subcommand.
 pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
