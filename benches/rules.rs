@@ -18,7 +18,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use gpu_triage::rules::spec::RuleSpec;
-use gpu_triage::rules::team::{TeamEntry, builtin_file, compile_with_team};
+use gpu_triage::rules::team_compile::{TeamEntry, builtin_file, compile_with_team};
 use gpu_triage::rules::{Category, Ruleset};
 
 fn main() -> ExitCode {

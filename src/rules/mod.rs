@@ -18,7 +18,7 @@ pub mod preview;
 mod refine;
 mod scan;
 pub mod spec;
-pub mod team;
+pub mod team_compile;
 
 use serde::{Deserialize, Serialize};
 

@@ -196,7 +196,7 @@ fn pct(ok: usize, n: usize) -> f64 {
 mod tests {
     use super::*;
     use crate::rules::spec::RuleSpec;
-    use crate::rules::team::{TeamEntry, builtin_file, compile_with_team};
+    use crate::rules::team_compile::{TeamEntry, builtin_file, compile_with_team};
 
     fn with_rule(pattern: &str, example: &str, category: Category) -> Ruleset {
         with_rule_at(pattern, example, category, 99)

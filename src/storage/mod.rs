@@ -9,7 +9,7 @@ pub mod group_triage;
 pub mod groups;
 pub mod jobs;
 pub mod people;
-pub mod reclassify;
+pub mod reclassify_runs;
 pub mod reports;
 pub mod reproductions;
 pub mod retention;

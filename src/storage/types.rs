@@ -11,7 +11,7 @@ use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
 use super::DbError;
-use super::reclassify::RunState;
+use super::reclassify_runs::RunState;
 use crate::actor::{ActorKind, Recorded};
 use crate::api_types::webhooks::{DeliveryState, EventKind, Format};
 use crate::api_types::{GroupAction, GroupState, JobState};

@@ -12,7 +12,7 @@ use super::{RulesetHandle, TeamRulesError, compile, entries};
 use crate::actor::Actor;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::{RuleFile, RuleSpec};
-use crate::rules::{Category, Ruleset, team};
+use crate::rules::{Category, Ruleset, team_compile};
 use crate::storage::Db;
 use crate::storage::rules as store;
 
@@ -143,7 +143,10 @@ pub async fn set_enabled(
     actor: &Actor,
     confirmed: bool,
 ) -> Result<Toggled, TeamRulesError> {
-    let builtin = team::builtin_file()?.rule.iter().any(|r| r.id == id);
+    let builtin = team_compile::builtin_file()?
+        .rule
+        .iter()
+        .any(|r| r.id == id);
     if builtin && !enabled && !confirmed {
         return Ok(Toggled::NeedsConfirmation);
     }

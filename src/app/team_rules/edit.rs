@@ -13,7 +13,7 @@ use super::{RulesetHandle, TeamRulesError, compile, entries};
 use crate::actor::Actor;
 use crate::rules::preview::{Candidate, CorpusDryRun, ReportsDryRun, batches_by_size};
 use crate::rules::spec::RuleSpec;
-use crate::rules::team::{self, RuleCheck, TeamEntry};
+use crate::rules::team_compile::{self, RuleCheck, TeamEntry};
 use crate::rules::{Ruleset, corpus};
 use crate::storage::Db;
 use crate::storage::rules::{self as store, RuleWrite};
@@ -66,7 +66,7 @@ pub(super) fn apply(
     current: &[TeamEntry],
     change: &Change,
 ) -> Result<Vec<TeamEntry>, TeamRulesError> {
-    let builtin = team::builtin_file()?;
+    let builtin = team_compile::builtin_file()?;
     let is_builtin = builtin.rule.iter().any(|r| r.id == change.id());
     let is_context = builtin.context.iter().any(|c| c.id == change.id());
     if is_context {
@@ -181,7 +181,7 @@ async fn checked_write(
         spec: Some(spec), ..
     } = change
     {
-        team::validate_rule(spec)?;
+        team_compile::validate_rule(spec)?;
     }
     let ruleset = Arc::new(compile(next.clone()).await?);
     let mut corpus_run = None;
@@ -227,7 +227,7 @@ async fn write_announced(
     actor: &Actor,
 ) -> Result<i64, TeamRulesError> {
     let (version, written) = edit.write(writes, action, actor).await?;
-    let builtin = team::builtin_file()?;
+    let builtin = team_compile::builtin_file()?;
     let events: Vec<_> = written
         .iter()
         .map(|w| crate::app::webhooks::event::rule_event(rule_facts(w, actor.name(), &builtin)))
@@ -317,7 +317,7 @@ pub async fn preview(
     handle: &RulesetHandle,
     spec: RuleSpec,
 ) -> Result<Preview, TeamRulesError> {
-    let check = team::check_rule(&spec)?;
+    let check = team_compile::check_rule(&spec)?;
     let (stored, _) = store::list_team_rules(db).await?;
     let current = entries(&stored)?;
     let change = Change::Put {
@@ -330,8 +330,8 @@ pub async fn preview(
     // The candidate set compiled even when the rule's examples fail, to show its effect.
     let after = Arc::new(
         tokio::task::spawn_blocking(move || {
-            let builtin = team::builtin_file()?;
-            team::compile_unchecked(&builtin, &next)
+            let builtin = team_compile::builtin_file()?;
+            team_compile::compile_unchecked(&builtin, &next)
         })
         .await
         .map_err(|e| TeamRulesError::Internal(e.to_string()))??,
@@ -485,8 +485,8 @@ fn file_entries(file: &TeamFile) -> Result<Vec<TeamEntry>, TeamRulesError> {
             });
         }
     }
-    let builtin = team::builtin_file()?;
-    let ids = team::builtin_ids(&builtin);
+    let builtin = team_compile::builtin_file()?;
+    let ids = team_compile::builtin_ids(&builtin);
     let mut seen = std::collections::HashSet::new();
     for e in &out {
         if !seen.insert(e.id.as_str()) {
@@ -502,7 +502,7 @@ fn file_entries(file: &TeamFile) -> Result<Vec<TeamEntry>, TeamRulesError> {
             )));
         }
         if let Some(spec) = &e.spec {
-            team::validate_rule(spec)?;
+            team_compile::validate_rule(spec)?;
         }
     }
     Ok(out)

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::{TeamRulesError, entries};
 use crate::app::Error;
 use crate::rules::spec::RuleSpec;
-use crate::rules::team;
+use crate::rules::team_compile;
 use crate::storage::Db;
 use crate::storage::rules::{self as store, StoredRule};
 
@@ -48,7 +48,7 @@ pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), Team
         HashMap::new()
     };
     let team_entries = entries(&stored)?;
-    let builtin = team::builtin_file()?;
+    let builtin = team_compile::builtin_file()?;
     let row = |id: &str| stored.iter().find(|r| r.rule_id == id);
     let info = |spec: RuleSpec, origin, shipped: Option<RuleSpec>, r: Option<&StoredRule>| {
         let entry = r.and_then(|r| team_entries.iter().find(|e| e.id == r.rule_id));
@@ -80,7 +80,7 @@ pub async fn list(db: &Db, with_hits: bool) -> Result<(Vec<RuleInfo>, i64), Team
             None => out.push(info(rule.clone(), Origin::Builtin, None, r)),
         }
     }
-    let ids = team::builtin_ids(&builtin);
+    let ids = team_compile::builtin_ids(&builtin);
     for e in &team_entries {
         if let (false, Some(spec)) = (ids.contains(e.id.as_str()), &e.spec) {
             out.push(info(spec.clone(), Origin::Team, None, row(&e.id)));
@@ -114,6 +114,6 @@ pub async fn reports_naming(
 pub async fn recent_runs(
     db: &Db,
     limit: i64,
-) -> Result<Vec<crate::storage::reclassify::Run>, Error> {
-    Ok(crate::storage::reclassify::recent_runs(db.pool(), limit).await?)
+) -> Result<Vec<crate::storage::reclassify_runs::Run>, Error> {
+    Ok(crate::storage::reclassify_runs::recent_runs(db.pool(), limit).await?)
 }

@@ -21,7 +21,7 @@ pub use edit::{Change, Preview, Saved, TeamFile, export, import, parse_team_file
 pub use list::{Origin, RuleInfo, history, list, recent_runs, reports_naming};
 
 use crate::rules::spec::{RuleFile, RuleSpec};
-use crate::rules::team::{self, TeamEntry};
+use crate::rules::team_compile::{self, TeamEntry};
 use crate::rules::{self, Ruleset};
 use crate::storage::rules::{self as store, StoredRule};
 use crate::storage::{Db, DbError};
@@ -171,8 +171,8 @@ pub(crate) fn entries(stored: &[StoredRule]) -> Result<Vec<TeamEntry>, TeamRules
 #[tracing::instrument(name = "team_rules::compile", skip_all, fields(entries = entries.len()))]
 pub(crate) async fn compile(entries: Vec<TeamEntry>) -> Result<Ruleset, TeamRulesError> {
     tokio::task::spawn_blocking(move || {
-        let builtin: RuleFile = team::builtin_file()?;
-        Ok(team::compile_with_team(&builtin, &entries)?)
+        let builtin: RuleFile = team_compile::builtin_file()?;
+        Ok(team_compile::compile_with_team(&builtin, &entries)?)
     })
     .await
     .map_err(|e| TeamRulesError::Internal(e.to_string()))?

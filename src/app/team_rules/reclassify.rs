@@ -9,13 +9,13 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-pub use crate::storage::reclassify::Run;
+pub use crate::storage::reclassify_runs::Run;
 
 use super::{RulesetHandle, TeamRulesError};
 use crate::actor::Actor;
 use crate::app::upload::search_doc::{self, Origin, Plan};
 use crate::rules::{Classification, Ruleset};
-use crate::storage::reclassify::{self as store, Applied, Reclassified, StoredLog};
+use crate::storage::reclassify_runs::{self as store, Applied, Reclassified, StoredLog};
 use crate::storage::reports::Headline;
 use crate::storage::{Db, DbError};
 

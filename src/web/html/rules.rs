@@ -21,7 +21,7 @@ use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
-use crate::rules::team::Captured;
+use crate::rules::team_compile::Captured;
 
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};

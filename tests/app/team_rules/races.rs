@@ -6,7 +6,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
 use gpu_triage::rules::{Category, Confidence, Ruleset};
-use gpu_triage::storage::reclassify::{Applied, Reclassified};
+use gpu_triage::storage::reclassify_runs::{Applied, Reclassified};
 use gpu_triage::storage::reports::Headline;
 
 use super::{ILLEGAL_LOG, KERNEL_LOG, upload};

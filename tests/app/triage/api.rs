@@ -506,7 +506,7 @@ async fn tag_breakdowns_keep_the_ten_most_frequent_values() {
 
 #[tokio::test]
 async fn a_triaged_group_emptied_by_reclassification_keeps_its_state_and_history() {
-    use gpu_triage::storage::reclassify::{Applied, Reclassified};
+    use gpu_triage::storage::reclassify_runs::{Applied, Reclassified};
     use gpu_triage::storage::reports::Headline;
     let app = TestApp::spawn().await;
     let t = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
