@@ -116,14 +116,14 @@ impl fmt::Display for ActorKind {
 /// Who a stored record names, as read back: the name recorded then, and what kind of actor it
 /// was (`None` for records written before actors were typed: the name is all there is).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Recorded {
+pub struct RecordedActor {
     pub name: String,
     pub kind: Option<ActorKind>,
     /// The person, while they exist.
     pub person_id: Option<i64>,
 }
 
-impl Recorded {
+impl RecordedActor {
     /// How history says who: a person's name, `token <name>` for a token, the name alone for
     /// the service and for records that predate actor kinds.
     #[must_use]
@@ -163,7 +163,7 @@ mod tests {
 
     #[test]
     fn history_names_people_by_name_and_tokens_as_tokens() {
-        let who = |name: &str, kind| Recorded {
+        let who = |name: &str, kind| RecordedActor {
             name: name.into(),
             kind,
             person_id: None,

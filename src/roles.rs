@@ -23,9 +23,10 @@ use crate::auth::Scope;
     utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
-// Named apart from the findings' `Role` (root cause or symptom) in the API's document.
+// Named apart from the findings' `rules::Role` (root cause or symptom), here and in the API's
+// document.
 #[schema(as = PersonRole)]
-pub enum Role {
+pub enum PersonRole {
     /// Everything, including tokens, people and rules.
     Admin,
     /// Upload, record fixes, triage; read everything.
@@ -34,17 +35,17 @@ pub enum Role {
     Viewer,
 }
 
-impl Role {
+impl PersonRole {
     /// Every role, strongest first.
-    pub const ALL: [Role; 3] = [Role::Admin, Role::Member, Role::Viewer];
+    pub const ALL: [PersonRole; 3] = [PersonRole::Admin, PersonRole::Member, PersonRole::Viewer];
 
     /// The role's name as stored and shown.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
-            Role::Admin => "admin",
-            Role::Member => "member",
-            Role::Viewer => "viewer",
+            PersonRole::Admin => "admin",
+            PersonRole::Member => "member",
+            PersonRole::Viewer => "viewer",
         }
     }
 
@@ -52,9 +53,9 @@ impl Role {
     #[must_use]
     pub fn scopes(self) -> &'static [Scope] {
         match self {
-            Role::Admin => &[Scope::Admin],
-            Role::Member => &[Scope::Ingest, Scope::Read],
-            Role::Viewer => &[Scope::Read],
+            PersonRole::Admin => &[Scope::Admin],
+            PersonRole::Member => &[Scope::Ingest, Scope::Read],
+            PersonRole::Viewer => &[Scope::Read],
         }
     }
 
@@ -62,7 +63,7 @@ impl Role {
     /// portal): members and admins may, viewers may not (they read in the portal).
     #[must_use]
     pub fn may_own_tokens(self) -> bool {
-        matches!(self, Role::Admin | Role::Member)
+        matches!(self, PersonRole::Admin | PersonRole::Member)
     }
 
     /// The scopes this role may give a token it creates: no more than it acts with.
@@ -89,16 +90,16 @@ impl Role {
     }
 }
 
-impl fmt::Display for Role {
+impl fmt::Display for PersonRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
 }
 
-impl FromStr for Role {
+impl FromStr for PersonRole {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Role::ALL
+        PersonRole::ALL
             .into_iter()
             .find(|r| r.as_str() == s)
             .ok_or_else(|| format!("unknown role {s:?} (expected admin, member or viewer)"))
@@ -116,19 +117,19 @@ pub struct RoleMap {
 impl RoleMap {
     /// The groups that give `role`.
     #[must_use]
-    pub fn groups_for(&self, role: Role) -> &[String] {
+    pub fn groups_for(&self, role: PersonRole) -> &[String] {
         match role {
-            Role::Admin => &self.admin,
-            Role::Member => &self.member,
-            Role::Viewer => &self.viewer,
+            PersonRole::Admin => &self.admin,
+            PersonRole::Member => &self.member,
+            PersonRole::Viewer => &self.viewer,
         }
     }
 
     /// The strongest role any of `groups` gives (group names compare exactly, as providers
     /// spell them); `None` when none is mapped: no access.
     #[must_use]
-    pub fn role_of<S: AsRef<str>>(&self, groups: &[S]) -> Option<Role> {
-        Role::ALL.into_iter().find(|role| {
+    pub fn role_of<S: AsRef<str>>(&self, groups: &[S]) -> Option<PersonRole> {
+        PersonRole::ALL.into_iter().find(|role| {
             let mapped = self.groups_for(*role);
             groups
                 .iter()
@@ -167,11 +168,14 @@ mod tests {
 
     #[test]
     fn the_strongest_mapped_group_decides_the_role() {
-        let cases: &[(&[&str], Option<Role>)] = &[
-            (&["everyone"], Some(Role::Viewer)),
-            (&["everyone", "ml-team"], Some(Role::Member)),
-            (&["ml-team", "platform", "everyone"], Some(Role::Admin)),
-            (&["triage-admins"], Some(Role::Admin)),
+        let cases: &[(&[&str], Option<PersonRole>)] = &[
+            (&["everyone"], Some(PersonRole::Viewer)),
+            (&["everyone", "ml-team"], Some(PersonRole::Member)),
+            (
+                &["ml-team", "platform", "everyone"],
+                Some(PersonRole::Admin),
+            ),
+            (&["triage-admins"], Some(PersonRole::Admin)),
             (&["unrelated"], None),
             (&[], None),
             // Names compare exactly: no case folding, no prefixes.
@@ -184,31 +188,43 @@ mod tests {
 
     #[test]
     fn roles_act_with_the_scopes_of_tokens() {
-        assert_eq!(Role::Admin.scopes(), &[Scope::Admin]);
-        assert!(crate::auth::allows(Role::Member.scopes(), &[Scope::Ingest]));
-        assert!(!crate::auth::allows(
-            Role::Viewer.scopes(),
+        assert_eq!(PersonRole::Admin.scopes(), &[Scope::Admin]);
+        assert!(crate::auth::allows(
+            PersonRole::Member.scopes(),
             &[Scope::Ingest]
         ));
-        assert!(!crate::auth::allows(Role::Member.scopes(), &[Scope::Admin]));
-        assert!(crate::auth::allows(Role::Viewer.scopes(), &[Scope::Read]));
+        assert!(!crate::auth::allows(
+            PersonRole::Viewer.scopes(),
+            &[Scope::Ingest]
+        ));
+        assert!(!crate::auth::allows(
+            PersonRole::Member.scopes(),
+            &[Scope::Admin]
+        ));
+        assert!(crate::auth::allows(
+            PersonRole::Viewer.scopes(),
+            &[Scope::Read]
+        ));
     }
 
     #[test]
     fn members_and_admins_own_tokens_of_no_more_than_their_scopes() {
-        assert_eq!(Role::Admin.grantable_scopes(), Scope::ALL.to_vec());
+        assert_eq!(PersonRole::Admin.grantable_scopes(), Scope::ALL.to_vec());
         assert_eq!(
-            Role::Member.grantable_scopes(),
+            PersonRole::Member.grantable_scopes(),
             vec![Scope::Ingest, Scope::Read]
         );
-        assert!(Role::Viewer.grantable_scopes().is_empty());
-        assert!(!Role::Viewer.may_own_tokens());
+        assert!(PersonRole::Viewer.grantable_scopes().is_empty());
+        assert!(!PersonRole::Viewer.may_own_tokens());
         assert_eq!(
-            Role::Member.clamp(&[Scope::Admin, Scope::Read, Scope::Worker]),
+            PersonRole::Member.clamp(&[Scope::Admin, Scope::Read, Scope::Worker]),
             vec![Scope::Read]
         );
-        assert_eq!(Role::Viewer.clamp(&[Scope::Ingest]), Vec::<Scope>::new());
-        assert_eq!(Role::Admin.clamp(&[Scope::Admin]), vec![Scope::Admin]);
+        assert_eq!(
+            PersonRole::Viewer.clamp(&[Scope::Ingest]),
+            Vec::<Scope>::new()
+        );
+        assert_eq!(PersonRole::Admin.clamp(&[Scope::Admin]), vec![Scope::Admin]);
     }
 
     #[test]
@@ -217,9 +233,9 @@ mod tests {
         assert!(parse_groups("").is_empty());
         assert!(RoleMap::default().is_empty());
         assert!(!map().is_empty());
-        for role in Role::ALL {
-            assert_eq!(role.as_str().parse::<Role>(), Ok(role));
+        for role in PersonRole::ALL {
+            assert_eq!(role.as_str().parse::<PersonRole>(), Ok(role));
         }
-        assert!("owner".parse::<Role>().is_err());
+        assert!("owner".parse::<PersonRole>().is_err());
     }
 }

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::roles::Role;
+use crate::roles::PersonRole;
 
 /// A person as listed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -14,7 +14,7 @@ pub struct PersonInfo {
     /// From the provider at their last sign-in (may be empty).
     pub email: String,
     /// The role their groups mapped to at their last sign-in.
-    pub role: Role,
+    pub role: PersonRole,
     /// The provider that vouches for them, and its subject for them.
     pub issuer: String,
     pub subject: String,

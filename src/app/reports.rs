@@ -11,7 +11,7 @@ pub use crate::storage::reports::ReportSummary;
 use super::logfind::FindCache;
 use super::logstore;
 use super::reproduce;
-use super::similar::{self, SimilarFailure};
+use super::similar::{self, SimilarGroup};
 use super::{Error, blocking};
 use crate::storage::groups::{self, Group};
 use crate::storage::reports::{self as store, Report};
@@ -29,7 +29,7 @@ pub struct ReportDetail {
     pub jobs: Vec<JobView>,
     pub basis: Option<CategoryBasis>,
     /// Other groups whose failure has nearly the same shape, most alike first.
-    pub similar: Vec<SimilarFailure>,
+    pub similar: Vec<SimilarGroup>,
 }
 
 impl ReportDetail {

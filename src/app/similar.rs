@@ -21,7 +21,7 @@ const FIXES_SHOWN: usize = 3;
 
 /// A group like the report's, with its newest fixes.
 #[derive(Clone, Debug)]
-pub struct SimilarFailure {
+pub struct SimilarGroup {
     pub group: Group,
     /// Trigram similarity of the two signatures, 0 to 1.
     pub similarity: f32,
@@ -29,7 +29,7 @@ pub struct SimilarFailure {
     pub fixes: Vec<Fix>,
 }
 
-impl SimilarFailure {
+impl SimilarGroup {
     /// The similarity as a whole percentage.
     #[must_use]
     pub fn percent(&self) -> u32 {
@@ -49,7 +49,7 @@ pub(crate) async fn of_signature(
     conn: &mut PgConnection,
     signature: &str,
     own_group: i64,
-) -> Result<Vec<SimilarFailure>, DbError> {
+) -> Result<Vec<SimilarGroup>, DbError> {
     let found = groups::similar_groups(&mut *conn, signature, own_group, LISTED, SHOWN).await?;
     let ids: Vec<i64> = found.iter().map(|s| s.group.id).collect();
     let fixes = if ids.is_empty() {
@@ -59,7 +59,7 @@ pub(crate) async fn of_signature(
     };
     Ok(found
         .into_iter()
-        .map(|s| SimilarFailure {
+        .map(|s| SimilarGroup {
             fixes: fixes
                 .iter()
                 .filter(|f| f.group_id == s.group.id)
@@ -75,7 +75,7 @@ pub(crate) async fn of_signature(
 /// What fixed this failure before: the newest fix of its own group, else the newest fix of
 /// the most similar group at least [`FIX_OFFERED`] alike (its `group_id` says which).
 #[must_use]
-pub fn known_fix<'a>(own: &'a [Fix], similar: &'a [SimilarFailure]) -> Option<&'a Fix> {
+pub fn known_fix<'a>(own: &'a [Fix], similar: &'a [SimilarGroup]) -> Option<&'a Fix> {
     own.first().or_else(|| {
         similar
             .iter()
@@ -102,8 +102,8 @@ mod tests {
         }
     }
 
-    fn similar(group_id: i64, similarity: f32, fixes: Vec<Fix>) -> SimilarFailure {
-        SimilarFailure {
+    fn similar(group_id: i64, similarity: f32, fixes: Vec<Fix>) -> SimilarGroup {
+        SimilarGroup {
             group: Group {
                 id: group_id,
                 fingerprint: String::new(),

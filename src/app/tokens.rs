@@ -15,7 +15,7 @@ use super::Error;
 use crate::api_types::ErrorCode;
 use crate::api_types::tokens::{TokenInfo, TokenRequest, TokenState};
 use crate::auth::{self, Scope};
-use crate::roles::Role;
+use crate::roles::PersonRole;
 use crate::storage::Db;
 use crate::storage::people as people_store;
 use crate::storage::tokens::{self as store, NewToken};
@@ -255,7 +255,7 @@ pub enum Manager {
     /// every token, any scope, service tokens (no owner) and, when a person, their own.
     Admin { person_id: Option<i64> },
     /// A member: their own tokens, with the scopes their role has.
-    Owner { person_id: i64, role: Role },
+    Owner { person_id: i64, role: PersonRole },
 }
 
 impl Manager {
@@ -272,7 +272,7 @@ impl Manager {
                     .into(),
             )),
             Holder::Person(p) => match p.role {
-                Role::Admin => Ok(Manager::Admin {
+                PersonRole::Admin => Ok(Manager::Admin {
                     person_id: Some(p.id),
                 }),
                 role if role.may_own_tokens() => Ok(Manager::Owner {
@@ -339,7 +339,7 @@ pub async fn create_for(
     if !refused.is_empty() {
         let role = match manager {
             Manager::Owner { role, .. } => role,
-            Manager::Admin { .. } => Role::Admin,
+            Manager::Admin { .. } => PersonRole::Admin,
         };
         let may: Vec<&str> = grantable.iter().map(|s| s.as_str()).collect();
         return Err(Error::Forbidden(format!(

@@ -107,7 +107,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         .build()
         .new_agent();
     let endpoint = format!("{server}/api/v1/reports");
-    let client = Client {
+    let client = UploadClient {
         agent,
         endpoint,
         token,
@@ -293,7 +293,7 @@ fn quoted_filename(path: &Path) -> String {
 
 /// What one attempt came to.
 #[derive(Debug)]
-enum Reply {
+enum UploadReply {
     Created(Box<ReportCreated>),
     /// Worth another attempt: why, and the server's `Retry-After`.
     Retry(String, Option<Duration>),
@@ -302,13 +302,13 @@ enum Reply {
 }
 
 /// Where and as whom reports are posted.
-struct Client<'a> {
+struct UploadClient<'a> {
     agent: Agent,
     endpoint: String,
     token: &'a str,
 }
 
-impl Client<'_> {
+impl UploadClient<'_> {
     /// Posts one log, retrying transient failures with the same `Idempotency-Key`.
     fn upload(
         &self,
@@ -319,12 +319,12 @@ impl Client<'_> {
         let mut attempt = 1;
         loop {
             match self.send(body, key) {
-                Reply::Created(created) => return Ok(created),
-                Reply::Failed(message) => return Err(message),
-                Reply::Retry(reason, _) if attempt == ATTEMPTS => {
+                UploadReply::Created(created) => return Ok(created),
+                UploadReply::Failed(message) => return Err(message),
+                UploadReply::Retry(reason, _) if attempt == ATTEMPTS => {
                     return Err(format!("upload failed after {ATTEMPTS} attempts: {reason}"));
                 }
-                Reply::Retry(reason, retry_after) => {
+                UploadReply::Retry(reason, retry_after) => {
                     let jitter = Duration::from_millis(getrandom::u64().unwrap_or(0) % 250);
                     let delay = retry_delay(attempt, retry_after) + jitter;
                     attempt += 1;
@@ -336,10 +336,10 @@ impl Client<'_> {
         }
     }
 
-    fn send(&self, body: &Multipart, key: &str) -> Reply {
+    fn send(&self, body: &Multipart, key: &str) -> UploadReply {
         let (len, reader) = match body.open() {
             Ok(opened) => opened,
-            Err(e) => return Reply::Failed(format!("cannot read: {e}")),
+            Err(e) => return UploadReply::Failed(format!("cannot read: {e}")),
         };
         let request = self.agent.post(&self.endpoint);
         let result = request
@@ -353,9 +353,9 @@ impl Client<'_> {
         let mut response = match result {
             Ok(response) => response,
             Err(e) if is_transient(&e) => {
-                return Reply::Retry(format!("cannot reach the server: {e}"), None);
+                return UploadReply::Retry(format!("cannot reach the server: {e}"), None);
             }
-            Err(e) => return Reply::Failed(format!("request failed: {e}")),
+            Err(e) => return UploadReply::Failed(format!("request failed: {e}")),
         };
         let status = response.status().as_u16();
         let header = |name| response.headers().get(name).and_then(|v| v.to_str().ok());
@@ -385,7 +385,7 @@ fn outcome(
     retry_after: Option<u64>,
     location: Option<String>,
     body: Option<String>,
-) -> Reply {
+) -> UploadReply {
     let body = body.unwrap_or_default();
     // `{"error": {"code", "message"}}` (DESIGN.md section 5), else the status and first line.
     let error = serde_json::from_str::<serde_json::Value>(&body).ok();
@@ -401,16 +401,18 @@ fn outcome(
     let message = field("message").unwrap_or_else(|| body.lines().next().unwrap_or("").into());
     match status {
         200..=299 => match serde_json::from_str(&body) {
-            Ok(created) => Reply::Created(created),
+            Ok(created) => UploadReply::Created(created),
             // A response lost mid-way: the retry gets the stored one back (same key).
-            Err(_) if body.is_empty() => Reply::Retry(format!("empty {status} response"), None),
-            Err(e) => Reply::Failed(format!(
+            Err(_) if body.is_empty() => {
+                UploadReply::Retry(format!("empty {status} response"), None)
+            }
+            Err(e) => UploadReply::Failed(format!(
                 "unexpected {status} response ({e}); is --server a gpu-triage server?"
             )),
         },
         408 | 429 | 500..=599 => {
             let reason = format!("server answered {status} {code}: {message}");
-            Reply::Retry(reason, retry_after.map(Duration::from_secs))
+            UploadReply::Retry(reason, retry_after.map(Duration::from_secs))
         }
         _ => {
             let message = match (status, location) {
@@ -419,7 +421,7 @@ fn outcome(
                 (300..=399, Some(to)) => format!("redirected to {to}; pass that as --server"),
                 _ => message,
             };
-            Reply::Failed(format!("rejected ({status} {code}): {message}"))
+            UploadReply::Failed(format!("rejected ({status} {code}): {message}"))
         }
     }
 }
@@ -639,9 +641,9 @@ mod tests {
     fn sorted(status: u16, retry_after: Option<u64>, location: Option<&str>, body: &str) -> String {
         let location = location.map(str::to_owned);
         match outcome(status, retry_after, location, Some(body.to_owned())) {
-            Reply::Failed(message) => message,
-            Reply::Retry(reason, after) => format!("retry {after:?}: {reason}"),
-            Reply::Created(created) => format!("created {}", created.url),
+            UploadReply::Failed(message) => message,
+            UploadReply::Retry(reason, after) => format!("retry {after:?}: {reason}"),
+            UploadReply::Created(created) => format!("created {}", created.url),
         }
     }
 

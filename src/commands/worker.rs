@@ -10,7 +10,7 @@ use anyhow::Context;
 
 use super::BadInput;
 use crate::worker::client::Client;
-use crate::worker::sandbox::Sandbox;
+use crate::worker::sandbox::SandboxLauncher;
 use crate::worker::{self, Config, probe};
 
 /// `gpu-triage worker`
@@ -73,7 +73,7 @@ pub struct WorkerArgs {
 fn memory_limit(
     memory_max: Option<u64>,
     unsandboxed: bool,
-) -> Option<(worker::cgroup::Memory, u64)> {
+) -> Option<(worker::cgroup::ParentCgroup, u64)> {
     let limit = match memory_max {
         Some(0) => {
             tracing::info!("--memory-max 0: runs have no memory limit");
@@ -150,7 +150,7 @@ pub fn run(args: WorkerArgs) -> anyhow::Result<()> {
         );
         Some(gpu)
     };
-    let sandbox = Sandbox::new(
+    let sandbox = SandboxLauncher::new(
         &args.python,
         gpu.as_ref().map(|g| g.index),
         args.max_procs,

@@ -188,7 +188,7 @@ fn userinfo_is_literal(userinfo: &str) -> bool {
 }
 
 /// A byte range of the input to replace, and the kind that names it.
-struct Span {
+struct SecretSpan {
     start: usize,
     end: usize,
     kind: &'static str,
@@ -196,9 +196,9 @@ struct Span {
 
 /// Every secret in `text`, sorted by position, overlaps merged (the earlier-starting, then longer,
 /// then more specific one keeps its kind).
-fn spans(text: &str) -> Vec<Span> {
+fn spans(text: &str) -> Vec<SecretSpan> {
     let compiled = &*COMPILED;
-    let mut found: Vec<(Span, usize)> = Vec::new();
+    let mut found: Vec<(SecretSpan, usize)> = Vec::new();
     for idx in compiled.set.matches(text).iter() {
         let pattern = &PATTERNS[idx];
         for caps in compiled.regexes[idx].captures_iter(text) {
@@ -222,7 +222,7 @@ fn spans(text: &str) -> Vec<Span> {
             };
             if plausible {
                 found.push((
-                    Span {
+                    SecretSpan {
                         start,
                         end,
                         kind: pattern.kind,
@@ -233,7 +233,7 @@ fn spans(text: &str) -> Vec<Span> {
         }
     }
     found.sort_by_key(|(s, idx)| (s.start, std::cmp::Reverse(s.end), *idx));
-    let mut merged: Vec<Span> = Vec::with_capacity(found.len());
+    let mut merged: Vec<SecretSpan> = Vec::with_capacity(found.len());
     for (span, _) in found {
         match merged.last_mut() {
             Some(last) if span.start < last.end => last.end = last.end.max(span.end),

@@ -22,7 +22,7 @@ pub struct Case {
 }
 
 /// What evidence.csv says about one case: accepted root-cause lines and facts.
-type Evidence = (Vec<usize>, Vec<(String, String)>);
+type CaseEvidence = (Vec<usize>, Vec<(String, String)>);
 
 /// Parses `labels.csv` (columns `id`, `label`, optional `async_hint`) and, when given, the text
 /// of `evidence.csv`. The error says what is wrong without the file name.
@@ -34,7 +34,7 @@ pub fn parse_corpus(labels: &str, evidence: Option<&str>) -> Result<Vec<Case>, S
         return Err("needs columns id and label".into());
     };
     let async_col = col("async_hint");
-    let mut evidence_by_id: HashMap<String, Evidence> = HashMap::new();
+    let mut evidence_by_id: HashMap<String, CaseEvidence> = HashMap::new();
     for row in evidence
         .map(parse_csv)
         .unwrap_or_default()

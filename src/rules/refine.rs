@@ -3,15 +3,15 @@
 //! the log comes from, and next steps fitted to it.
 //!
 //! Kept apart from `classify.rs` so the rule engine's ranking and this refinement change
-//! independently: the classifier hands over what it saw ([`Seen`]) and its headline, and takes
-//! back the refined one.
+//! independently: the classifier hands over what it saw ([`Observed`]) and its headline (a
+//! [`HeadlineDraft`]), and takes back the refined one.
 
 use super::framework::{Evidence, source_library};
 use super::spec::{FALLBACK_SPECIFICITY, RuleSpec};
 use super::{Category, Confidence, Ruleset};
 
 /// One line the classifier holds: a rule hit and the lines printed after it.
-pub(super) struct SeenLine<'a> {
+pub(super) struct ObservedLine<'a> {
     /// 1-based line number.
     pub line: usize,
     /// The cleaned line.
@@ -23,11 +23,11 @@ pub(super) struct SeenLine<'a> {
 }
 
 /// What the classifier saw, for the fallback and the framework.
-pub(super) struct Seen<'a> {
+pub(super) struct Observed<'a> {
     /// The root-cause hit.
-    pub root: Option<SeenLine<'a>>,
+    pub root: Option<ObservedLine<'a>>,
     /// The other hits.
-    pub others: Vec<SeenLine<'a>>,
+    pub others: Vec<ObservedLine<'a>>,
     /// Python frame file paths.
     pub frame_files: Vec<&'a str>,
     /// The last line of the log.
@@ -38,7 +38,7 @@ pub(super) struct Seen<'a> {
 
 /// The headline of a classification: what the rules said, or what refinement made of it.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Headline {
+pub(super) struct HeadlineDraft {
     pub category: Category,
     pub title: String,
     pub confidence: Confidence,
@@ -58,7 +58,12 @@ pub(super) fn names_category(rule: &RuleSpec) -> bool {
 impl Ruleset {
     /// Refines the rules' headline with the fallback and the framework; at most `max_steps`
     /// next steps.
-    pub(super) fn refine(&self, seen: &Seen<'_>, mut head: Headline, max_steps: usize) -> Headline {
+    pub(super) fn refine(
+        &self,
+        seen: &Observed<'_>,
+        mut head: HeadlineDraft,
+        max_steps: usize,
+    ) -> HeadlineDraft {
         head.framework = self.frameworks.recognise(&evidence(seen));
         if let Some(root) = &seen.root
             && !names_category(root.rule)
@@ -171,7 +176,7 @@ fn likely_title(category: Category, basis: &[String]) -> String {
     }
 }
 
-fn evidence<'a>(seen: &'a Seen<'a>) -> Evidence<'a> {
+fn evidence<'a>(seen: &'a Observed<'a>) -> Evidence<'a> {
     let mut texts: Vec<&str> = Vec::new();
     if let Some(root) = &seen.root {
         texts.extend(root.following.iter().map(String::as_str));

@@ -314,7 +314,7 @@ impl Hasher for WordHasher {
 
 /// One line a pattern may match, as raw bytes (ANSI already removed).
 #[derive(Debug, Clone)]
-pub(super) struct Candidate {
+pub(super) struct CandidateLine {
     /// 1-based line number in the input as given.
     pub line: usize,
     /// The line (capped around the hit for giant lines).
@@ -339,10 +339,10 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
     candidates: &Candidates<K>,
     reader: R,
     mut first_chunk: impl FnMut(&[u8]) -> bool,
-    mut on_candidate: impl FnMut(Candidate),
+    mut on_candidate: impl FnMut(CandidateLine),
 ) -> io::Result<Scanned> {
     let mut chunks = Chunks::new(reader);
-    let mut local = Worker::default();
+    let mut local = ScanBuffers::default();
     let mut chunk = Chunk::default();
     if !chunks.fill(&mut chunk)? {
         return Ok(chunks.scanned(0));
@@ -380,7 +380,7 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
         let (to_helper, helper_in) = mpsc::sync_channel::<Chunk>(HELPER_QUEUE);
         let (helper_out, from_helper) = mpsc::channel::<(Chunk, Processed)>();
         scope.spawn(move || {
-            let mut helper = Worker::default();
+            let mut helper = ScanBuffers::default();
             for chunk in helper_in {
                 let done = helper.process(candidates, &chunk);
                 if helper_out.send((chunk, done)).is_err() {
@@ -445,7 +445,7 @@ fn helper_gone() -> io::Error {
 /// What processing one chunk found.
 struct Processed {
     /// Line numbers counted from the chunk's first line (1).
-    candidates: Vec<Candidate>,
+    candidates: Vec<CandidateLine>,
     /// Newlines in the processed part.
     newlines: usize,
     /// The part's last line that is not blank: its number from the chunk's first line (1)
@@ -455,12 +455,12 @@ struct Processed {
 
 /// Buffers reused from chunk to chunk by one thread.
 #[derive(Default)]
-struct Worker {
+struct ScanBuffers {
     stripped: Vec<u8>,
     hits: Vec<usize>,
 }
 
-impl Worker {
+impl ScanBuffers {
     fn process<K: Copy + Ord>(&mut self, candidates: &Candidates<K>, chunk: &Chunk) -> Processed {
         let raw = &chunk.data[..chunk.len];
         // ANSI sequences never span a newline, so the processed part and the lookahead are
@@ -491,7 +491,7 @@ fn find_candidates(
     hits: &[usize],
     hay: &[u8],
     end: usize,
-    on_candidate: &mut impl FnMut(Candidate),
+    on_candidate: &mut impl FnMut(CandidateLine),
 ) -> usize {
     let mut pos = 0;
     let mut counted_to = 0;
@@ -516,7 +516,7 @@ fn find_candidates(
             following.push(hay[next..e.min(next + MAX_MATCH_LINE)].to_vec());
             next = e + 1;
         }
-        on_candidate(Candidate {
+        on_candidate(CandidateLine {
             line,
             raw,
             following,

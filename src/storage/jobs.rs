@@ -20,7 +20,7 @@ use crate::rules::Classification;
 
 /// A job handed to a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claimed {
+pub struct LeasedJob {
     pub job_id: i64,
     pub report_id: i64,
     /// 1 for the first attempt.
@@ -88,7 +88,7 @@ pub async fn claim(
     worker: &str,
     lease_secs: u32,
     has_gpu: bool,
-) -> Result<Option<Claimed>, DbError> {
+) -> Result<Option<LeasedJob>, DbError> {
     let row = sqlx::query(
         "WITH next AS ( \
              SELECT j.id FROM jobs j \
@@ -111,7 +111,7 @@ pub async fn claim(
     let Some(row) = row else {
         return Ok(None);
     };
-    Ok(Some(Claimed {
+    Ok(Some(LeasedJob {
         job_id: row.try_get("id")?,
         report_id: row.try_get("report_id")?,
         attempt: count(row.try_get("attempts")?),

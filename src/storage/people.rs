@@ -4,7 +4,7 @@
 use sqlx::{PgExecutor, Row};
 
 use super::DbError;
-use crate::roles::Role;
+use crate::roles::PersonRole;
 use crate::time::Timestamp;
 
 /// A stored person.
@@ -19,7 +19,7 @@ pub struct Person {
     /// Shown in the header and on what they record.
     pub name: String,
     /// The role their groups mapped to at their last sign-in.
-    pub role: Role,
+    pub role: PersonRole,
     /// Whether an admin disabled them (no sessions, no sign-in).
     pub disabled: bool,
     pub created_at: Timestamp,
@@ -54,7 +54,7 @@ pub struct SignedIn<'a> {
     pub subject: &'a str,
     pub email: &'a str,
     pub name: &'a str,
-    pub role: Role,
+    pub role: PersonRole,
 }
 
 /// Creates the person on first sign-in, or updates their email, name, role and sign-in time;

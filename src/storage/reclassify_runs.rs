@@ -65,7 +65,7 @@ impl std::fmt::Display for RunState {
 
 /// One reclassification run.
 #[derive(Clone, Debug, sqlx::FromRow)]
-pub struct Run {
+pub struct ReclassifyRun {
     pub id: i64,
     pub state: RunState,
     pub ruleset_version: i64,
@@ -114,7 +114,7 @@ pub async fn start_run(
     tx: &mut PgConnection,
     ruleset_version: i64,
     actor: &Actor,
-) -> Result<Option<Run>, DbError> {
+) -> Result<Option<ReclassifyRun>, DbError> {
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('gpu_triage_reclassify', 4))")
         .execute(&mut *tx)
         .await?;
@@ -158,12 +158,12 @@ const RUN_COLUMNS: &str = concat!(
     " AS finished"
 );
 
-fn run_from_row(r: &sqlx::postgres::PgRow) -> Result<Run, DbError> {
+fn run_from_row(r: &sqlx::postgres::PgRow) -> Result<ReclassifyRun, DbError> {
     Ok(sqlx::FromRow::from_row(r)?)
 }
 
 /// One run.
-pub async fn get_run(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Run>, DbError> {
+pub async fn get_run(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<ReclassifyRun>, DbError> {
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {RUN_COLUMNS} FROM reclassify_runs WHERE id = $1"
     )))
@@ -174,7 +174,10 @@ pub async fn get_run(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Run>, Db
 }
 
 /// The newest runs.
-pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Run>, DbError> {
+pub async fn recent_runs(
+    ex: impl PgExecutor<'_>,
+    limit: i64,
+) -> Result<Vec<ReclassifyRun>, DbError> {
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {RUN_COLUMNS} FROM reclassify_runs ORDER BY id DESC LIMIT $1"
     )))
@@ -187,7 +190,7 @@ pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Run>
 /// Records progress (totals so far).
 pub async fn record_progress(
     ex: impl PgExecutor<'_>,
-    run: &Run,
+    run: &ReclassifyRun,
     done: i64,
     changed: i64,
     regrouped: i64,
@@ -208,7 +211,7 @@ pub async fn record_progress(
 /// Ends a run as `done` or `failed` (with the reason).
 pub async fn finish_run(
     ex: impl PgExecutor<'_>,
-    run: &Run,
+    run: &ReclassifyRun,
     failed: Option<&str>,
 ) -> Result<(), DbError> {
     sqlx::query(

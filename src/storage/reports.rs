@@ -79,9 +79,10 @@ impl Headline {
     }
 }
 
-/// An `Idempotency-Key` sent with an upload.
+/// An upload's `Idempotency-Key` as `idempotency_keys` records it: with the token that sent it
+/// and the hash of the body it came with.
 #[derive(Clone, Debug)]
-pub struct IdempotencyKey {
+pub struct IdempotencyRecord {
     /// The token that sent it (keys are per token).
     pub token_id: i64,
     /// The header's value.
@@ -121,7 +122,7 @@ pub struct Stored {
 pub async fn insert_report(
     tx: &mut PgConnection,
     report: &NewReport,
-    idempotency: Option<&IdempotencyKey>,
+    idempotency: Option<&IdempotencyRecord>,
 ) -> Result<InsertOutcome, DbError> {
     if let Some(idem) = idempotency {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2::text, 1))")

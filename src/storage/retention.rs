@@ -312,7 +312,7 @@ pub async fn removed_totals(ex: impl PgExecutor<'_>) -> Result<Vec<ProjectRemove
 
 /// One pass, as recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Run {
+pub struct PassRecord {
     pub id: i64,
     pub started_at: Timestamp,
     pub finished_at: Option<Timestamp>,
@@ -356,7 +356,7 @@ pub async fn finish_run(
 }
 
 /// The newest passes, newest first.
-pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Run>, DbError> {
+pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<PassRecord>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT id, ",
         rfc3339!("started_at"),
@@ -370,7 +370,7 @@ pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Run>
     .await?;
     rows.iter()
         .map(|r| {
-            Ok(Run {
+            Ok(PassRecord {
                 id: r.try_get("id")?,
                 started_at: r.try_get("started")?,
                 finished_at: r.try_get("finished")?,

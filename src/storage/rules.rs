@@ -9,7 +9,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::reports::{ReportSummary, SUMMARY_COLUMNS, rfc3339, summary_from_row};
 use super::{Db, DbError};
-use crate::actor::{Actor, Recorded};
+use crate::actor::{Actor, RecordedActor};
 use sqlx::{Acquire, PgExecutor};
 
 /// The channel a committed edit notifies, with the new version as payload.
@@ -45,7 +45,7 @@ pub struct HistoryEntry {
     pub rule_id: String,
     pub action: String,
     /// Who made the change.
-    pub actor: Recorded,
+    pub actor: RecordedActor,
     pub at: crate::time::Timestamp,
     /// The state before and after; `None` when the entry did not exist.
     pub old: Option<RuleState>,

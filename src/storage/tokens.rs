@@ -5,7 +5,7 @@ use sqlx::Row;
 
 use super::{Db, DbError};
 use crate::auth::Scope;
-use crate::roles::Role;
+use crate::roles::PersonRole;
 use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A stored token (never the secret itself).
@@ -42,7 +42,7 @@ pub struct TokenOwner {
     pub person_id: i64,
     pub name: String,
     /// Their role at their last sign-in.
-    pub role: Role,
+    pub role: PersonRole,
     /// Whether an admin disabled them.
     pub disabled: bool,
 }

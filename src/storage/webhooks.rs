@@ -181,7 +181,7 @@ pub async fn insert_deliveries(
 
 /// A due delivery, claimed for one attempt.
 #[derive(Clone, Debug)]
-pub struct Claimed {
+pub struct ClaimedDelivery {
     pub id: i64,
     pub endpoint_id: i64,
     pub event: Event,
@@ -200,7 +200,7 @@ pub async fn claim_due(
     ex: impl PgExecutor<'_>,
     limit: i64,
     lease_secs: f64,
-) -> Result<Vec<Claimed>, DbError> {
+) -> Result<Vec<ClaimedDelivery>, DbError> {
     let rows = sqlx::query(concat!(
         "WITH due AS (SELECT id FROM webhook_deliveries \
              WHERE state = 'pending' AND next_attempt_at <= now() \
@@ -221,7 +221,7 @@ pub async fn claim_due(
         .map(|r| {
             let Json(event): Json<Event> = r.try_get("payload")?;
             let attempts: i32 = r.try_get("attempts")?;
-            Ok(Claimed {
+            Ok(ClaimedDelivery {
                 id: r.try_get("id")?,
                 endpoint_id: r.try_get("endpoint_id")?,
                 event,

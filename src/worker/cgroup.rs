@@ -42,13 +42,13 @@ pub fn parse_proc_cgroup(text: &str) -> Option<CgroupPath> {
 
 /// The cgroup directory runs are created in, and its kind.
 #[derive(Debug, Clone)]
-pub struct Memory {
+pub struct ParentCgroup {
     parent: PathBuf,
     v2: bool,
 }
 
 /// Finds a memory cgroup this worker may create run cgroups in, or says why there is none.
-pub fn detect() -> Result<Memory, String> {
+pub fn detect() -> Result<ParentCgroup, String> {
     let text = fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
     let (parent, v2) = match parse_proc_cgroup(&text) {
@@ -73,7 +73,7 @@ pub fn detect() -> Result<Memory, String> {
         }
         None => return Err("no memory cgroup in /proc/self/cgroup".into()),
     };
-    let memory = Memory { parent, v2 };
+    let memory = ParentCgroup { parent, v2 };
     // Creating, limiting and removing a probe shows the worker may do it for runs.
     let probe = memory
         .for_run(
@@ -94,7 +94,7 @@ fn join(root: &Path, path: &str) -> PathBuf {
     root.join(path.trim_start_matches('/'))
 }
 
-impl Memory {
+impl ParentCgroup {
     /// `v1` or `v2`, and the directory, for the log.
     pub fn describe(&self) -> String {
         format!(

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use super::run::{self, Limits};
-use super::sandbox::{Launch, Sandbox};
+use super::run::{self, RunLimits};
+use super::sandbox::{Launch, SandboxLauncher};
 use crate::api_types::RunEnvironment;
 
 /// Prints one JSON line of facts; never raises.
@@ -22,12 +22,12 @@ print("gpu-triage-env " + json.dumps(facts))
 "#;
 
 /// The interpreter's facts (without the device), or `None` when it could not tell.
-pub fn facts(sandbox: &Sandbox) -> Option<RunEnvironment> {
+pub fn facts(sandbox: &SandboxLauncher) -> Option<RunEnvironment> {
     let prepared = sandbox
         .prepare("env.py", ASK, Launch::Script)
         .inspect_err(|e| tracing::warn!("cannot ask the interpreter for its versions: {e}"))
         .ok()?;
-    let limits = Limits {
+    let limits = RunLimits {
         timeout: Duration::from_secs(120),
         output_cap: 64 << 10,
         stderr_extra: 128,

@@ -9,10 +9,10 @@ use std::thread;
 use std::time::Duration;
 
 use super::client::{self, Client, Job, JobResult, Reply};
-use super::run::{self, Limits};
-use super::sandbox::{self, Sandbox, SandboxKind};
+use super::run::{self, RunLimits};
+use super::sandbox::{self, SandboxKind, SandboxLauncher};
 use super::{Config, peak_rss_bytes, probe};
-use crate::api_types::{CpuRun, MAX_REPEATS, RunEnvironment, RunOutcome, Sandbox as WireSandbox};
+use crate::api_types::{CpuRun, MAX_REPEATS, RunEnvironment, RunOutcome, Sandbox};
 use crate::rules::outcome::{Decision, Outcome};
 use crate::rules::{Category, Ruleset};
 
@@ -26,7 +26,7 @@ const MAX_HEARTBEAT: Duration = Duration::from_secs(15);
 /// result could not be delivered.
 pub(super) fn handle(
     client: &Client,
-    sandbox: &Sandbox,
+    sandbox: &SandboxLauncher,
     config: &Config,
     job: &Job,
     abandon: &Arc<AtomicBool>,
@@ -70,7 +70,7 @@ pub(super) fn handle(
 /// GPU failure worth it, once more on the CPU. The result carries the first failing run's
 /// output (else the last run's) and, with repeats, every run's outcome.
 fn execute_all(
-    sandbox: &Sandbox,
+    sandbox: &SandboxLauncher,
     config: &Config,
     job: &Job,
     cancel: &dyn Fn() -> bool,
@@ -157,7 +157,7 @@ fn failing_line(result: &JobResult) -> Option<String> {
 
 /// What a run launched as `launch` runs on: the interpreter's facts and the device.
 fn environment(
-    sandbox: &Sandbox,
+    sandbox: &SandboxLauncher,
     config: &Config,
     launch: sandbox::Launch,
 ) -> Option<RunEnvironment> {
@@ -173,12 +173,12 @@ fn environment(
 }
 
 /// The limits of one run of `job`.
-fn limits(config: &Config, job: &Job) -> Limits {
+fn limits(config: &Config, job: &Job) -> RunLimits {
     let timeout = match job.timeout_secs {
         0 => config.max_timeout,
         secs => Duration::from_secs(u64::from(secs)).min(config.max_timeout),
     };
-    Limits {
+    RunLimits {
         timeout,
         output_cap: config.output_cap,
         // The sandbox's start marker line, stripped before the result is sent.
@@ -187,7 +187,12 @@ fn limits(config: &Config, job: &Job) -> Limits {
 }
 
 /// Runs the script once and builds the result (a worker-side failure goes into `error`).
-fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> bool) -> JobResult {
+fn execute(
+    sandbox: &SandboxLauncher,
+    config: &Config,
+    job: &Job,
+    cancel: &dyn Fn() -> bool,
+) -> JobResult {
     let limits = limits(config, job);
     let sandboxed = sandbox.kind() == SandboxKind::Bwrap;
     let launch = if config.gpu.is_none() && config.cpu_translation {
@@ -210,7 +215,7 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
         cpu: None,
         runs: Vec::new(),
         environment: environment(sandbox, config, launch),
-        sandbox: WireSandbox::from(sandbox.kind()),
+        sandbox: Sandbox::from(sandbox.kind()),
         error: None,
         worker: None,
     };
@@ -284,10 +289,10 @@ fn execute(sandbox: &Sandbox, config: &Config, job: &Job, cancel: &dyn Fn() -> b
 /// script again under CPU translation: on the CPU PyTorch checks indices synchronously and names
 /// the bad value at the true line, the best next step for such a failure.
 fn cpu_follow_up(
-    sandbox: &Sandbox,
+    sandbox: &SandboxLauncher,
     config: &Config,
     job: &Job,
-    limits: Limits,
+    limits: RunLimits,
     cancel: &dyn Fn() -> bool,
     first: &JobResult,
 ) -> Option<CpuRun> {

@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use client::{ClaimRequest, Client, Reply};
-use sandbox::Sandbox;
+use sandbox::SandboxLauncher;
 
 /// Long-poll length of a claim.
 const CLAIM_WAIT_SECS: u64 = 20;
@@ -86,7 +86,7 @@ impl Control {
 }
 
 /// Runs the claim loop until `--once` is satisfied or a signal stops it.
-pub fn work(client: &Client, sandbox: &Sandbox, config: &Config) -> anyhow::Result<()> {
+pub fn work(client: &Client, sandbox: &SandboxLauncher, config: &Config) -> anyhow::Result<()> {
     let control = Arc::new(Control::default());
     watch_signals(Arc::clone(&control))?;
     let mut failures = 0u32;

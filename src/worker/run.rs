@@ -20,7 +20,7 @@ const READER_GRACE: Duration = Duration::from_secs(2);
 
 /// Limits of one run.
 #[derive(Debug, Clone, Copy)]
-pub struct Limits {
+pub struct RunLimits {
     /// Wall-clock limit.
     pub timeout: Duration,
     /// Bytes kept of stdout and of stderr, each.
@@ -32,7 +32,7 @@ pub struct Limits {
 
 /// One captured stream.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Captured {
+pub struct CapturedStream {
     /// The text (lossy UTF-8), at most the cap in bytes.
     pub text: String,
     /// Whether anything was cut.
@@ -62,9 +62,9 @@ pub struct RunOutput {
     /// Wall time from spawn to exit.
     pub duration: Duration,
     /// Captured stdout.
-    pub stdout: Captured,
+    pub stdout: CapturedStream,
     /// Captured stderr.
-    pub stderr: Captured,
+    pub stderr: CapturedStream,
     /// The memory limit it was killed at (bytes), when its cgroup saw an OOM kill.
     pub oom_limit: Option<u64>,
 }
@@ -74,7 +74,7 @@ pub struct RunOutput {
 /// moved into the gate's cgroup before it is let go. Spawn failures are returned as errors.
 pub fn run(
     mut cmd: Command,
-    limits: Limits,
+    limits: RunLimits,
     cancel: &dyn Fn() -> bool,
     gate: Option<Gate>,
 ) -> std::io::Result<RunOutput> {
@@ -139,7 +139,7 @@ pub fn run(
     let duration = started.elapsed();
     // The group may have members left when the leader exited on its own.
     kill_group(&mut child);
-    let collect = |rx: Option<mpsc::Receiver<Captured>>| {
+    let collect = |rx: Option<mpsc::Receiver<CapturedStream>>| {
         let grace = Instant::now() + READER_GRACE;
         rx.and_then(|rx| {
             rx.recv_timeout(grace.saturating_duration_since(Instant::now()))
@@ -174,7 +174,7 @@ fn kill_group(child: &mut Child) {
 }
 
 /// Reads `stream` to its end on a thread, keeping the first `cap` bytes.
-fn capture(mut stream: impl Read + Send + 'static, cap: usize) -> mpsc::Receiver<Captured> {
+fn capture(mut stream: impl Read + Send + 'static, cap: usize) -> mpsc::Receiver<CapturedStream> {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut kept = Vec::with_capacity(cap.min(64 * 1024));
@@ -199,7 +199,7 @@ fn capture(mut stream: impl Read + Send + 'static, cap: usize) -> mpsc::Receiver
 
 /// Lossy UTF-8 of at most `cap` bytes: replacement characters can make the text longer than
 /// the bytes, so it is cut again at a character boundary.
-fn to_text(bytes: &[u8], cap: usize, truncated: bool) -> Captured {
+fn to_text(bytes: &[u8], cap: usize, truncated: bool) -> CapturedStream {
     let mut text = String::from_utf8_lossy(bytes).into_owned();
     let mut truncated = truncated;
     if text.len() > cap {
@@ -207,7 +207,7 @@ fn to_text(bytes: &[u8], cap: usize, truncated: bool) -> Captured {
         text.truncate(cut);
         truncated = true;
     }
-    Captured { text, truncated }
+    CapturedStream { text, truncated }
 }
 
 /// Exit code and signal of a status, for the result. `sandboxed`: bubblewrap reports a child
@@ -235,8 +235,8 @@ mod tests {
         cmd
     }
 
-    fn limits(secs: u64, cap: usize) -> Limits {
-        Limits {
+    fn limits(secs: u64, cap: usize) -> RunLimits {
+        RunLimits {
             timeout: Duration::from_secs(secs),
             output_cap: cap,
             stderr_extra: 0,

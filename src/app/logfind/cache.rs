@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use super::pass::Passes;
-use super::{Found, Needle};
+use super::{FoundLines, LogNeedle};
 use crate::app::Error;
 use crate::storage::Db;
 
@@ -25,7 +25,7 @@ pub struct FindCache {
 }
 
 /// One find: (report, lowercased text, limit, line cut) and its answer once known.
-type Entry = (Key, Arc<OnceCell<Arc<Found>>>);
+type Entry = (Key, Arc<OnceCell<Arc<FoundLines>>>);
 type Key = (i64, String, usize, usize);
 
 /// Answers kept.
@@ -44,9 +44,9 @@ impl FindCache {
         text: &str,
         limit: usize,
         max_line_bytes: usize,
-    ) -> Result<Arc<Found>, Error> {
+    ) -> Result<Arc<FoundLines>, Error> {
         let text = text.to_ascii_lowercase();
-        let needle = Needle::new(&text, limit, max_line_bytes);
+        let needle = LogNeedle::new(&text, limit, max_line_bytes);
         self.get_or_scan((id, text, limit, max_line_bytes), || {
             self.passes.find(db, id, needle)
         })
@@ -55,10 +55,10 @@ impl FindCache {
 
     /// The answer for `key`, computed by `scan` unless it is known or being computed (then
     /// this waits for it). A failed scan is not kept: the next asker scans again.
-    async fn get_or_scan<F, Fut, E>(&self, key: Key, scan: F) -> Result<Arc<Found>, E>
+    async fn get_or_scan<F, Fut, E>(&self, key: Key, scan: F) -> Result<Arc<FoundLines>, E>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Found, E>>,
+        Fut: Future<Output = Result<FoundLines, E>>,
     {
         let cell = {
             let mut entries = self.lock();
@@ -121,7 +121,7 @@ mod tests {
                     .get_or_scan(key, || async move {
                         scans.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                         gate.notified().await;
-                        Ok::<_, ()>(Found {
+                        Ok::<_, ()>(FoundLines {
                             lines: Vec::new(),
                             matched: 3,
                         })
@@ -141,13 +141,13 @@ mod tests {
         // Another text is another scan; a failed scan is not kept.
         let other = cache
             .get_or_scan((7, "x".into(), 400, 100), || async {
-                Err::<Found, _>("db down")
+                Err::<FoundLines, _>("db down")
             })
             .await;
         assert_eq!(other, Err("db down"));
         let again = cache
             .get_or_scan((7, "x".into(), 400, 100), || async {
-                Ok::<_, ()>(Found::default())
+                Ok::<_, ()>(FoundLines::default())
             })
             .await;
         assert_eq!(again.map(|f| f.matched), Ok(0));

@@ -26,7 +26,7 @@ const BLOCK: usize = 64 << 10;
 
 /// What a find asks for: the text (ASCII letters in any case), how many lines to keep and how
 /// much of each line is searched and kept.
-pub struct Needle {
+pub struct LogNeedle {
     finder: Finder<'static>,
     len: usize,
     /// A text with a newline is in no line.
@@ -37,12 +37,12 @@ pub struct Needle {
     pub max_line_bytes: usize,
 }
 
-impl Needle {
+impl LogNeedle {
     /// A find for `text` keeping the first `limit` lines, each cut to `max_line_bytes`.
     #[must_use]
-    pub fn new(text: &str, limit: usize, max_line_bytes: usize) -> Needle {
+    pub fn new(text: &str, limit: usize, max_line_bytes: usize) -> LogNeedle {
         let lower = text.to_ascii_lowercase().into_bytes();
-        Needle {
+        LogNeedle {
             len: lower.len(),
             impossible: lower.contains(&b'\n') || lower.len() > max_line_bytes,
             finder: Finder::new(&lower).into_owned(),
@@ -54,14 +54,14 @@ impl Needle {
 
 /// Lines found: the first ones, and how many matched in all.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Found {
+pub struct FoundLines {
     /// (1-based number, text cut to the asked length), in log order.
     pub lines: Vec<(usize, Vec<u8>)>,
     /// Lines that matched, including those past the limit.
     pub matched: usize,
 }
 
-impl Found {
+impl FoundLines {
     /// Memory the kept lines take, roughly.
     #[must_use]
     pub fn bytes(&self) -> usize {
@@ -73,15 +73,19 @@ impl Found {
 }
 
 /// One find's share of a chunk's reading: its needle and what it has found so far.
-pub struct Search<'a> {
-    pub needle: &'a Needle,
-    pub found: &'a mut Found,
+pub struct LogSearch<'a> {
+    pub needle: &'a LogNeedle,
+    pub found: &'a mut FoundLines,
 }
 
 /// Adds the lines of `chunk` that contain `needle` to `found`.
-pub fn find_in_chunk(chunk: &LogChunk, needle: &Needle, found: &mut Found) -> io::Result<()> {
+pub fn find_in_chunk(
+    chunk: &LogChunk,
+    needle: &LogNeedle,
+    found: &mut FoundLines,
+) -> io::Result<()> {
     let max = needle.max_line_bytes;
-    find_many_in_chunk(chunk, max, &mut [Search { needle, found }])
+    find_many_in_chunk(chunk, max, &mut [LogSearch { needle, found }])
 }
 
 /// Reads `chunk` once for several finds: each block is inflated and lowercased once and each
@@ -90,7 +94,7 @@ pub fn find_in_chunk(chunk: &LogChunk, needle: &Needle, found: &mut Found) -> io
 pub fn find_many_in_chunk(
     chunk: &LogChunk,
     max_line_bytes: usize,
-    searches: &mut [Search<'_>],
+    searches: &mut [LogSearch<'_>],
 ) -> io::Result<()> {
     let first = usize::try_from(chunk.first_line).unwrap_or(usize::MAX);
     let mut scans: Vec<Scan<'_, '_>> = searches
@@ -170,8 +174,8 @@ pub fn find_many_in_chunk(
 
 /// The state of one needle's search of one chunk.
 struct Scan<'n, 'f> {
-    needle: &'n Needle,
-    found: &'f mut Found,
+    needle: &'n LogNeedle,
+    found: &'f mut FoundLines,
     /// The number of the first line not yet passed.
     number: usize,
 }
@@ -235,9 +239,9 @@ mod tests {
     }
 
     /// What a find must answer: each line cut to `max`, searched in ASCII lower case.
-    fn reference(log: &[u8], text: &str, limit: usize, max: usize) -> Found {
+    fn reference(log: &[u8], text: &str, limit: usize, max: usize) -> FoundLines {
         let needle = text.to_ascii_lowercase().into_bytes();
-        let mut found = Found::default();
+        let mut found = FoundLines::default();
         let body = log.strip_suffix(b"\n").unwrap_or(log);
         if log.is_empty() {
             return found;
@@ -256,9 +260,9 @@ mod tests {
         found
     }
 
-    fn find(chunks: &[LogChunk], text: &str, limit: usize, max: usize) -> Found {
-        let needle = Needle::new(text, limit, max);
-        let mut found = Found::default();
+    fn find(chunks: &[LogChunk], text: &str, limit: usize, max: usize) -> FoundLines {
+        let needle = LogNeedle::new(text, limit, max);
+        let mut found = FoundLines::default();
         for chunk in chunks {
             find_in_chunk(chunk, &needle, &mut found).expect("gzip");
         }
@@ -335,13 +339,14 @@ mod tests {
         ];
         for (chunk_bytes, max) in [(4096, 16 << 10), (100_000, 300_030), (1 << 20, 12)] {
             let chunks = chunked(&log, chunk_bytes);
-            let needles: Vec<Needle> = texts.iter().map(|t| Needle::new(t, 50, max)).collect();
-            let mut founds = vec![Found::default(); texts.len()];
+            let needles: Vec<LogNeedle> =
+                texts.iter().map(|t| LogNeedle::new(t, 50, max)).collect();
+            let mut founds = vec![FoundLines::default(); texts.len()];
             for chunk in &chunks {
-                let mut searches: Vec<Search<'_>> = needles
+                let mut searches: Vec<LogSearch<'_>> = needles
                     .iter()
                     .zip(founds.iter_mut())
-                    .map(|(needle, found)| Search { needle, found })
+                    .map(|(needle, found)| LogSearch { needle, found })
                     .collect();
                 find_many_in_chunk(chunk, max, &mut searches).expect("gzip");
             }

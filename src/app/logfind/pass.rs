@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::oneshot;
 
-use super::{Found, Needle, Search, find_many_in_chunk};
+use super::{FoundLines, LogNeedle, LogSearch, find_many_in_chunk};
 use crate::app::{Error, blocking};
 use crate::storage::reports::{self as store, LogChunk};
 use crate::storage::{Db, DbError};
@@ -37,7 +37,12 @@ impl fmt::Debug for Passes {
 impl Passes {
     /// Runs `needle` over report `id`'s log, on the pass already reading it if there is one.
     /// `Error::NotFound` when the report has no stored log.
-    pub(super) async fn find(&self, db: &Db, id: i64, needle: Needle) -> Result<Found, Error> {
+    pub(super) async fn find(
+        &self,
+        db: &Db,
+        id: i64,
+        needle: LogNeedle,
+    ) -> Result<FoundLines, Error> {
         let key = (id, needle.max_line_bytes);
         let (rider, answer) = Rider::new(needle);
         let start = {
@@ -134,27 +139,27 @@ impl Passes {
 
 /// One find on a pass.
 struct Rider {
-    needle: Needle,
+    needle: LogNeedle,
     /// The chunk position where it boarded.
     boarded: usize,
     /// Chunks it has still to read.
     left: usize,
     /// Lines in the chunks from where it boarded to the end of the log.
-    after_boarding: Found,
+    after_boarding: FoundLines,
     /// Lines in the chunks from the start of the log to where it boarded.
-    before_boarding: Found,
-    answer: oneshot::Sender<Result<Found, Error>>,
+    before_boarding: FoundLines,
+    answer: oneshot::Sender<Result<FoundLines, Error>>,
 }
 
 impl Rider {
-    fn new(needle: Needle) -> (Rider, oneshot::Receiver<Result<Found, Error>>) {
+    fn new(needle: LogNeedle) -> (Rider, oneshot::Receiver<Result<FoundLines, Error>>) {
         let (answer, receiver) = oneshot::channel();
         let rider = Rider {
             needle,
             boarded: 0,
             left: 0,
-            after_boarding: Found::default(),
-            before_boarding: Found::default(),
+            after_boarding: FoundLines::default(),
+            before_boarding: FoundLines::default(),
             answer,
         };
         (rider, receiver)
@@ -195,9 +200,9 @@ fn read_chunk(
 ) -> (Vec<Rider>, std::io::Result<()>) {
     let mut result = Ok(());
     if let Some(chunk) = chunk {
-        let mut searches: Vec<Search<'_>> = riders
+        let mut searches: Vec<LogSearch<'_>> = riders
             .iter_mut()
-            .map(|r| Search {
+            .map(|r| LogSearch {
                 needle: &r.needle,
                 found: if at >= r.boarded {
                     &mut r.after_boarding
@@ -243,9 +248,9 @@ mod tests {
         w.finish().expect("finish")
     }
 
-    fn from_the_start(chunks: &[LogChunk], text: &str, limit: usize) -> Found {
-        let needle = Needle::new(text, limit, 100);
-        let mut found = Found::default();
+    fn from_the_start(chunks: &[LogChunk], text: &str, limit: usize) -> FoundLines {
+        let needle = LogNeedle::new(text, limit, 100);
+        let mut found = FoundLines::default();
         for chunk in chunks {
             find_in_chunk(chunk, &needle, &mut found).expect("gzip");
         }
@@ -254,11 +259,11 @@ mod tests {
 
     /// A pass read without a database: finds board at the steps given (step `s` reads
     /// position `s % chunks`), and the pass reads until every rider has arrived.
-    fn ride(chunks: &[LogChunk], boardings: &[(usize, &str, usize)]) -> Vec<Found> {
+    fn ride(chunks: &[LogChunk], boardings: &[(usize, &str, usize)]) -> Vec<FoundLines> {
         let mut answers = Vec::new();
         let mut waiting: Vec<(usize, Rider)> = Vec::new();
         for &(step, text, limit) in boardings {
-            let (rider, answer) = Rider::new(Needle::new(text, limit, 100));
+            let (rider, answer) = Rider::new(LogNeedle::new(text, limit, 100));
             waiting.push((step, rider));
             answers.push(answer);
         }

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 pub use self::http::Http;
 use super::tokens::NewSession;
 use crate::auth;
-use crate::roles::{Role, RoleMap};
+use crate::roles::{PersonRole, RoleMap};
 use crate::storage::people::{self as store, PendingLogin, SignedIn};
 use crate::storage::{Db, DbError};
 
@@ -213,7 +213,7 @@ pub async fn begin(
 pub struct Finished {
     pub session: NewSession,
     pub name: String,
-    pub role: Role,
+    pub role: PersonRole,
     pub next_path: Option<String>,
 }
 

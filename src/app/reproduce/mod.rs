@@ -32,7 +32,7 @@ pub use heartbeat::heartbeat;
 pub use reaper::run_reaper;
 pub use record_result::{Recorded, record_result};
 pub use requeue::{Requeue, requeue};
-pub use scrub::{Scrubbed, scrub_and_classify};
+pub use scrub::{ScrubbedOutputs, scrub_and_classify};
 pub use traces::{UserFrame, combined_output, location, main_traceback, moved_sentence};
 
 use crate::storage::Db;

@@ -11,7 +11,7 @@ const MAX_ERROR_CHARS: usize = 4000;
 
 /// A result's outputs scrubbed of secrets, and their classification.
 #[derive(Debug)]
-pub struct Scrubbed {
+pub struct ScrubbedOutputs {
     pub stdout: String,
     pub stderr: String,
     pub classification: Classification,
@@ -20,7 +20,7 @@ pub struct Scrubbed {
 /// Scrubs both outputs (before storage and before classification, so no finding quotes a
 /// secret) and classifies them. CPU work: call from a blocking thread.
 #[must_use]
-pub fn scrub_and_classify(ruleset: &Ruleset, stdout: &str, stderr: &str) -> Scrubbed {
+pub fn scrub_and_classify(ruleset: &Ruleset, stdout: &str, stderr: &str) -> ScrubbedOutputs {
     let stdout = scrub::scrub(&crate::ingest::neutralize_controls(stdout))
         .text
         .into_owned();
@@ -29,7 +29,7 @@ pub fn scrub_and_classify(ruleset: &Ruleset, stdout: &str, stderr: &str) -> Scru
         .into_owned();
     let combined = combined_output(&stderr, &stdout);
     let classification = ruleset.classify_bytes("reproduction", combined.as_bytes());
-    Scrubbed {
+    ScrubbedOutputs {
         stdout,
         stderr,
         classification,

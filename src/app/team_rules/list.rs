@@ -114,6 +114,6 @@ pub async fn reports_naming(
 pub async fn recent_runs(
     db: &Db,
     limit: i64,
-) -> Result<Vec<crate::storage::reclassify_runs::Run>, Error> {
+) -> Result<Vec<crate::storage::reclassify_runs::ReclassifyRun>, Error> {
     Ok(crate::storage::reclassify_runs::recent_runs(db.pool(), limit).await?)
 }

@@ -9,7 +9,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
-pub use crate::storage::reclassify_runs::Run;
+pub use crate::storage::reclassify_runs::ReclassifyRun;
 
 use super::{RulesetHandle, TeamRulesError};
 use crate::actor::Actor;
@@ -27,7 +27,11 @@ const MAX_LOG_BYTES: u64 = 256 << 20;
 /// Records the start of a run over every stored report by `actor`, unless one is running
 /// (`None`).
 #[tracing::instrument(name = "reclassify::open_run", skip_all, fields(version = version, actor = actor.name()))]
-pub async fn open_run(db: &Db, version: i64, actor: &Actor) -> Result<Option<Run>, DbError> {
+pub async fn open_run(
+    db: &Db,
+    version: i64,
+    actor: &Actor,
+) -> Result<Option<ReclassifyRun>, DbError> {
     let mut tx = db.pool().begin().await?;
     match store::start_run(&mut tx, version, actor).await {
         Ok(Some(run)) => {
@@ -60,7 +64,11 @@ pub async fn apply(db: &Db, report_id: i64, update: &Reclassified) -> Result<App
 
 /// Starts a run by `actor` in the background; [`TeamRulesError::Busy`] when one is running.
 #[tracing::instrument(name = "reclassify::start", skip_all, fields(actor = actor.name(), run_id = tracing::field::Empty))]
-pub async fn start(db: &Db, handle: &RulesetHandle, actor: &Actor) -> Result<Run, TeamRulesError> {
+pub async fn start(
+    db: &Db,
+    handle: &RulesetHandle,
+    actor: &Actor,
+) -> Result<ReclassifyRun, TeamRulesError> {
     let run = open_run(db, handle.version(), actor)
         .await?
         .ok_or(TeamRulesError::Busy)?;
@@ -96,7 +104,11 @@ struct Tally {
 /// reports with ids the scan already passed that committed only after it passed them (an
 /// upload's id is taken when its transaction inserts, not when it commits).
 #[tracing::instrument(name = "reclassify::run_all", skip_all, fields(run_id = run.id))]
-pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), TeamRulesError> {
+pub async fn run_all(
+    db: &Db,
+    handle: &RulesetHandle,
+    run: &ReclassifyRun,
+) -> Result<(), TeamRulesError> {
     let mut tally = Tally::default();
     let mut seen: Vec<i64> = Vec::new();
     let mut after = scan_from(db, handle, run, 0, &mut seen, &mut tally).await?;
@@ -131,7 +143,7 @@ pub async fn run_all(db: &Db, handle: &RulesetHandle, run: &Run) -> Result<(), T
 async fn scan_from(
     db: &Db,
     handle: &RulesetHandle,
-    run: &Run,
+    run: &ReclassifyRun,
     mut after: i64,
     seen: &mut Vec<i64>,
     tally: &mut Tally,

@@ -20,7 +20,7 @@ use crate::api_types::{ErrorCode, JobState, QueuedJob};
 use crate::app::webhooks::event::{UploadOutcome, report_facts, upload_events};
 use crate::ingest::{self, Reject};
 use crate::rules::{Classification, Ruleset};
-use crate::storage::reports::{self as store, IdempotencyKey, InsertOutcome};
+use crate::storage::reports::{self as store, IdempotencyRecord, InsertOutcome};
 use crate::storage::{Db, DbError};
 
 /// Size caps (SECURITY.md item 1). Checked while streaming, before anything is stored.
@@ -268,7 +268,7 @@ pub struct Uploaded {
     /// similar group close enough (`app::similar::known_fix`).
     pub known_fix: Option<crate::api_types::Fix>,
     /// Other groups whose failure has nearly the same shape.
-    pub similar: Vec<crate::app::similar::SimilarFailure>,
+    pub similar: Vec<crate::app::similar::SimilarGroup>,
 }
 
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
@@ -333,7 +333,7 @@ pub async fn upload(
         // The file name is part of the request too: a retry resends it unchanged.
         h.update([0]);
         h.update(new.filename.as_bytes());
-        IdempotencyKey {
+        IdempotencyRecord {
             token_id,
             key,
             request_sha256: h.finalize().to_vec(),

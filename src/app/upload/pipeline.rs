@@ -34,7 +34,7 @@ pub fn prepare(
     let mut sha = Sha256::new();
     let mut gz = ChunkWriter::default();
     // What was written to `gz`, kept while small: classifying it needs no decompression.
-    let mut stored = Stored::default();
+    let mut stored = InMemoryLog::default();
     while let Some(block) = blocks.next_block()? {
         sha.update(block);
         scrubber.block(block, |kept| -> Result<(), UploadError> {
@@ -81,15 +81,15 @@ pub fn prepare(
 const KEEP_IN_MEMORY: usize = 8 << 20;
 
 /// The scrubbed log while it is under [`KEEP_IN_MEMORY`], `None` once it is not.
-struct Stored(Option<Vec<u8>>);
+struct InMemoryLog(Option<Vec<u8>>);
 
-impl Default for Stored {
+impl Default for InMemoryLog {
     fn default() -> Self {
-        Stored(Some(Vec::new()))
+        InMemoryLog(Some(Vec::new()))
     }
 }
 
-impl Stored {
+impl InMemoryLog {
     fn push(&mut self, bytes: &[u8]) {
         if let Some(text) = &mut self.0 {
             if text.len() + bytes.len() > KEEP_IN_MEMORY {

@@ -19,7 +19,7 @@ use super::WebhookSettings;
 use super::guard::GuardedResolver;
 use super::payload::{self, Envelope};
 use crate::api_types::webhooks::{DeliveryState, EventKind};
-use crate::storage::webhooks::{self as store, AttemptRecord, Claimed};
+use crate::storage::webhooks::{self as store, AttemptRecord, ClaimedDelivery};
 use crate::storage::{Db, DbError};
 
 /// How much of a response body is read (for the delivery log's error text); the rest is dropped.
@@ -153,7 +153,7 @@ async fn attempt(
     settings: &WebhookSettings,
     sender: &Sender,
     public_url: &str,
-    c: Claimed,
+    c: ClaimedDelivery,
 ) -> Result<(), DbError> {
     let envelope = Envelope {
         delivery_id: c.id,
@@ -176,7 +176,7 @@ async fn attempt(
     let span = tracing::Span::current();
     let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| sender.post(&request)))
         .await
-        .unwrap_or_else(|e| Outcome {
+        .unwrap_or_else(|e| PostOutcome {
             status: None,
             error: format!("the sending thread failed: {e}"),
             duration: Duration::ZERO,
@@ -225,7 +225,7 @@ struct Request {
 }
 
 /// What one POST came to.
-struct Outcome {
+struct PostOutcome {
     /// The response's status; `None` when none came.
     status: Option<u16>,
     /// Empty on a 2xx; else why it failed (the start of the response body for an HTTP error).
@@ -256,7 +256,7 @@ impl Sender {
     }
 
     /// Posts `r` (blocking: run on a blocking thread).
-    fn post(&self, r: &Request) -> Outcome {
+    fn post(&self, r: &Request) -> PostOutcome {
         let started = Instant::now();
         let sent = self
             .agent
@@ -292,7 +292,7 @@ impl Sender {
             }
             Err(e) => (None, e.to_string()),
         };
-        Outcome {
+        PostOutcome {
             status,
             error,
             duration: started.elapsed(),

@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use super::{Hit, MAX_STEPS};
+use super::{MAX_STEPS, RuleHit};
 use crate::rules::{Category, Ruleset};
 
 impl Ruleset {
     pub(super) fn next_steps(
         &self,
-        root: Option<&Hit>,
+        root: Option<&RuleHit>,
         category: Category,
         async_hint: bool,
         context_advice: Vec<String>,

@@ -15,7 +15,7 @@ use captures::{captures_with_wrap, context_settled, named};
 use signature::{fingerprint, signature};
 
 use super::compile::PatternId;
-use super::scan::{self, Candidate};
+use super::scan::{self, CandidateLine};
 use super::spec::FALLBACK_SPECIFICITY;
 use super::{
     Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
@@ -42,7 +42,7 @@ const SIGNATURE_TEXT: usize = 300;
 
 /// A rule hit on one line, before ranking.
 #[derive(Debug)]
-struct Hit {
+struct RuleHit {
     rule: usize,
     line: usize,
     text: String,
@@ -60,7 +60,7 @@ struct Hit {
 /// Everything the streaming pass collects.
 #[derive(Default)]
 struct Collector {
-    hits: Vec<Hit>,
+    hits: Vec<RuleHit>,
     per_rule: HashMap<usize, usize>,
     facts: Facts,
     async_hint: bool,
@@ -124,7 +124,7 @@ impl Ruleset {
     }
 
     /// Runs the per-line set and captures on one candidate line.
-    fn evaluate(&self, cand: Candidate, col: &mut Collector) {
+    fn evaluate(&self, cand: CandidateLine, col: &mut Collector) {
         // The cleaned line is a part of the raw one, so only these patterns can match it. A
         // line that only settled contexts could match (a `torch==` requirement on every pip
         // line) changes nothing: skip it before decoding and cleaning.
@@ -174,7 +174,7 @@ impl Ruleset {
             let rule = &self.rules[ri];
             let captures =
                 super::facts::expand_type_trees(captures_with_wrap(rule, &cleaned, &following));
-            col.hits.push(Hit {
+            col.hits.push(RuleHit {
                 rule: ri,
                 line: cand.line,
                 text: truncate(&cleaned, MAX_TEXT),
@@ -242,7 +242,7 @@ impl Ruleset {
             ..
         } = col;
         // One finding per line: the most specific rule that hit it.
-        let mut best: Vec<&Hit> = Vec::new();
+        let mut best: Vec<&RuleHit> = Vec::new();
         for hit in &hits {
             match best.last_mut() {
                 Some(prev) if prev.line == hit.line => {
@@ -256,7 +256,7 @@ impl Ruleset {
         // Root cause: the most specific hit; among equals, the earliest (first failure of a
         // cascade). Fallback hits (any exception, a signal) inside the first traceback come
         // before the same kind printed earlier: that is the failing process's own exception.
-        let in_first_traceback = |h: &Hit| {
+        let in_first_traceback = |h: &RuleHit| {
             self.spec_of(h) <= FALLBACK_SPECIFICITY && first_traceback.is_some_and(|t| h.line > t)
         };
         // A consequence (another rank's collective timeout, a closed peer) after a process's
@@ -266,7 +266,7 @@ impl Ruleset {
             .filter(|h| in_first_traceback(h))
             .map(|h| h.line)
             .min();
-        let may_be_root = |h: &Hit| {
+        let may_be_root = |h: &RuleHit| {
             !(self.rules[h.rule].spec.consequence && own_exception.is_some_and(|l| l < h.line))
         };
         // An info or warning line is context while the log holds a failure of another kind at
@@ -274,7 +274,7 @@ impl Ruleset {
         // is what died); of the same kind, it competes as usual (TensorFlow's warning-level
         // "ran out of memory" states the request an error line only alludes to). A launcher's
         // or CI runner's summary is context whatever the rest holds.
-        let rank = |h: &Hit| {
+        let rank = |h: &RuleHit| {
             (
                 self.spec_of(h),
                 in_first_traceback(h),
@@ -287,7 +287,7 @@ impl Ruleset {
             .filter(|h| may_be_root(h) && !h.quiet && !h.summary)
             .max_by_key(|h| rank(h))
             .map(|h| self.rules[h.rule].spec.category);
-        let demoted = |h: &Hit| {
+        let demoted = |h: &RuleHit| {
             h.summary || (h.quiet && loud.is_some_and(|c| c != self.rules[h.rule].spec.category))
         };
         let root = best
@@ -307,7 +307,7 @@ impl Ruleset {
         }
         // Facts: the root cause's first, then the same category's other findings for what the
         // root cause's message does not say, then every rank.
-        let mut ordered: Vec<&Hit> = root.into_iter().collect();
+        let mut ordered: Vec<&RuleHit> = root.into_iter().collect();
         if let Some(r) = root {
             let cat = self.rules[r.rule].spec.category;
             ordered.extend(
@@ -399,11 +399,11 @@ impl Ruleset {
             .last_line
             .as_ref()
             .map(|(_, t)| crate::ingest::neutralize_controls(&clean_line(t)).into_owned());
-        let seen = super::refine::Seen {
-            root: root.map(|h| self.seen_line(h)),
+        let seen = super::refine::Observed {
+            root: root.map(|h| self.observed_line(h)),
             others: (best.iter())
                 .filter(|h| !root.is_some_and(|r| std::ptr::eq(**h, r)))
-                .map(|h| self.seen_line(h))
+                .map(|h| self.observed_line(h))
                 .collect(),
             frame_files: frames
                 .iter()
@@ -415,7 +415,7 @@ impl Ruleset {
         };
         let head = self.refine(
             &seen,
-            super::refine::Headline {
+            super::refine::HeadlineDraft {
                 category,
                 title,
                 confidence,
@@ -454,8 +454,8 @@ impl Ruleset {
         found
     }
 
-    fn seen_line<'a>(&'a self, hit: &'a Hit) -> super::refine::SeenLine<'a> {
-        super::refine::SeenLine {
+    fn observed_line<'a>(&'a self, hit: &'a RuleHit) -> super::refine::ObservedLine<'a> {
+        super::refine::ObservedLine {
             line: hit.line,
             text: &hit.text,
             following: &hit.following,
@@ -463,11 +463,11 @@ impl Ruleset {
         }
     }
 
-    fn spec_of(&self, hit: &Hit) -> u8 {
+    fn spec_of(&self, hit: &RuleHit) -> u8 {
         self.rules[hit.rule].spec.specificity
     }
 
-    fn finding(&self, hit: &Hit, role: Role) -> Finding {
+    fn finding(&self, hit: &RuleHit, role: Role) -> Finding {
         let rule = &self.rules[hit.rule].spec;
         Finding {
             rule: rule.id.clone(),

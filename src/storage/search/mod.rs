@@ -119,7 +119,7 @@ impl Tier {
 
 /// A piece of a snippet; `marked` pieces are what matched.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Segment {
+pub struct SnippetPiece {
     pub text: String,
     pub marked: bool,
 }
@@ -141,7 +141,7 @@ pub struct Hit {
     pub created_at: Timestamp,
     pub tier: Tier,
     /// The matching text around the match, with the match marked.
-    pub snippet: Vec<Segment>,
+    pub snippet: Vec<SnippetPiece>,
 }
 
 /// One page of hits.

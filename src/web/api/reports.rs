@@ -223,7 +223,7 @@ pub async fn show_report(
 /// Similar groups as report responses list them.
 fn similar_failures(
     public_url: &str,
-    similar: Vec<app::similar::SimilarFailure>,
+    similar: Vec<app::similar::SimilarGroup>,
 ) -> Vec<wire::SimilarFailure> {
     similar
         .into_iter()

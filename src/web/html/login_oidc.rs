@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use super::login::{LoginPage, SESSION_DAYS, signed_in};
 use crate::app::oidc::{self, OidcError, OidcSettings};
-use crate::roles::Role;
+use crate::roles::PersonRole;
 use crate::web::auth::{cookie_value, return_path};
 use crate::web::extract::QueryParams;
 use crate::web::{AppError, AppState, PageError};
@@ -175,7 +175,7 @@ fn failure_page(
 
 /// Names the role missing and the groups that would give each.
 fn no_role_message(settings: &OidcSettings) -> String {
-    let roles: Vec<String> = Role::ALL
+    let roles: Vec<String> = PersonRole::ALL
         .into_iter()
         .rev()
         .filter_map(|role| {

@@ -15,7 +15,7 @@ use super::repro::{self, ReproSection};
 use super::repro_status::{JobStatus, StatusContext};
 use crate::api_types::ErrorCode;
 use crate::app::reports::ReportSummary;
-use crate::app::similar::SimilarFailure;
+use crate::app::similar::SimilarGroup;
 use crate::app::triage::Fix;
 use crate::app::upload::{self, Meta, Uploader};
 use crate::app::{self, reports};
@@ -453,7 +453,7 @@ pub struct ReportPage {
     /// The known fix, shown right under the root cause.
     fixed_before: Option<FixedBefore>,
     /// Other groups whose failure has nearly the same shape.
-    similar: Vec<SimilarFailure>,
+    similar: Vec<SimilarGroup>,
     /// Each similar group offers to merge it into this report's group (the session may).
     can_merge: bool,
     /// The log has no failure line a rule names: its group is "logs that end the same way".

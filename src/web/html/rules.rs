@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::Layout;
 use crate::api_types::ErrorCode;
 use crate::app::reports::ReportSummary;
-use crate::app::team_rules::reclassify::Run;
+use crate::app::team_rules::reclassify::ReclassifyRun;
 use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, Toggled, reclassify};
 use crate::app::team_rules::{HistoryEntry, RuleState};
 use crate::auth::Scope;
@@ -123,12 +123,12 @@ fn clip(s: &str) -> String {
 
 /// A reclassification run with its progress.
 pub struct RunRow {
-    pub run: Run,
+    pub run: ReclassifyRun,
     pub percent: String,
 }
 
-impl From<Run> for RunRow {
-    fn from(run: Run) -> Self {
+impl From<ReclassifyRun> for RunRow {
+    fn from(run: ReclassifyRun) -> Self {
         let percent = if run.total > 0 {
             format!("{:.0}%", run.done as f64 * 100.0 / run.total as f64)
         } else {

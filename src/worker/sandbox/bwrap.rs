@@ -9,7 +9,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{SANDBOX_ID, Sandbox};
+use super::{SANDBOX_ID, SandboxLauncher};
 
 /// System directories bound read-only (those that exist; merged-/usr symlinks are recreated).
 const SYSTEM_DIRS: [&str; 8] = [
@@ -39,7 +39,7 @@ const TMPFS: [(&str, u64); 4] = [
     ("/var/tmp", 64 << 20),
 ];
 
-impl Sandbox {
+impl SandboxLauncher {
     /// The environment a script sees.
     pub(super) fn env(&self, home: &str) -> Vec<(String, String)> {
         const SYSTEM_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -309,8 +309,8 @@ mod tests {
         }
     }
 
-    fn sandbox(gpu: Option<u32>) -> Sandbox {
-        Sandbox {
+    fn sandbox(gpu: Option<u32>) -> SandboxLauncher {
+        SandboxLauncher {
             kind: SandboxKind::Bwrap,
             bwrap: Some("/usr/bin/bwrap".into()),
             prlimit: None,

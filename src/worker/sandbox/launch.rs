@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::{Seek, Write};
 use std::process::{Command, Stdio};
 
-use super::{Sandbox, SandboxError};
+use super::{SandboxError, SandboxLauncher};
 use crate::worker::run;
 
 /// A command ready to spawn, with what must live as long as it runs.
@@ -25,7 +25,7 @@ pub struct Prepared {
     _dir: Option<tempfile::TempDir>,
 }
 
-impl Sandbox {
+impl SandboxLauncher {
     /// The command that runs `script` (saved as `/tmp/<script_name>`) with the interpreter.
     pub fn prepare(
         &self,

@@ -62,7 +62,7 @@ pub enum SandboxError {
 
 /// What every run needs: the interpreter, the GPU (None with `--no-gpu`), the process limit.
 #[derive(Debug, Clone)]
-pub struct Sandbox {
+pub struct SandboxLauncher {
     kind: SandboxKind,
     bwrap: Option<PathBuf>,
     prlimit: Option<PathBuf>,
@@ -73,10 +73,10 @@ pub struct Sandbox {
     max_procs: u32,
     drop_root: bool,
     /// Where runs get a memory cgroup, and its limit in bytes.
-    memory: Option<(super::cgroup::Memory, u64)>,
+    memory: Option<(super::cgroup::ParentCgroup, u64)>,
 }
 
-impl Sandbox {
+impl SandboxLauncher {
     /// Finds bubblewrap (unless `unsafe_no_sandbox`) and `prlimit`, and resolves the interpreter
     /// on PATH (it must exist on the host: the sandbox binds it from there).
     pub fn new(
@@ -84,7 +84,7 @@ impl Sandbox {
         gpu: Option<u32>,
         max_procs: u32,
         unsafe_no_sandbox: bool,
-    ) -> Result<Sandbox, SandboxError> {
+    ) -> Result<SandboxLauncher, SandboxError> {
         let python = find_program(python)
             .ok_or_else(|| SandboxError::NoPython(python.display().to_string()))?;
         let bwrap = if unsafe_no_sandbox {
@@ -97,7 +97,7 @@ impl Sandbox {
         } else {
             SandboxKind::Bwrap
         };
-        Ok(Sandbox {
+        Ok(SandboxLauncher {
             kind,
             bwrap,
             prlimit: find_program(Path::new("prlimit")),
@@ -112,7 +112,10 @@ impl Sandbox {
 
     /// Runs each script in its own memory cgroup under `memory`, limited to `limit` bytes.
     #[must_use]
-    pub fn with_memory_limit(mut self, memory: Option<(super::cgroup::Memory, u64)>) -> Sandbox {
+    pub fn with_memory_limit(
+        mut self,
+        memory: Option<(super::cgroup::ParentCgroup, u64)>,
+    ) -> SandboxLauncher {
         self.memory = memory;
         self
     }
@@ -120,7 +123,7 @@ impl Sandbox {
     /// Binds only `/dev/nvidia<minor>` of the GPU's nodes (plus the control nodes), so a script
     /// cannot reach the host's other GPUs by changing `CUDA_VISIBLE_DEVICES`.
     #[must_use]
-    pub fn with_gpu_minor(mut self, minor: Option<u32>) -> Sandbox {
+    pub fn with_gpu_minor(mut self, minor: Option<u32>) -> SandboxLauncher {
         self.gpu_minor = minor;
         self
     }

@@ -6,10 +6,10 @@ use std::ffi::OsString;
 use std::time::Duration;
 
 use super::launch::script_file;
-use super::{SANDBOX_ID, Sandbox, SandboxError};
-use crate::worker::run::{self, Limits};
+use super::{SANDBOX_ID, SandboxError, SandboxLauncher};
+use crate::worker::run::{self, RunLimits};
 
-impl Sandbox {
+impl SandboxLauncher {
     /// Runs a shell inside the sandbox and checks what it must see: a non-root uid, a
     /// read-only system, a writable private `/tmp`, no network interface but `lo`, and the
     /// interpreter present and executable.
@@ -28,7 +28,7 @@ if [ -x "$GPU_TRIAGE_PYTHON" ]; then echo python=ok; fi
         args.push(self.python.clone().into());
         args.extend(["--", "/bin/sh", "/tmp/self-test.sh"].map(OsString::from));
         let command = self.wrap(bwrap, args, Some(script_file(CHECK)?));
-        let limits = Limits {
+        let limits = RunLimits {
             timeout: Duration::from_secs(30),
             output_cap: 64 * 1024,
             stderr_extra: 0,

@@ -361,7 +361,7 @@ pub(super) async fn tokens(c: &mut Checker<'_>, t: &Tokens) {
 /// `/api/v1/people`: list, disable, enable, end sessions; refusals (another scope, no such
 /// person). The person is stored as a sign-in through the provider stores them.
 pub(super) async fn people(c: &mut Checker<'_>, t: &Tokens) {
-    use gpu_triage::roles::Role;
+    use gpu_triage::roles::PersonRole;
     use gpu_triage::storage::people::{SignedIn, upsert_signed_in};
     let person = upsert_signed_in(
         c.app.db.pool(),
@@ -370,7 +370,7 @@ pub(super) async fn people(c: &mut Checker<'_>, t: &Tokens) {
             subject: "ana",
             email: "ana@example.test",
             name: "Ana",
-            role: Role::Member,
+            role: PersonRole::Member,
         },
     )
     .await

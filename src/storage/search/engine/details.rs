@@ -11,7 +11,7 @@ use super::rank::Ranked;
 use super::terms::Terms;
 use crate::rules::Category;
 use crate::storage::DbError;
-use crate::storage::search::{Hit, HitKind, Segment, Tier};
+use crate::storage::search::{Hit, HitKind, SnippetPiece, Tier};
 use crate::time::Timestamp;
 
 /// Marks a snippet's matches: a window around the first occurrence of the text as typed, when it
@@ -121,16 +121,16 @@ pub(super) async fn details(
 
 /// Splits a marked snippet (`\x01` starts a match, `\x02` ends it) into segments, with runs of
 /// whitespace (line breaks included) as single spaces and adjacent marks joined.
-fn segments(marked: &str) -> Vec<Segment> {
+fn segments(marked: &str) -> Vec<SnippetPiece> {
     // Pieces as delimited, whitespace collapsed.
-    let mut pieces: Vec<Segment> = vec![Segment {
+    let mut pieces: Vec<SnippetPiece> = vec![SnippetPiece {
         text: String::new(),
         marked: false,
     }];
     let mut last_space = true;
     for c in marked.chars() {
         match c {
-            '\x01' | '\x02' => pieces.push(Segment {
+            '\x01' | '\x02' => pieces.push(SnippetPiece {
                 text: String::new(),
                 marked: c == '\x01',
             }),
@@ -148,7 +148,7 @@ fn segments(marked: &str) -> Vec<Segment> {
             }
         }
     }
-    let mut out: Vec<Segment> = Vec::new();
+    let mut out: Vec<SnippetPiece> = Vec::new();
     for piece in pieces.into_iter().filter(|p| !p.text.is_empty()) {
         let n = out.len();
         // A space between two marks joins them ("out of memory" is one mark).
@@ -181,7 +181,7 @@ fn segments(marked: &str) -> Vec<Segment> {
 mod tests {
     use super::*;
 
-    fn show(segments: &[Segment]) -> String {
+    fn show(segments: &[SnippetPiece]) -> String {
         segments
             .iter()
             .map(|s| {
