@@ -18,6 +18,7 @@ use super::repro_outcome::{self, OutcomeView};
 use super::repro_status::{JobStatus, REFRESH_SECS, StatusContext, TrueLine};
 use crate::api_types::ErrorCode;
 use crate::api_types::{CategorySource, JobState, Sandbox};
+use crate::app::reports::ReportedTrace;
 use crate::app::reproduce::{self as repro, Requeue, UserFrame};
 use crate::app::reproduce::{AttemptView, CategoryBasis, JobView, ReproductionView, RunRecord};
 use crate::auth::Scope;
@@ -143,57 +144,6 @@ pub struct ReproSection {
     pub outcome_head: Option<OutcomeView>,
 }
 
-/// The log's traceback and root-cause line, computed once per page from an excerpt of the log
-/// around its root cause (the log may be large; the excerpt is bounded).
-#[derive(Clone, Debug, Default)]
-pub struct Reported {
-    /// The excerpt's lines; line numbers below count from the excerpt's first line.
-    lines: Vec<String>,
-    /// Lines of the log before the excerpt.
-    base: usize,
-    tb: Option<crate::ingest::traceback::Traceback>,
-    root_line: Option<usize>,
-    /// The log's own category.
-    category: Option<crate::rules::Category>,
-}
-
-impl Reported {
-    /// Lines of the log before and after the root-cause line that [`Reported::from_excerpt`]
-    /// wants (without a root cause: the last `BEFORE + AFTER` lines).
-    pub const BEFORE: usize = 300;
-    pub const AFTER: usize = 100;
-
-    /// Parses an excerpt of the stored log that starts at line `first`. CPU work: call from a
-    /// blocking thread.
-    pub fn from_excerpt(excerpt: &str, first: usize, classification: &Classification) -> Reported {
-        let base = first.saturating_sub(1);
-        Reported {
-            lines: excerpt.lines().map(str::to_owned).collect(),
-            base,
-            tb: repro::main_traceback(excerpt),
-            root_line: root_line(classification)
-                .and_then(|n| n.checked_sub(base))
-                .filter(|&n| n >= 1),
-            category: Some(classification.category),
-        }
-    }
-
-    /// The lines of a log of `total` lines that [`Reported::from_excerpt`] wants.
-    #[must_use]
-    pub fn excerpt_range(total: usize, root: Option<usize>) -> (usize, usize) {
-        match root {
-            Some(r) => (
-                r.saturating_sub(Self::BEFORE).max(1),
-                (r + Self::AFTER).min(total.max(1)),
-            ),
-            None => (
-                total.saturating_sub(Self::BEFORE + Self::AFTER - 1).max(1),
-                total.max(1),
-            ),
-        }
-    }
-}
-
 fn root_line(classification: &Classification) -> Option<usize> {
     classification.root_cause.as_ref().map(|r| r.line)
 }
@@ -203,7 +153,7 @@ fn root_line(classification: &Classification) -> Option<usize> {
 pub fn section(
     jobs: Vec<JobView>,
     basis: Option<&CategoryBasis>,
-    reported: &Reported,
+    reported: &ReportedTrace,
     can_write: bool,
     status: Option<&StatusContext<'_>>,
 ) -> ReproSection {
@@ -310,7 +260,7 @@ fn category_note(b: &CategoryBasis) -> Option<String> {
 
 fn panel(
     view: &ReproductionView,
-    reported: &Reported,
+    reported: &ReportedTrace,
     reported_loc: Option<&UserFrame>,
     decided: &Decision,
 ) -> ReproPanel {
@@ -784,7 +734,7 @@ mod tests {
     fn a_run_stopped_by_a_missing_module_names_no_true_line() {
         let rs = crate::rules::Ruleset::builtin().expect("builtin");
         let log = rs.classify_bytes("log", ASYNC_LOG.as_bytes());
-        let reported = Reported::from_excerpt(ASYNC_LOG, 1, &log);
+        let reported = ReportedTrace::from_excerpt(ASYNC_LOG, 1, &log);
         let section = section(
             vec![job_of(record(true, 1, NO_TORCH))],
             None,
@@ -820,7 +770,7 @@ mod tests {
         assert!(section.outcome_head.is_none());
     }
 
-    fn section_of(stderr: &str, reported: &Reported) -> ReproSection {
+    fn section_of(stderr: &str, reported: &ReportedTrace) -> ReproSection {
         section(
             vec![job_of(record(true, 1, stderr))],
             None,
