@@ -79,7 +79,8 @@ pub(crate) fn file_name(field: &Field<'_>, default: &str) -> String {
         .collect()
 }
 
-/// Runs the upload use case and counts it (shared by the API and the portal's form).
+/// Runs the upload use case and counts it (the API's; the portal's form goes through
+/// `app::reports::submit` and counts with [`counted`]).
 pub(crate) async fn store_upload(
     state: &AppState,
     uploader: Uploader,
@@ -88,15 +89,21 @@ pub(crate) async fn store_upload(
 ) -> Result<Uploaded, AppError> {
     let uploaded =
         upload::upload(&state.db, state.ruleset.current(), uploader, upload, held).await?;
+    counted(state, &uploaded);
+    Ok(uploaded)
+}
+
+/// Counts a stored upload in this server's metrics and wakes the workers waiting here when it
+/// queued a job.
+pub(crate) fn counted(state: &AppState, uploaded: &Uploaded) {
     // A replayed idempotent answer was counted when it was first given.
     if !uploaded.replayed {
         state
             .metrics
             .report_ingested(uploaded.classification.category, uploaded.duplicate);
     }
-    if upload::queued_a_job(&uploaded) {
+    if upload::queued_a_job(uploaded) {
         // Long-polling workers on this server claim it now rather than at their next poll.
         state.queue.wake.notify_waiters();
     }
-    Ok(uploaded)
 }

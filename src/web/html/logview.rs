@@ -2,18 +2,21 @@
 //! with ANSI colours turned into CSS classes from a fixed set.
 //!
 //! Logs can be hundreds of megabytes, so the page's line range is worked out from the stored
-//! line count ([`page_range`]) and only those lines are read from storage and decoded
-//! ([`render`]). Escape sequences are read by [`ansi::tokens`], the
-//! tokenizer normalization uses too, so the view shows exactly the text the rules matched. Only
-//! SGR colour/attribute codes have an effect, and they can only select class names from the
-//! fixed tables of `style`, so nothing from the input ever reaches an attribute. Everything else
-//! (cursor moves, OSC titles and hyperlinks, charset designations, DCS/APC/PM strings) is
-//! dropped. Span text stays raw: the template escapes it.
+//! line count (`app::reports::page_range`, where the page view reads them) and only those
+//! lines are read from storage and decoded ([`render`]). Escape sequences are read by
+//! [`ansi::tokens`], the tokenizer normalization uses too, so the view shows exactly the text
+//! the rules matched. Only SGR colour/attribute codes have an effect, and they can only select
+//! class names from the fixed tables of `style`, so nothing from the input ever reaches an
+//! attribute. Everything else (cursor moves, OSC titles and hyperlinks, charset designations,
+//! DCS/APC/PM strings) is dropped. Span text stays raw: the template escapes it.
 
 mod style;
 
 use style::Style;
 
+use crate::app::reports::PAGE_LINES;
+#[cfg(test)]
+use crate::app::reports::page_range;
 use crate::ingest::ansi::{self, Token};
 
 /// A run of text with one set of CSS classes.
@@ -59,37 +62,12 @@ pub struct LogWindow {
     pub truncated_lines: usize,
 }
 
-/// Lines per page.
-pub const PAGE_LINES: usize = 400;
-
 /// Characters shown per line; longer lines end with `…` (the raw download has them whole).
 pub const MAX_LINE_CHARS: usize = 2000;
 
-/// The lines of a log of `total` lines to show: from `start` if given, else with `focus` (the
-/// root-cause line) about a quarter page down, else from line 1. `None` for an empty log.
-#[must_use]
-pub fn page_range(
-    total: usize,
-    start: Option<usize>,
-    focus: Option<usize>,
-) -> Option<(usize, usize)> {
-    if total == 0 {
-        return None;
-    }
-    // The last full page, where a start past the end or a focus near it lands.
-    let last_page = total.saturating_sub(PAGE_LINES - 1).max(1);
-    let first = match (start, focus) {
-        (Some(s), _) if s > total => last_page,
-        (Some(s), _) => s.max(1),
-        (None, Some(f)) => f.saturating_sub(PAGE_LINES / 4).clamp(1, last_page),
-        (None, None) => 1,
-    };
-    Some((first, (first + PAGE_LINES - 1).min(total)))
-}
-
-/// Renders `page`, the lines `first..` of a log of `total` lines (as [`page_range`] chose
-/// them). Lines in `highlight` (1-based) are marked. Colours carry across lines but each page
-/// starts from a clean state.
+/// Renders `page`, the lines `first..` of a log of `total` lines (as `app::reports::page_range`
+/// chose them). Lines in `highlight` (1-based) are marked. Colours carry across lines but each
+/// page starts from a clean state.
 #[must_use]
 pub fn render(page: &[u8], first: usize, total: usize, highlight: &[usize]) -> LogWindow {
     if total == 0 {

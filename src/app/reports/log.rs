@@ -1,95 +1,21 @@
-//! Read a report: everything its page and `GET /api/v1/reports/{id}` show (the report, its
-//! group's size and fixes, its reproduction jobs, where its headline comes from), read in one
-//! transaction so the parts agree (with each run's outcome, derived for rows stored before
-//! outcomes were), and its stored log: a range of lines for a page (only the
-//! chunks that hold them are read), or the whole log as a stream for a download.
+//! A report's stored log, read back: a range of lines for a page (only the chunks that hold
+//! them are read), the lines a find or the findings pick out, or the whole log as a stream for
+//! a download. A log retention removed answers 410, an unknown report 404.
 
 use tracing::Instrument;
 
-pub use crate::storage::reports::ReportSummary;
-
-use super::logfind::FindCache;
-use super::logstore;
-use super::reproduce;
-use super::similar::{self, SimilarGroup};
-use super::{Error, blocking};
-use crate::storage::groups::{self, Group};
-use crate::storage::reports::{self as store, Report};
-use crate::storage::reproductions::{self as reads, CategoryBasis, JobView};
-use crate::storage::{Db, DbError};
-
-/// A report with what is shown beside it.
-#[derive(Clone, Debug)]
-pub struct ReportDetail {
-    pub report: Report,
-    /// Its group (`None` only if the group vanished meanwhile).
-    pub group: Option<Group>,
-    pub fixes: Vec<groups::Fix>,
-    /// Its reproduction jobs, oldest first.
-    pub jobs: Vec<JobView>,
-    pub basis: Option<CategoryBasis>,
-    /// Other groups whose failure has nearly the same shape, most alike first.
-    pub similar: Vec<SimilarGroup>,
-}
-
-impl ReportDetail {
-    /// What fixed this failure before: its group's newest fix, else a close similar group's.
-    #[must_use]
-    pub fn known_fix(&self) -> Option<&groups::Fix> {
-        similar::known_fix(&self.fixes, &self.similar)
-    }
-}
-
-/// The report with id `id`, or 404.
-#[tracing::instrument(name = "reports::detail", skip_all, fields(report_id = id))]
-pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
-    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    let report = store::get_report(&mut *tx, id)
-        .await?
-        .ok_or(Error::NotFound("report"))?;
-    let group = groups::get_group(&mut *tx, report.group_id).await?;
-    let fixes = groups::group_fixes(&mut *tx, report.group_id).await?;
-    let jobs = reads::report_jobs(&mut tx, id).await?;
-    let basis = reads::category_basis(&mut *tx, id, false).await?;
-    let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
-    tx.rollback().await.map_err(DbError::from)?;
-    let jobs = with_outcomes(jobs).await?;
-    Ok(ReportDetail {
-        report,
-        group,
-        fixes,
-        jobs,
-        basis,
-        similar,
-    })
-}
-
-/// The jobs with every run's outcome: rows stored before outcomes were get theirs derived
-/// from their exit and output (on a blocking thread: the outputs may be megabytes).
-async fn with_outcomes(mut jobs: Vec<JobView>) -> Result<Vec<JobView>, Error> {
-    let old = |j: &JobView| {
-        j.reproduction
-            .as_ref()
-            .is_some_and(|r| reproduce::outcome::incomplete(&r.run))
-    };
-    if !jobs.iter().any(old) {
-        return Ok(jobs);
-    }
-    blocking(move || {
-        for r in jobs.iter_mut().filter_map(|j| j.reproduction.as_mut()) {
-            reproduce::outcome::complete(&mut r.run);
-        }
-        jobs
-    })
-    .await
-}
+use crate::app::logfind::FindCache;
+use crate::app::logstore;
+use crate::app::{Error, blocking};
+use crate::storage::Db;
+use crate::storage::reports as store;
 
 /// Lines `first..=last` (1-based) of the report's stored (scrubbed) log, each followed by `\n`
 /// and cut to its first `max_line_bytes` bytes: fewer past the end, 404 for an unknown report,
 /// 410 when retention removed the log.
 /// Reads and decompresses only the chunks that hold them.
 #[tracing::instrument(name = "reports::log_lines", skip_all, fields(report_id = id, first = first, last = last))]
-pub async fn log_lines(
+pub(super) async fn log_lines(
     db: &Db,
     id: i64,
     first: usize,
@@ -165,10 +91,10 @@ pub struct PickedLines {
 /// the first `limit` of them cut to `max_line_bytes` (the match is looked for in that part),
 /// and the count of all matching lines; 404 for an unknown report, 410 for a log retention
 /// removed. Reads every chunk, one at a time, scanning blocks rather than lines (see
-/// [`super::logfind`]): memory stays near `limit * max_line_bytes` for any size of log. Concurrent
+/// [`crate::app::logfind`]): memory stays near `limit * max_line_bytes` for any size of log. Concurrent
 /// finds share readings through `cache`.
 #[tracing::instrument(name = "reports::grep", skip_all, fields(report_id = id, needle_bytes = needle.len(), limit = limit))]
-pub async fn grep(
+pub(super) async fn grep(
     db: &Db,
     cache: &FindCache,
     id: i64,
@@ -190,7 +116,7 @@ pub async fn grep(
 /// Lines `wanted` (1-based numbers) of report `id`'s stored log, each cut to `max_line_bytes`;
 /// only the chunks that hold one of them are read. 404 for an unknown report.
 #[tracing::instrument(name = "reports::lines_at", skip_all, fields(report_id = id, lines = wanted.len()))]
-pub async fn lines_at(
+pub(super) async fn lines_at(
     db: &Db,
     id: i64,
     mut wanted: Vec<usize>,
@@ -258,76 +184,4 @@ async fn pick_lines(
         .map_err(|e| Error::Internal(e.into()))?;
     }
     Ok(picked)
-}
-
-/// A list of reports as asked (`GET /reports`): filters and a page.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListRequest {
-    pub category: Option<String>,
-    pub project: Option<String>,
-    pub page: Option<u32>,
-    pub per_page: Option<u32>,
-}
-
-/// One page of reports, newest first.
-#[derive(Clone, Debug)]
-pub struct ReportList {
-    pub category: Option<crate::rules::Category>,
-    pub project: String,
-    pub page: u32,
-    pub per_page: u32,
-    pub reports: Vec<store::ReportSummary>,
-    /// Another page follows.
-    pub more: bool,
-}
-
-/// Most pages a list goes to (deep offsets cost a scan; search or filter instead).
-const MAX_PAGE: u32 = 1000;
-
-/// Reports newest first, filtered by category and project (any letter case), a page at a time.
-#[tracing::instrument(name = "reports::list", skip_all, fields(category = ?req.category, project = ?req.project, page = ?req.page))]
-pub async fn list(db: &Db, req: &ListRequest) -> Result<ReportList, Error> {
-    use crate::api_types::ErrorCode;
-    let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
-    let category = match req.category.as_deref().map(str::trim) {
-        None | Some("") => None,
-        Some(c) => Some(
-            c.parse::<crate::rules::Category>()
-                .map_err(|_| bad(format!("category: unknown category {c:?}")))?,
-        ),
-    };
-    let project = req.project.as_deref().map(str::trim).unwrap_or_default();
-    let page = req.page.unwrap_or(1);
-    if !(1..=MAX_PAGE).contains(&page) {
-        return Err(bad(format!("page: expected 1 to {MAX_PAGE}")));
-    }
-    let per_page = req.per_page.unwrap_or(50);
-    if !(1..=200).contains(&per_page) {
-        return Err(bad("per_page: expected 1 to 200".into()));
-    }
-    let mut reports = store::list_reports(
-        db.pool(),
-        category,
-        (!project.is_empty()).then_some(project),
-        i64::from(per_page) + 1,
-        i64::from(page - 1) * i64::from(per_page),
-    )
-    .await?;
-    let more = reports.len() > per_page as usize;
-    reports.truncate(per_page as usize);
-    Ok(ReportList {
-        category,
-        project: project.to_owned(),
-        page,
-        per_page,
-        reports,
-        more,
-    })
-}
-
-/// The newest reports.
-#[tracing::instrument(name = "reports::recent", skip_all, fields(limit = limit))]
-pub async fn recent(db: &Db, limit: i64) -> Result<Vec<store::ReportSummary>, Error> {
-    Ok(store::recent_reports(db.pool(), limit).await?)
 }
