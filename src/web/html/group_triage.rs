@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::Layout;
 use super::trend::{self, ChartSize};
 use crate::actor::ActorKind;
-use crate::api_types::{GroupAction, GroupState, TagCount};
+use crate::api_types::{GroupAction, GroupState, GroupTags, TagCount};
 use crate::app::group_triage::{
     self, Assignable, KEEP_ASSIGNEE, ListRequest, Listing, SERVICE_ACTOR, StateFields,
     TrendedGroup, TrendedPage, Triage, TriageDetail,
@@ -437,20 +437,9 @@ pub fn triage_view(
 ) -> TriageView {
     let t = detail.triage;
     let can_edit = assignable.is_some();
-    let (states, (assignee_field, assignees)) = if let Some(assignable) = assignable {
-        // `regressed` is offered only to keep it: it is not set by hand.
-        let states = (GroupState::ALL.into_iter())
-            .filter(|s| *s != GroupState::Regressed || t.state == GroupState::Regressed)
-            .map(|s| Choice {
-                value: s.as_str().to_owned(),
-                label: s.as_str().to_owned(),
-                selected: s == t.state,
-            })
-            .collect();
-        let picker = assignee_picker(&t, assignable);
-        (states, picker)
-    } else {
-        (Vec::new(), ("assignee", Vec::new()))
+    let (states, (assignee_field, assignees)) = match assignable {
+        Some(assignable) => (state_choices(&t), assignee_picker(&t, assignable)),
+        None => (Vec::new(), ("assignee", Vec::new())),
     };
     let history = (detail.history.iter())
         .map(|e| HistoryLine {
@@ -462,6 +451,34 @@ pub fn triage_view(
             merged_from: e.merged_from,
         })
         .collect();
+    TriageView {
+        triage: t,
+        can_edit,
+        states,
+        assignees,
+        assignee_field,
+        history,
+        tags: tag_views(&detail.tags, report_count),
+        chart,
+    }
+}
+
+/// The state form's choices for `t`: `regressed` is offered only to keep it (it is not set by
+/// hand).
+fn state_choices(t: &Triage) -> Vec<Choice> {
+    (GroupState::ALL.into_iter())
+        .filter(|s| *s != GroupState::Regressed || t.state == GroupState::Regressed)
+        .map(|s| Choice {
+            value: s.as_str().to_owned(),
+            label: s.as_str().to_owned(),
+            selected: s == t.state,
+        })
+        .collect()
+}
+
+/// The tags with at least one value, labelled as the page says them, against a group of
+/// `report_count` reports.
+fn tag_views(tags: &GroupTags, report_count: i64) -> Vec<TagView> {
     let labels = [
         ("project", "Project"),
         ("branch", "Branch"),
@@ -469,7 +486,7 @@ pub fn triage_view(
         ("gpu", "GPU"),
         ("torch_version", "torch"),
     ];
-    let tags = (detail.tags.named().into_iter())
+    (tags.named().into_iter())
         .filter(|(_, values)| !values.is_empty())
         .map(|(name, values)| TagView {
             label: labels
@@ -479,17 +496,7 @@ pub fn triage_view(
             values: values.to_vec(),
             of: report_count.max(1),
         })
-        .collect();
-    TriageView {
-        triage: t,
-        can_edit,
-        states,
-        assignees,
-        assignee_field,
-        history,
-        tags,
-        chart,
-    }
+        .collect()
 }
 
 #[cfg(test)]
