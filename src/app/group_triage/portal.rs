@@ -18,14 +18,18 @@ pub type Days = Vec<(String, i64)>;
 /// A listed group with its reports per day.
 #[derive(Clone, Debug)]
 pub struct TrendedGroup {
+    /// The group with its triage, as the list shows it.
     pub listed: ListedGroup,
+    /// Its reports per day, for the row's trend line.
     pub days: Days,
 }
 
 /// One page of the group list, each group with its trend.
 #[derive(Clone, Debug)]
 pub struct TrendedPage {
+    /// The page's groups, in the list's order.
     pub rows: Vec<TrendedGroup>,
+    /// 1-based page, and groups per page.
     pub page: u32,
     pub per_page: u32,
     /// Groups that pass the filters, on all pages.
@@ -49,7 +53,9 @@ pub enum Listing {
 /// `GET /groups`: who the assignee filter offers, and the list.
 #[derive(Clone, Debug)]
 pub struct GroupListView {
+    /// Who the assignee filter offers.
     pub assignable: Assignable,
+    /// The page, or why the request was refused.
     pub listing: Listing,
 }
 
@@ -95,7 +101,9 @@ pub async fn list_page(db: &Db, request: &ListRequest, me: &Actor) -> Result<Gro
 /// `GET /groups/{id}`: the group, its reports per day, and who its state form offers.
 #[derive(Clone, Debug)]
 pub struct GroupPageView {
+    /// The group, its reports, fixes, triage and merged groups.
     pub view: GroupView,
+    /// Its reports per day, for the chart.
     pub days: Days,
     /// Today's date, where the chart ends.
     pub today: String,
@@ -165,9 +173,13 @@ pub async fn submit_fix(
 /// The state form's fields as posted (see [`form_patch`] for what each means).
 #[derive(Clone, Debug, Default)]
 pub struct StateFields {
+    /// The state picked.
     pub state: String,
+    /// The fix's commit or version (counts with the resolved state only).
     pub resolved_in: String,
+    /// A token name (absent from the list's one-click forms: unchanged).
     pub assignee: Option<String>,
+    /// The people picker's value: a person's id, empty for nobody, or `KEEP_ASSIGNEE`.
     pub assignee_id: Option<String>,
 }
 

@@ -28,8 +28,10 @@ const REPORTS_SHOWN: i64 = 20;
 /// that category (empty: any).
 #[derive(Debug, Default, Deserialize)]
 pub struct RulesFilter {
+    /// Words of the id or title, as typed.
     #[serde(default)]
     pub q: String,
+    /// A category's name.
     #[serde(default)]
     pub category: String,
 }
@@ -101,8 +103,11 @@ pub async fn rule(db: &Db, id: &str, with_hits: bool) -> Result<RuleInfo, TeamRu
 /// A rule's page: the rule, its newest matching reports and its history.
 #[derive(Clone, Debug)]
 pub struct RuleDetail {
+    /// The rule as listed, with its hit count.
     pub info: RuleInfo,
+    /// The newest stored reports it names.
     pub reports: Vec<ReportSummary>,
+    /// Its newest edits, newest first.
     pub history: Vec<HistoryEntry>,
 }
 
@@ -164,7 +169,9 @@ pub async fn submit_form(
 /// A save, and the rule as listed once it is in use (`None` when it is gone).
 #[derive(Debug, Clone)]
 pub struct SavedRule {
+    /// What the save did.
     pub saved: Saved,
+    /// The rule as listed now (without hit counts).
     pub rule: Option<RuleInfo>,
 }
 
