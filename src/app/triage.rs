@@ -116,6 +116,9 @@ pub(crate) fn merged_away(group: i64, into: i64) -> Error {
     )
 }
 
+/// Days the portal's trend lines and charts cover.
+pub const TREND_DAYS: usize = 30;
+
 /// Reports per day: `(group, day, count)` rows, and today's date.
 pub type Trends = (Vec<(i64, String, i64)>, String);
 

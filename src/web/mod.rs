@@ -159,9 +159,9 @@ pub fn router(state: AppState) -> Router {
         .route("/search", get(html::search::search))
         .route(
             "/rules",
-            get(html::rules::list_rules).post(html::rules::save_rule),
+            get(html::rules::list_rules).post(html::rules_form::save_rule),
         )
-        .route("/rules/new", get(html::rules::new_rule))
+        .route("/rules/new", get(html::rules_form::new_rule))
         .route("/rules/reclassify", post(html::rules::start_reclassify))
         .route("/rules/{id}", get(html::rules::show_rule))
         .route("/rules/{id}/enabled", post(html::rules::set_enabled))

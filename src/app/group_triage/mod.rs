@@ -3,12 +3,18 @@
 //! assignee, the history of who changed what, a filtered, sorted and paged group list, and the
 //! tag breakdowns of a group's reports. The API and the portal's forms call the same functions,
 //! so both refuse the same things with the same words. The regression rule itself is pure and
-//! lives in [`regression`]; [`after_upload`] applies it inside the upload's transaction.
+//! lives in [`regression`]; [`after_upload`] applies it inside the upload's transaction. The
+//! portal's group pages and forms read and post through `portal`, one call each.
 
+mod portal;
 pub mod regression;
 mod view;
 
 pub use crate::storage::group_triage::Triage;
+pub use portal::{
+    Days, FixOutcome, GroupListView, GroupPageView, Listing, StateFields, TrendedGroup,
+    TrendedPage, change_by_form, list_page, page, submit_fix,
+};
 pub(crate) use view::detail_in;
 pub use view::{Assignable, GroupView, TriageDetail, assignable, group};
 

@@ -45,7 +45,8 @@ pub enum Change {
 }
 
 impl Change {
-    fn id(&self) -> &str {
+    /// The rule id the change is about.
+    pub fn id(&self) -> &str {
         match self {
             Change::Put { id, .. } | Change::SetEnabled { id, .. } | Change::Delete { id } => id,
         }

@@ -8,6 +8,7 @@ mod disable;
 mod edit;
 mod list;
 pub mod reclassify;
+mod views;
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -19,7 +20,12 @@ pub use disable::{
 };
 pub use edit::{Change, Preview, Saved, TeamFile, export, import, parse_team_file, preview, save};
 pub use list::{Origin, RuleInfo, history, list, recent_runs, reports_naming};
+pub use views::{
+    FormAction, FormOutcome, RuleDetail, RulesFilter, RulesOverview, SavedRule, detail, overview,
+    rule, save_listed, submit_form,
+};
 
+use crate::api_types::ErrorCode;
 use crate::rules::spec::{RuleFile, RuleSpec};
 use crate::rules::team_compile::{self, TeamEntry};
 use crate::rules::{self, Ruleset};
@@ -65,6 +71,26 @@ pub enum TeamRulesError {
     /// A blocking task or file read failed.
     #[error("{0}")]
     Internal(String),
+}
+
+/// The same refusal as the rest of `app` says it (and the web layer renders it): 422
+/// `invalid_rule` or `lowers_accuracy`, 404, 409 `busy` or `rule_exists`.
+impl From<TeamRulesError> for super::Error {
+    fn from(err: TeamRulesError) -> Self {
+        use super::Error;
+        match err {
+            TeamRulesError::Invalid(e) => Error::Invalid(ErrorCode::InvalidRule, e.to_string()),
+            TeamRulesError::BadInput(m) => Error::Invalid(ErrorCode::InvalidRule, m),
+            TeamRulesError::NotFound => Error::NotFound("rule"),
+            e @ TeamRulesError::LowersAccuracy { .. } => {
+                Error::Invalid(ErrorCode::LowersAccuracy, e.to_string())
+            }
+            e @ TeamRulesError::Busy => Error::Conflict(ErrorCode::Busy, e.to_string()),
+            e @ TeamRulesError::Exists(_) => Error::Conflict(ErrorCode::RuleExists, e.to_string()),
+            TeamRulesError::Db(e) => Error::Db(e),
+            TeamRulesError::Internal(m) => Error::Internal(anyhow::anyhow!(m)),
+        }
+    }
 }
 
 /// The ruleset in use and the version of the stored team rules it was built from.

@@ -14,7 +14,7 @@ use crate::api_types::rules::{
     RulePreview, RuleSaved,
 };
 use crate::api_types::{ErrorBody, ErrorCode};
-use crate::app::team_rules::{self, Change, Preview, RuleInfo, Saved, TeamRulesError};
+use crate::app::team_rules::{self, Change, Preview, RuleInfo, SavedRule, TeamRulesError};
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
@@ -22,24 +22,10 @@ use crate::web::extract::{JsonShape, ShapedJson};
 use crate::web::scope::{Admin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
+/// A team-rule refusal as `app` says it (`app::Error`'s mapping of [`TeamRulesError`]).
 impl From<TeamRulesError> for AppError {
     fn from(err: TeamRulesError) -> Self {
-        match err {
-            TeamRulesError::Invalid(e) => {
-                AppError::Unprocessable(ErrorCode::InvalidRule, e.to_string())
-            }
-            TeamRulesError::BadInput(m) => AppError::Unprocessable(ErrorCode::InvalidRule, m),
-            TeamRulesError::NotFound => AppError::NotFound("rule"),
-            e @ TeamRulesError::LowersAccuracy { .. } => {
-                AppError::Unprocessable(ErrorCode::LowersAccuracy, e.to_string())
-            }
-            e @ TeamRulesError::Busy => AppError::Conflict(ErrorCode::Busy, e.to_string()),
-            e @ TeamRulesError::Exists(_) => {
-                AppError::Conflict(ErrorCode::RuleExists, e.to_string())
-            }
-            TeamRulesError::Db(e) => crate::app::Error::Db(e).into(),
-            TeamRulesError::Internal(m) => AppError::Internal(anyhow::anyhow!(m)),
-        }
+        crate::app::Error::from(err).into()
     }
 }
 
@@ -173,13 +159,13 @@ pub async fn list_rules(
     }))
 }
 
-async fn rule_saved(state: &AppState, id: &str, saved: &Saved) -> Result<RuleSaved, AppError> {
-    let (rules, _) = team_rules::list(&state.db, false).await?;
-    Ok(RuleSaved {
-        rule: rules.iter().find(|r| r.spec.id == id).map(rule_listing),
-        version: saved.version,
-        corpus: saved.corpus.as_ref().map(corpus_effect),
-    })
+/// A save as the API answers it, with the rule as listed now.
+fn rule_saved(s: &SavedRule) -> RuleSaved {
+    RuleSaved {
+        rule: s.rule.as_ref().map(rule_listing),
+        version: s.saved.version,
+        corpus: s.saved.corpus.as_ref().map(corpus_effect),
+    }
 }
 
 /// `POST /api/v1/rules`: create a team rule (or an override, with a built-in id).
@@ -217,17 +203,15 @@ pub async fn create_rule(
     }
     // Create-only: an existing entry is refused inside the save, under the edit lock.
     let change = Change::Put {
-        id: id.clone(),
+        id,
         spec,
         enabled: b.enabled.unwrap_or(true),
         create: true,
     };
     let saved =
-        team_rules::save(&state.db, &state.ruleset, change, &token.actor(), b.confirm).await?;
-    Ok((
-        StatusCode::CREATED,
-        Json(rule_saved(&state, &id, &saved).await?),
-    ))
+        team_rules::save_listed(&state.db, &state.ruleset, change, &token.actor(), b.confirm)
+            .await?;
+    Ok((StatusCode::CREATED, Json(rule_saved(&saved))))
 }
 
 /// `PUT /api/v1/rules/{id}`: replace a rule, override a built-in one, or turn it on or off.
@@ -263,8 +247,9 @@ pub async fn update_rule(
     }
     let change = b.change(&id)?;
     let saved =
-        team_rules::save(&state.db, &state.ruleset, change, &token.actor(), b.confirm).await?;
-    Ok(Json(rule_saved(&state, &id, &saved).await?))
+        team_rules::save_listed(&state.db, &state.ruleset, change, &token.actor(), b.confirm)
+            .await?;
+    Ok(Json(rule_saved(&saved)))
 }
 
 /// `DELETE /api/v1/rules/{id}`: remove a team rule or an override.

@@ -14,22 +14,17 @@ use serde::{Deserialize, Serialize};
 use super::Layout;
 use super::trend::{self, ChartSize};
 use crate::actor::ActorKind;
-use crate::api_types::{GroupAction, GroupState, TagCount};
-use crate::app::group_triage::Triage;
+use crate::api_types::{GroupAction, GroupState, GroupTags, TagCount};
 use crate::app::group_triage::{
-    self, Assignable, KEEP_ASSIGNEE, ListRequest, SERVICE_ACTOR, TriageDetail,
+    self, Assignable, KEEP_ASSIGNEE, ListRequest, Listing, SERVICE_ACTOR, StateFields,
+    TrendedGroup, TrendedPage, Triage, TriageDetail,
 };
-use crate::app::triage::Group;
-use crate::app::{self, triage};
+use crate::app::triage::{Group, TREND_DAYS};
 use crate::auth::Scope;
 use crate::time::Timestamp;
-use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryParams};
 use crate::web::scope::{Read, ScopedUser};
 use crate::web::{AppState, PageError};
-
-/// Days shown in charts.
-pub const TREND_DAYS: usize = 30;
 
 /// An option of a `<select>`.
 pub struct Choice {
@@ -177,80 +172,87 @@ pub async fn list_groups(
     ScopedUser { user, .. }: ScopedUser<Read>,
     QueryParams(request): QueryParams<ListRequest>,
 ) -> Result<Response, PageError> {
-    let filters = Filters::of(&request);
-    let states = GroupState::ALL.map(|s| (s.as_str(), s.as_str()));
-    let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
-    let assignable = group_triage::assignable(&state.db).await?;
-    let (assignee_field, assignees) = assignee_filter(&filters, &assignable);
-    let mut page = GroupsPage {
-        layout: Layout::for_user(Some(&user)),
-        rows: Vec::new(),
-        states: choices(&filters.state, "any state", states),
-        categories: choices(&filters.category, "any category", categories),
-        has_fix: choices(
-            &filters.has_fix,
-            "with or without a fix",
-            [("true", "has a fix"), ("false", "no fix yet")],
-        ),
-        assignees,
-        assignee_field,
-        mine: choices(
-            &filters.mine,
-            "anyone's",
-            [
-                ("assigned", "assigned to me"),
-                ("recorded", "with a fix I recorded"),
-            ],
-        ),
-        sorts: choices(
-            &filters.sort,
-            "last seen",
-            [("count", "report count"), ("first_seen", "first seen")],
-        ),
-        project: filters.project.clone(),
-        total: 0,
-        page: 1,
-        pages: 1,
-        here: filters.page_link(1),
-        prev: None,
-        next: None,
-        error: None,
-    };
+    let view = group_triage::list_page(&state.db, &request, &user.actor()).await?;
     let can_triage = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
-    let found = match group_triage::list(&state.db, &request, &user.actor()).await {
-        Ok(found) => found,
-        Err(e @ app::Error::Malformed(..)) => {
-            // The form again with the reason, as a 400 like the API's `bad_query`.
-            page.error = Some(e.to_string());
-            return Ok((StatusCode::BAD_REQUEST, page).into_response());
+    let filters = Filters::of(&request);
+    let mut page = GroupsPage::form(Layout::for_user(Some(&user)), &filters, &view.assignable);
+    match view.listing {
+        // The form again with the reason, as a 400 like the API's `bad_query`.
+        Listing::Refused(reason) => {
+            page.error = Some(reason);
+            Ok((StatusCode::BAD_REQUEST, page).into_response())
         }
-        Err(e) => return Err(e.into()),
-    };
-    let ids: Vec<i64> = found.groups.iter().map(|l| l.group.id).collect();
-    let (per_day, today) = triage::trends(&state.db, &ids, TREND_DAYS as i32).await?;
-    page.rows = (found.groups.into_iter())
-        .map(|l| {
-            let days: Vec<(String, i64)> = (per_day.iter())
-                .filter(|(id, _, _)| *id == l.group.id)
-                .map(|(_, d, n)| (d.clone(), *n))
-                .collect();
-            GroupRow {
-                trend: trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Compact),
+        Listing::Found(found) => {
+            page.show(&filters, found, can_triage);
+            Ok(page.into_response())
+        }
+    }
+}
+
+impl GroupsPage {
+    /// The filter form, as `filters` set it, without rows.
+    fn form(layout: Layout, filters: &Filters, assignable: &Assignable) -> GroupsPage {
+        let states = GroupState::ALL.map(|s| (s.as_str(), s.as_str()));
+        let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
+        let (assignee_field, assignees) = assignee_filter(filters, assignable);
+        GroupsPage {
+            layout,
+            rows: Vec::new(),
+            states: choices(&filters.state, "any state", states),
+            categories: choices(&filters.category, "any category", categories),
+            has_fix: choices(
+                &filters.has_fix,
+                "with or without a fix",
+                [("true", "has a fix"), ("false", "no fix yet")],
+            ),
+            assignees,
+            assignee_field,
+            mine: choices(
+                &filters.mine,
+                "anyone's",
+                [
+                    ("assigned", "assigned to me"),
+                    ("recorded", "with a fix I recorded"),
+                ],
+            ),
+            sorts: choices(
+                &filters.sort,
+                "last seen",
+                [("count", "report count"), ("first_seen", "first seen")],
+            ),
+            project: filters.project.clone(),
+            total: 0,
+            page: 1,
+            pages: 1,
+            here: filters.page_link(1),
+            prev: None,
+            next: None,
+            error: None,
+        }
+    }
+
+    /// Fills in the rows and the page links of `found`; the one-click forms are offered when
+    /// the user `can_triage`.
+    fn show(&mut self, filters: &Filters, found: TrendedPage, can_triage: bool) {
+        let today = &found.today;
+        self.rows = (found.rows.into_iter())
+            .map(|TrendedGroup { listed: l, days }| GroupRow {
+                trend: trend::chart_svg(&days, TREND_DAYS, today, ChartSize::Compact),
                 can_resolve: can_triage && l.triage.state != GroupState::Resolved,
                 can_ignore: can_triage && l.triage.state != GroupState::Ignored,
                 group: l.group,
                 triage: l.triage,
                 has_fix: l.has_fix,
-            }
-        })
-        .collect();
-    page.total = found.total;
-    page.page = found.page;
-    page.here = filters.page_link(found.page);
-    page.pages = ((found.total + i64::from(found.per_page) - 1) / i64::from(found.per_page)).max(1);
-    page.prev = (found.page > 1).then(|| filters.page_link(found.page - 1));
-    page.next = found.more.then(|| filters.page_link(found.page + 1));
-    Ok(page.into_response())
+            })
+            .collect();
+        self.total = found.total;
+        self.page = found.page;
+        self.here = filters.page_link(found.page);
+        let per_page = i64::from(found.per_page);
+        self.pages = ((found.total + per_page - 1) / per_page).max(1);
+        self.prev = (found.page > 1).then(|| filters.page_link(found.page - 1));
+        self.next = found.more.then(|| filters.page_link(found.page + 1));
+    }
 }
 
 /// The state form of a group page: every field is posted (the current values when unchanged).
@@ -287,13 +289,13 @@ pub async fn update_state(
     CsrfForm { user, form }: CsrfForm<StateForm>,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Ingest, Scope::Admin])?;
-    let patch = group_triage::form_patch(
-        form.state,
-        form.resolved_in,
-        form.assignee,
-        form.assignee_id,
-    )?;
-    group_triage::change(&state.db, id, patch, &user.actor()).await?;
+    let fields = StateFields {
+        state: form.state,
+        resolved_in: form.resolved_in,
+        assignee: form.assignee,
+        assignee_id: form.assignee_id,
+    };
+    group_triage::change_by_form(&state.db, id, fields, &user.actor()).await?;
     let back = (form.return_to.as_deref())
         .and_then(crate::web::auth::return_path)
         .filter(|p| *p == "/groups" || p.starts_with("/groups?"))
@@ -424,31 +426,20 @@ fn assignee_picker(t: &Triage, assignable: Assignable) -> (&'static str, Vec<Cho
     }
 }
 
-/// The triage view of a group of `report_count` reports for `user`: the state form's choices
-/// (enabled people, or active token names, for the assignee) only when the user may triage.
-pub async fn triage_view(
-    state: &AppState,
-    user: &PortalUser,
+/// The triage view of a group of `report_count` reports: the state form's choices (enabled
+/// people, or active token names, for the assignee) only when `assignable` is given (the user
+/// may triage).
+pub fn triage_view(
     detail: TriageDetail,
+    assignable: Option<Assignable>,
     report_count: i64,
     chart: String,
-) -> Result<TriageView, PageError> {
-    let can_edit = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
+) -> TriageView {
     let t = detail.triage;
-    let (states, (assignee_field, assignees)) = if can_edit {
-        // `regressed` is offered only to keep it: it is not set by hand.
-        let states = (GroupState::ALL.into_iter())
-            .filter(|s| *s != GroupState::Regressed || t.state == GroupState::Regressed)
-            .map(|s| Choice {
-                value: s.as_str().to_owned(),
-                label: s.as_str().to_owned(),
-                selected: s == t.state,
-            })
-            .collect();
-        let picker = assignee_picker(&t, group_triage::assignable(&state.db).await?);
-        (states, picker)
-    } else {
-        (Vec::new(), ("assignee", Vec::new()))
+    let can_edit = assignable.is_some();
+    let (states, (assignee_field, assignees)) = match assignable {
+        Some(assignable) => (state_choices(&t), assignee_picker(&t, assignable)),
+        None => (Vec::new(), ("assignee", Vec::new())),
     };
     let history = (detail.history.iter())
         .map(|e| HistoryLine {
@@ -460,6 +451,34 @@ pub async fn triage_view(
             merged_from: e.merged_from,
         })
         .collect();
+    TriageView {
+        triage: t,
+        can_edit,
+        states,
+        assignees,
+        assignee_field,
+        history,
+        tags: tag_views(&detail.tags, report_count),
+        chart,
+    }
+}
+
+/// The state form's choices for `t`: `regressed` is offered only to keep it (it is not set by
+/// hand).
+fn state_choices(t: &Triage) -> Vec<Choice> {
+    (GroupState::ALL.into_iter())
+        .filter(|s| *s != GroupState::Regressed || t.state == GroupState::Regressed)
+        .map(|s| Choice {
+            value: s.as_str().to_owned(),
+            label: s.as_str().to_owned(),
+            selected: s == t.state,
+        })
+        .collect()
+}
+
+/// The tags with at least one value, labelled as the page says them, against a group of
+/// `report_count` reports.
+fn tag_views(tags: &GroupTags, report_count: i64) -> Vec<TagView> {
     let labels = [
         ("project", "Project"),
         ("branch", "Branch"),
@@ -467,7 +486,7 @@ pub async fn triage_view(
         ("gpu", "GPU"),
         ("torch_version", "torch"),
     ];
-    let tags = (detail.tags.named().into_iter())
+    (tags.named().into_iter())
         .filter(|(_, values)| !values.is_empty())
         .map(|(name, values)| TagView {
             label: labels
@@ -477,17 +496,7 @@ pub async fn triage_view(
             values: values.to_vec(),
             of: report_count.max(1),
         })
-        .collect();
-    Ok(TriageView {
-        triage: t,
-        can_edit,
-        states,
-        assignees,
-        assignee_field,
-        history,
-        tags,
-        chart,
-    })
+        .collect()
 }
 
 #[cfg(test)]

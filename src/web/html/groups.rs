@@ -5,17 +5,19 @@
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::State;
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use super::Layout;
-use super::group_triage::{TREND_DAYS, TriageView, triage_view};
+use super::group_triage::{TriageView, triage_view};
 use super::trend::{self, ChartSize};
 use crate::api_types::{ErrorCode, MergeRequest};
 use crate::app::group_merge::MergedGroup;
+use crate::app::group_triage::{FixOutcome, GroupPageView};
 use crate::app::reports::ReportSummary;
-use crate::app::triage::{Fix, Group};
-use crate::app::{self, group_merge, group_triage, triage};
+use crate::app::triage::{Fix, FixRequest, Group, TREND_DAYS};
+use crate::app::{group_merge, group_triage};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryHints};
@@ -63,40 +65,47 @@ pub async fn show_group(
     GroupId(id): GroupId,
     QueryHints(params): QueryHints<GroupParams>,
 ) -> Result<GroupPage, PageError> {
+    user.require(&[Scope::Read])?;
     // Anything but a known merged group's id is no notice (the parameter is only a hint).
     let from = params
         .merged_from
         .and_then(|s| s.trim().parse::<i64>().ok());
-    let mut page = group_page(&state, &user, id, FixFields::default(), None).await?;
+    let view = group_triage::page(&state.db, id, can_triage(&user)).await?;
+    let mut page = GroupPage::new(&user, view, FixFields::default(), None);
     page.arrived_from = page.merged.iter().find(|m| Some(m.id) == from).cloned();
     Ok(page)
 }
 
-async fn group_page(
-    state: &AppState,
-    user: &PortalUser,
-    id: i64,
-    fix_form: FixFields,
-    fix_error: Option<String>,
-) -> Result<GroupPage, PageError> {
-    user.require(&[Scope::Read])?;
-    let detail = group_triage::group(&state.db, id).await?;
-    let (per_day, today) = triage::trends(&state.db, &[id], TREND_DAYS as i32).await?;
-    let days: Vec<(String, i64)> = per_day.into_iter().map(|(_, d, n)| (d, n)).collect();
-    let chart = trend::chart_svg(&days, TREND_DAYS, &today, ChartSize::Full);
-    let count = detail.group.report_count;
-    Ok(GroupPage {
-        layout: Layout::for_user(Some(user)),
-        triage: triage_view(state, user, detail.triage, count, chart).await?,
-        reports: detail.reports,
-        fixes: detail.fixes,
-        can_record: user.require(&[Scope::Ingest, Scope::Admin]).is_ok(),
-        group: detail.group,
-        fix_form,
-        fix_error,
-        merged: detail.merged,
-        arrived_from: None,
-    })
+/// The user may triage groups and record fixes.
+fn can_triage(user: &PortalUser) -> bool {
+    user.require(&[Scope::Ingest, Scope::Admin]).is_ok()
+}
+
+impl GroupPage {
+    /// The page of `view` for `user`, the fix form holding `fix_form` and the reason it was
+    /// refused, if it was.
+    fn new(
+        user: &PortalUser,
+        view: GroupPageView,
+        fix_form: FixFields,
+        fix_error: Option<String>,
+    ) -> GroupPage {
+        let chart = trend::chart_svg(&view.days, TREND_DAYS, &view.today, ChartSize::Full);
+        let detail = view.view;
+        let count = detail.group.report_count;
+        GroupPage {
+            layout: Layout::for_user(Some(user)),
+            triage: triage_view(detail.triage, view.assignable, count, chart),
+            reports: detail.reports,
+            fixes: detail.fixes,
+            can_record: can_triage(user),
+            group: detail.group,
+            fix_form,
+            fix_error,
+            merged: detail.merged,
+            arrived_from: None,
+        }
+    }
 }
 
 /// The fix form.
@@ -125,36 +134,40 @@ pub async fn create_fix(
     GroupId(id): GroupId,
     CsrfForm { user, form }: CsrfForm<FixForm>,
 ) -> Result<Response, PageError> {
+    let fields = FixFields {
+        summary: form.summary,
+        details: form.details,
+        link: form.link,
+    };
     if let Err(refused) = user.require(&[Scope::Ingest, Scope::Admin]) {
         // What was typed comes back with the scope it needs (nothing is stored).
-        let fields = FixFields {
-            summary: form.summary,
-            details: form.details,
-            link: form.link,
-        };
         let reason = format!("{refused}: recording a fix needs the ingest or admin scope");
-        let page = group_page(&state, &user, id, fields, Some(reason)).await?;
-        return Ok((axum::http::StatusCode::FORBIDDEN, page).into_response());
+        user.require(&[Scope::Read])?;
+        let view = group_triage::page(&state.db, id, false).await?;
+        let page = GroupPage::new(&user, view, fields, Some(reason));
+        return Ok((StatusCode::FORBIDDEN, page).into_response());
     }
-    let request = triage::FixRequest {
-        summary: form.summary.clone(),
-        details: form.details.clone(),
-        link: form.link.clone(),
+    let request = FixRequest {
+        summary: fields.summary.clone(),
+        details: fields.details.clone(),
+        link: fields.link.clone(),
     };
-    match triage::record_fix(&state.db, id, request, &user.actor()).await {
-        Ok(_) => Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response()),
-        Err(err @ (app::Error::Invalid(..) | app::Error::Malformed(..))) => {
-            let error = AppError::from(err);
+    let reader = user.require(&[Scope::Read]);
+    let outcome =
+        group_triage::submit_fix(&state.db, id, request, &user.actor(), reader.is_ok()).await?;
+    match outcome {
+        FixOutcome::Recorded(_) => Ok(Redirect::to(&format!("/groups/{id}#fixes")).into_response()),
+        FixOutcome::Refused { error, page } => {
+            // The page was read only for a reader: anyone else gets its 403, as when asking.
+            reader?;
+            let page = page.ok_or_else(|| {
+                AppError::Internal(anyhow::anyhow!("a refused fix came without its page"))
+            })?;
+            let error = AppError::from(error);
             let (status, _) = error.status_and_code();
-            let fields = FixFields {
-                summary: form.summary,
-                details: form.details,
-                link: form.link,
-            };
-            let page = group_page(&state, &user, id, fields, Some(error.to_string())).await?;
+            let page = GroupPage::new(&user, *page, fields, Some(error.to_string()));
             Ok((status, page).into_response())
         }
-        Err(err) => Err(err.into()),
     }
 }
 

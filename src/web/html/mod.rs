@@ -15,6 +15,7 @@ pub mod repro_status;
 pub mod retention;
 pub mod rules;
 pub mod rules_disable;
+pub mod rules_form;
 pub mod search;
 pub mod tokens;
 pub mod trend;

@@ -1,31 +1,27 @@
 //! Portal pages for rules: `/rules` (built-in and team rules with hit counts, edit history,
 //! reclassification runs), a rule's page (its recent matching reports and history), and the
-//! new/edit form whose "Preview" button renders the dry run and whose "Save" button stores the
-//! rule. Every form post checks the session's CSRF token; writes need the admin scope.
+//! small forms that turn a rule on or off, delete it or start a reclassification (the editor is
+//! `rules_form`; the look before a disable, `rules_disable`). Every form post checks the
+//! session's CSRF token; writes need the admin scope.
 
 use askama::Template;
 use askama_web::WebTemplate;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::Layout;
-use crate::api_types::ErrorCode;
 use crate::app::reports::ReportSummary;
 use crate::app::team_rules::reclassify::ReclassifyRun;
-use crate::app::team_rules::{self, Change, Origin, Preview, RuleInfo, Toggled, reclassify};
+use crate::app::team_rules::{self, Change, Origin, RuleInfo, RulesFilter, Toggled, reclassify};
 use crate::app::team_rules::{HistoryEntry, RuleState};
 use crate::auth::Scope;
 use crate::rules::Category;
-use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
-use crate::rules::team_compile::Captured;
-
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
-use crate::web::scope::{Admin, Read, ScopedUser};
+use crate::web::scope::{Read, ScopedUser};
 use crate::web::{AppError, AppState, PageError};
 
 /// A rule in the list.
@@ -157,69 +153,27 @@ pub struct RulesPage {
     can_edit: bool,
 }
 
-/// `GET /rules?q=&category=`: the rules whose id or title holds `q` (any letter case) and of
-/// that category.
-#[derive(Debug, Default, Deserialize)]
-pub struct RulesQuery {
-    #[serde(default)]
-    q: String,
-    #[serde(default)]
-    category: String,
-}
-
-impl RulesQuery {
-    fn keeps(&self, r: &RuleInfo) -> bool {
-        let q = self.q.trim().to_lowercase();
-        let text = q.is_empty()
-            || r.spec.id.to_lowercase().contains(&q)
-            || r.spec.title.to_lowercase().contains(&q);
-        let category = self.category.is_empty() || r.spec.category.as_str() == self.category;
-        text && category
-    }
-}
-
-/// `GET /rules`
+/// `GET /rules?q=&category=`
 pub async fn list_rules(
     State(state): State<AppState>,
     ScopedUser { user, .. }: ScopedUser<Read>,
-    QueryParams(query): QueryParams<RulesQuery>,
+    QueryParams(filter): QueryParams<RulesFilter>,
 ) -> Result<RulesPage, PageError> {
-    if query.q.chars().count() > 200 {
-        return Err(
-            AppError::BadRequest(ErrorCode::BadQuery, "q: at most 200 characters".into()).into(),
-        );
-    }
-    let (rules, version) = team_rules::list(&state.db, true).await?;
-    let total = rules.len();
-    let (builtin, team) = (rules.iter())
-        .filter(|r| query.keeps(r))
-        .partition(|r| r.origin == Origin::Builtin);
-    let rows = |list: Vec<&RuleInfo>| list.into_iter().map(RuleRow::from).collect();
+    let o = team_rules::overview(&state.db, &filter).await?;
+    let rows = |list: Vec<RuleInfo>| list.iter().map(RuleRow::from).collect();
     Ok(RulesPage {
         layout: Layout::for_user(Some(&user)),
-        builtin: rows(builtin),
-        team: rows(team),
-        total,
-        q: query.q.trim().to_owned(),
-        category: query.category,
+        builtin: rows(o.builtin),
+        team: rows(o.team),
+        total: o.total,
+        q: filter.q.trim().to_owned(),
+        category: filter.category,
         categories: &Category::ALL,
-        version,
-        history: history(&state, None).await?,
-        runs: team_rules::recent_runs(&state.db, 5)
-            .await?
-            .into_iter()
-            .map(RunRow::from)
-            .collect(),
+        version: o.version,
+        history: o.history.into_iter().map(HistoryRow::from).collect(),
+        runs: o.runs.into_iter().map(RunRow::from).collect(),
         can_edit: user.require(&[Scope::Admin]).is_ok(),
     })
-}
-
-async fn history(state: &AppState, rule_id: Option<&str>) -> Result<Vec<HistoryRow>, AppError> {
-    Ok(team_rules::history(&state.db, rule_id, 30)
-        .await?
-        .into_iter()
-        .map(HistoryRow::from)
-        .collect())
 }
 
 /// `GET /rules/{id}`
@@ -244,302 +198,17 @@ pub async fn show_rule(
     Path(id): Path<String>,
 ) -> Result<RulePage, PageError> {
     user.require(&[Scope::Read])?;
-    let (rules, _) = team_rules::list(&state.db, true).await?;
-    let info = rules
-        .into_iter()
-        .find(|r| r.spec.id == id)
-        .ok_or(AppError::NotFound("rule"))?;
+    let d = team_rules::detail(&state.db, &id).await?;
     Ok(RulePage {
         layout: Layout::for_user(Some(&user)),
-        rule: RuleRow::from(&info),
-        reports: team_rules::reports_naming(&state.db, &id, 20).await?,
-        history: history(&state, Some(&id)).await?,
+        rule: RuleRow::from(&d.info),
+        reports: d.reports,
+        history: d.history.into_iter().map(HistoryRow::from).collect(),
         can_edit: user.require(&[Scope::Admin]).is_ok(),
-        has_entry: info.updated_at.is_some(),
-        shipped: info.shipped.clone(),
-        spec: info.spec,
+        has_entry: d.info.updated_at.is_some(),
+        shipped: d.info.shipped,
+        spec: d.info.spec,
     })
-}
-
-/// The form's fields, as typed (lists one per line).
-#[derive(Debug, Default, Deserialize)]
-pub struct RuleForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    category: String,
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    pattern: String,
-    #[serde(default)]
-    specificity: String,
-    #[serde(default)]
-    advice: String,
-    #[serde(default)]
-    examples: String,
-    #[serde(default)]
-    counter_examples: String,
-    /// Present when the "enabled" box is ticked.
-    enabled: Option<String>,
-    /// Present when "save even though it lowers corpus accuracy" is ticked.
-    confirm: Option<String>,
-    /// `preview` or `save` (which submit button).
-    #[serde(default)]
-    action: String,
-    /// Set when editing an existing rule (the id cannot change).
-    #[serde(default)]
-    editing: String,
-}
-
-impl CsrfField for RuleForm {
-    fn csrf(&self) -> &str {
-        &self.csrf
-    }
-}
-
-fn lines(text: &str) -> Vec<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-impl RuleForm {
-    fn from_spec(spec: &RuleSpec, enabled: bool) -> RuleForm {
-        RuleForm {
-            id: spec.id.clone(),
-            category: spec.category.to_string(),
-            title: spec.title.clone(),
-            pattern: spec.pattern.clone(),
-            specificity: spec.specificity.to_string(),
-            advice: spec.advice.join("\n"),
-            examples: spec.examples.join("\n"),
-            counter_examples: spec.counter_examples.join("\n"),
-            enabled: enabled.then(|| "on".to_owned()),
-            editing: "1".into(),
-            ..RuleForm::default()
-        }
-    }
-
-    fn spec(&self) -> Result<RuleSpec, String> {
-        let category: Category = self.category.parse()?;
-        let specificity = match self.specificity.trim() {
-            "" => 50,
-            s => s
-                .parse()
-                .map_err(|_| "specificity must be a number from 0 to 100".to_owned())?,
-        };
-        let required = |v: &str, name: &str| {
-            if v.trim().is_empty() {
-                Err(format!("{name} is required"))
-            } else {
-                Ok(v.trim().to_owned())
-            }
-        };
-        Ok(RuleSpec {
-            id: required(&self.id, "id")?,
-            category,
-            title: required(&self.title, "title")?,
-            source: String::new(),
-            pattern: required(&self.pattern, "pattern")?,
-            specificity,
-            consequence: false,
-            advice: lines(&self.advice),
-            examples: lines(&self.examples),
-            counter_examples: lines(&self.counter_examples),
-        })
-    }
-}
-
-/// One example's result, for the preview table.
-pub struct ExampleRow {
-    pub line: String,
-    pub kind: &'static str,
-    pub ok: bool,
-    pub matched: bool,
-    /// The rule's named captures on the line, each with the fact it feeds.
-    pub captures: Vec<Captured>,
-    /// The typed facts the line gives, as the report page shows them (label, value).
-    pub facts: Vec<(String, String)>,
-}
-
-/// The dry run as the form shows it.
-pub struct PreviewView {
-    pub ok: bool,
-    pub problems: Vec<String>,
-    pub examples: Vec<ExampleRow>,
-    /// The pattern's named groups and the fact each feeds (none: advice only).
-    pub groups: Vec<(String, Option<FactKind>)>,
-    pub scanned: usize,
-    pub stored: i64,
-    pub newly_matched: usize,
-    pub matched: usize,
-    pub no_longer_matched: usize,
-    pub shadowed: usize,
-    pub category_changed: usize,
-    pub changed: Vec<(i64, String, String)>,
-    /// (cases, accuracy before, after, precision, lowers)
-    pub corpus: Option<(usize, String, String, String, bool)>,
-    pub warnings: Vec<String>,
-}
-
-impl From<&Preview> for PreviewView {
-    fn from(p: &Preview) -> Self {
-        PreviewView {
-            ok: p.check.problems.is_empty(),
-            problems: p.check.problems.clone(),
-            examples: p
-                .check
-                .examples
-                .iter()
-                .map(|e| ExampleRow {
-                    line: e.line.clone(),
-                    kind: if e.should_match {
-                        "example"
-                    } else {
-                        "counter-example"
-                    },
-                    ok: e.ok(),
-                    matched: e.matched,
-                    captures: e.captures.clone(),
-                    facts: super::reports::fact_rows(&e.facts),
-                })
-                .collect(),
-            groups: p.check.groups.clone(),
-            scanned: p.reports.scanned,
-            stored: p.reports.stored,
-            newly_matched: p.reports.newly_matched,
-            matched: p.reports.matched,
-            no_longer_matched: p.reports.no_longer_matched,
-            shadowed: p.reports.shadowed,
-            category_changed: p.reports.category_changed,
-            changed: p
-                .reports
-                .changed
-                .iter()
-                .map(|(id, b, a)| (*id, b.to_string(), a.to_string()))
-                .collect(),
-            corpus: p.corpus.as_ref().map(|c| {
-                (
-                    c.cases,
-                    format!("{:.1}%", c.accuracy_before()),
-                    format!("{:.1}%", c.accuracy_after()),
-                    c.precision()
-                        .map_or("n/a (never the root cause)".to_owned(), |v| {
-                            format!("{v:.1}% of {} case(s)", c.rule_root)
-                        }),
-                    c.lowers_accuracy(),
-                )
-            }),
-            warnings: p.warnings(),
-        }
-    }
-}
-
-/// `GET /rules/new` and the form re-rendered after Preview or a refused Save.
-#[derive(Template, WebTemplate)]
-#[template(path = "rule_form.html")]
-pub struct RuleFormPage {
-    layout: Layout,
-    form: RuleForm,
-    /// (name, selected)
-    categories: Vec<(&'static str, bool)>,
-    error: Option<String>,
-    preview: Option<PreviewView>,
-    /// Capture names that become typed facts, for the pattern's help text.
-    fact_names: Vec<&'static str>,
-}
-
-fn form_page(user: &PortalUser, form: RuleForm) -> RuleFormPage {
-    RuleFormPage {
-        fact_names: FactKind::ALL.iter().map(|k| k.capture_name()).collect(),
-        layout: Layout::for_user(Some(user)),
-        categories: Category::ALL
-            .iter()
-            .map(|c| (c.as_str(), c.as_str() == form.category))
-            .collect(),
-        form,
-        error: None,
-        preview: None,
-    }
-}
-
-/// `?edit=ID`: start from an existing rule (an override, for a built-in one).
-#[derive(Debug, Deserialize)]
-pub struct NewParams {
-    edit: Option<String>,
-}
-
-/// `GET /rules/new[?edit=ID]`
-pub async fn new_rule(
-    State(state): State<AppState>,
-    ScopedUser { user, .. }: ScopedUser<Admin>,
-    QueryParams(p): QueryParams<NewParams>,
-) -> Result<RuleFormPage, PageError> {
-    let mut form = RuleForm {
-        enabled: Some("on".into()),
-        specificity: "80".into(),
-        ..RuleForm::default()
-    };
-    if let Some(id) = p.edit {
-        let (rules, _) = team_rules::list(&state.db, false).await?;
-        let info = rules
-            .into_iter()
-            .find(|r| r.spec.id == id)
-            .ok_or(AppError::NotFound("rule"))?;
-        form = RuleForm::from_spec(&info.spec, info.enabled);
-    }
-    Ok(form_page(&user, form))
-}
-
-/// `POST /rules`: Preview (render the dry run) or Save (store, then the rule's page).
-pub async fn save_rule(
-    State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<RuleForm>,
-) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
-    let spec = match form.spec() {
-        Ok(s) => s,
-        Err(e) => return Ok(refused(&user, form, e)),
-    };
-    if form.action == "preview" {
-        return Ok(
-            match team_rules::preview(&state.db, &state.ruleset, spec).await {
-                Ok(p) => {
-                    let mut page = form_page(&user, form);
-                    page.preview = Some(PreviewView::from(&p));
-                    page.into_response()
-                }
-                Err(e) => refused(&user, form, AppError::from(e).to_string()),
-            },
-        );
-    }
-    let id = spec.id.clone();
-    let change = Change::Put {
-        id: id.clone(),
-        spec: Some(spec),
-        enabled: form.enabled.is_some(),
-        create: false,
-    };
-    let confirm = form.confirm.is_some();
-    match team_rules::save(&state.db, &state.ruleset, change, &user.actor(), confirm).await {
-        Ok(_) => Ok(Redirect::to(&format!("/rules/{id}")).into_response()),
-        Err(e) => match AppError::from(e) {
-            e @ AppError::Unprocessable(..) => Ok(refused(&user, form, e.to_string())),
-            other => Err(other.into()),
-        },
-    }
-}
-
-/// The form again, with why it was refused (422).
-fn refused(user: &PortalUser, form: RuleForm, message: String) -> Response {
-    let mut page = form_page(user, form);
-    page.error = Some(message);
-    (StatusCode::UNPROCESSABLE_ENTITY, page).into_response()
 }
 
 /// The small forms (enable/disable, delete, reclassify).

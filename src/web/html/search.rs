@@ -96,23 +96,7 @@ pub async fn search(
     ScopedUser { user, .. }: ScopedUser<Read>,
     QueryParams(p): QueryParams<PageSearch>,
 ) -> Result<Response, PageError> {
-    let mut page = SearchPage {
-        layout: Layout::for_user(Some(&user)),
-        q: p.q.clone().unwrap_or_default(),
-        category: p.category.clone().unwrap_or_default(),
-        project: p.project.clone().unwrap_or_default(),
-        categories: &crate::rules::Category::ALL,
-        searched: false,
-        error: None,
-        count: String::new(),
-        past_end: false,
-        hits: Vec::new(),
-        corrected: None,
-        asked: String::new(),
-        suggestion: None,
-        prev: None,
-        next: None,
-    };
+    let mut page = SearchPage::form(Layout::for_user(Some(&user)), &p);
     if page.q.trim().is_empty() {
         return Ok(page.into_response());
     }
@@ -123,53 +107,83 @@ pub async fn search(
         page: p.page,
         per_page: p.per_page,
     };
-    let found = match search::search(&state.db, &request).await {
-        Ok(found) => found,
+    match search::search(&state.db, &request).await {
+        Ok(found) => {
+            page.show(found, p.per_page);
+            Ok(page.into_response())
+        }
         Err(e @ app::Error::Malformed(..)) => {
             // The form again with the reason, as a 400 like the API's `bad_query`.
             page.error = Some(e.to_string());
-            return Ok((axum::http::StatusCode::BAD_REQUEST, page).into_response());
+            Ok((axum::http::StatusCode::BAD_REQUEST, page).into_response())
         }
-        Err(e) => return Err(e.into()),
-    };
-    // Links keep the filters, in the spelling the results used.
-    page.category = found
-        .category
-        .map(|c| c.as_str().to_owned())
-        .unwrap_or_default();
-    page.project = found.project.clone().unwrap_or_default();
-    let per_page = p.per_page;
-    let at = |q: &str, page_no: Option<u32>| {
-        Address {
-            q,
-            category: &page.category,
-            project: &page.project,
-            page: page_no,
-            per_page,
-        }
-        .url()
-    };
-    page.corrected = found.corrected.as_ref().map(|c| Link {
-        text: c.clone(),
-        url: at(c, None),
-    });
-    page.suggestion = found.suggestion.as_ref().map(|s| Link {
-        text: s.clone(),
-        url: at(s, None),
-    });
-    let shown = found.corrected.as_deref().unwrap_or(&found.text);
-    page.prev = found.prev_page.map(|n| at(shown, Some(n)));
-    page.next = found.next_page.map(|n| at(shown, Some(n)));
-    page.count = count_text(found.total);
-    page.past_end = found.hits.is_empty() && found.total != Total::Exact(0);
-    page.asked.clone_from(&found.text);
-    if let Some(c) = &found.corrected {
-        page.q.clone_from(c);
+        Err(e) => Err(e.into()),
     }
-    page.hits = found
-        .hits
-        .into_iter()
-        .map(|hit| HitView {
+}
+
+impl SearchPage {
+    /// The form as `p` fills it, without results.
+    fn form(layout: Layout, p: &PageSearch) -> SearchPage {
+        SearchPage {
+            layout,
+            q: p.q.clone().unwrap_or_default(),
+            category: p.category.clone().unwrap_or_default(),
+            project: p.project.clone().unwrap_or_default(),
+            categories: &crate::rules::Category::ALL,
+            searched: false,
+            error: None,
+            count: String::new(),
+            past_end: false,
+            hits: Vec::new(),
+            corrected: None,
+            asked: String::new(),
+            suggestion: None,
+            prev: None,
+            next: None,
+        }
+    }
+
+    /// Shows the results of `found`, its links keeping the filters (in the spelling the
+    /// results used) and `per_page`.
+    fn show(&mut self, found: search::SearchPage, per_page: Option<u32>) {
+        self.category = found
+            .category
+            .map(|c| c.as_str().to_owned())
+            .unwrap_or_default();
+        self.project = found.project.clone().unwrap_or_default();
+        let at = |q: &str, page_no: Option<u32>| {
+            Address {
+                q,
+                category: &self.category,
+                project: &self.project,
+                page: page_no,
+                per_page,
+            }
+            .url()
+        };
+        let link = |text: &String| Link {
+            text: text.clone(),
+            url: at(text, None),
+        };
+        self.corrected = found.corrected.as_ref().map(link);
+        self.suggestion = found.suggestion.as_ref().map(link);
+        let shown = found.corrected.as_deref().unwrap_or(&found.text);
+        self.prev = found.prev_page.map(|n| at(shown, Some(n)));
+        self.next = found.next_page.map(|n| at(shown, Some(n)));
+        self.count = count_text(found.total);
+        self.past_end = found.hits.is_empty() && found.total != Total::Exact(0);
+        self.asked.clone_from(&found.text);
+        if let Some(c) = &found.corrected {
+            self.q.clone_from(c);
+        }
+        self.hits = (found.hits.into_iter()).map(HitView::of).collect();
+        self.searched = true;
+    }
+}
+
+impl HitView {
+    fn of(hit: Hit) -> HitView {
+        HitView {
             url: hit_url(&hit),
             matched: match hit.tier {
                 Tier::RootCause => "in the root cause",
@@ -178,10 +192,8 @@ pub async fn search(
                 Tier::Log => "in the log",
             },
             hit,
-        })
-        .collect();
-    page.searched = true;
-    Ok(page.into_response())
+        }
+    }
 }
 
 /// Where a hit leads: a report's page opens on what matched (the root cause is where its page
