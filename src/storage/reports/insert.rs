@@ -1,12 +1,14 @@
-//! Reports: insert (with duplicate detection, grouping by fingerprint, idempotency keys and the
-//! reproduction job for an attached script, all in one transaction) and read back.
+//! Storing a report: its row, its group by fingerprint (created or joined), its idempotency
+//! key and the reproduction job of an attached script, all in the caller's transaction, with
+//! the duplicate and repeated-key answers that store nothing new.
 
 use sqlx::types::Json;
-use sqlx::{FromRow, PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::DbError;
+use super::log::{LogChunk, insert_log};
 use crate::api_types::{JobState, QueuedJob};
 use crate::rules::{Category, Classification, Confidence};
+use crate::storage::DbError;
 
 /// A report ready to store: the classification already made, the log already scrubbed and
 /// compressed.
@@ -41,7 +43,7 @@ pub struct NewReport {
     /// What the job needs to run.
     pub needs: crate::api_types::Needs,
     /// The search document (migration 0016).
-    pub search: super::search::Document,
+    pub search: crate::storage::search::Document,
     /// Its vocabulary words, sorted (see `app::upload::search_doc::words`).
     pub search_words: Vec<String>,
 }
@@ -149,7 +151,7 @@ pub async fn insert_report(
                 let job = job_for_report(&mut *tx, stored.report_id).await?;
                 // The group may have been merged since: the answer names where it went.
                 if let Some(now) =
-                    super::group_merge::final_group(&mut *tx, stored.group_id).await?
+                    crate::storage::group_merge::final_group(&mut *tx, stored.group_id).await?
                 {
                     stored.group_id = now;
                 }
@@ -285,7 +287,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, b
         match existing {
             Some((id, None)) => return Ok((id, false)),
             Some((_, Some(into))) => {
-                if let Some(id) = super::group_merge::live_group(&mut *tx, into).await? {
+                if let Some(id) = crate::storage::group_merge::live_group(&mut *tx, into).await? {
                     return Ok((id, false));
                 }
             }
@@ -338,7 +340,8 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .fetch_one(&mut *tx)
     .await?;
     insert_log(&mut *tx, report_id, &r.log).await?;
-    super::search::insert_document(&mut *tx, report_id, &r.search, &r.search_words).await?;
+    crate::storage::search::insert_document(&mut *tx, report_id, &r.search, &r.search_words)
+        .await?;
     let job = match &r.script {
         Some(_) => {
             let id: i64 = sqlx::query_scalar(
@@ -364,281 +367,4 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         new_group,
         job,
     })
-}
-
-/// A stored report, without its log.
-#[derive(Clone, Debug, sqlx::FromRow)]
-pub struct Report {
-    pub id: i64,
-    #[sqlx(rename = "created")]
-    pub created_at: crate::time::Timestamp,
-    pub project: String,
-    pub job_url: String,
-    pub commit_sha: String,
-    pub branch: String,
-    pub environment: String,
-    /// The build's version (`meta.version`), or empty.
-    pub version: String,
-    pub filename: String,
-    pub group_id: i64,
-    /// The headline category: the log's, or a more specific reproduction's.
-    pub category: Category,
-    pub title: String,
-    pub root_cause_line: Option<i32>,
-    pub root_cause_text: String,
-    pub fingerprint: String,
-    /// The failure's shape, for similar failures.
-    pub signature: String,
-    /// The log's classification.
-    #[sqlx(json)]
-    pub classification: Classification,
-    pub log_bytes: i64,
-    pub log_lines: i64,
-    pub script: Option<String>,
-    /// When retention removed the log (the row and its classification stay), if it did.
-    #[sqlx(rename = "log_removed")]
-    pub log_removed_at: Option<crate::time::Timestamp>,
-    /// The retention in days that removed it.
-    pub log_removed_after_days: Option<i32>,
-}
-
-/// A timestamptz column as whole seconds since the Unix epoch, which decode into
-/// [`crate::time::Timestamp`] (shared by storage modules).
-macro_rules! rfc3339 {
-    ($col:literal) => {
-        concat!("floor(extract(epoch FROM ", $col, "))::int8")
-    };
-}
-pub(crate) use rfc3339;
-
-/// The report with this id.
-pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Report>, DbError> {
-    let row = sqlx::query(concat!(
-        "SELECT id, ",
-        rfc3339!("created_at"),
-        " AS created, project, job_url, commit_sha, branch, \
-         environment, version, filename, group_id, category, title, root_cause_line, \
-         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script, ",
-        rfc3339!("log_removed_at"),
-        " AS log_removed, log_removed_after_days FROM reports WHERE id = $1"
-    ))
-    .bind(id)
-    .fetch_optional(ex)
-    .await?;
-    Ok(row.as_ref().map(Report::from_row).transpose()?)
-}
-
-/// One stored piece of a report's log: whole lines, gzip-compressed on their own (migration
-/// 0010). Chunks concatenated in `seq` order are a multi-member gzip stream of the whole log.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
-pub struct LogChunk {
-    /// 0-based position in the log.
-    pub seq: i32,
-    /// 1-based number of the chunk's first line in the whole log.
-    pub first_line: i64,
-    /// Lines in the chunk (a final line without a newline counts).
-    pub lines: i64,
-    /// The chunk's bytes, gzip-compressed.
-    pub data: Vec<u8>,
-}
-
-async fn insert_log(
-    tx: &mut sqlx::PgConnection,
-    report_id: i64,
-    chunks: &[LogChunk],
-) -> Result<(), DbError> {
-    // A batch of chunks per statement: one round trip for most logs, and a bounded parameter
-    // size for the largest.
-    for batch in chunks.chunks(32) {
-        let seq: Vec<i32> = batch.iter().map(|c| c.seq).collect();
-        let first: Vec<i64> = batch.iter().map(|c| c.first_line).collect();
-        let lines: Vec<i64> = batch.iter().map(|c| c.lines).collect();
-        let data: Vec<&[u8]> = batch.iter().map(|c| &c.data[..]).collect();
-        sqlx::query(
-            "INSERT INTO report_log_chunks (report_id, seq, first_line, lines, data) \
-             SELECT $1, * FROM UNNEST($2::int4[], $3::int8[], $4::int8[], $5::bytea[])",
-        )
-        .bind(report_id)
-        .bind(seq)
-        .bind(first)
-        .bind(lines)
-        .bind(data)
-        .execute(&mut *tx)
-        .await?;
-    }
-    Ok(())
-}
-
-/// The chunks of report `id`'s log that hold lines `first..=last` (1-based), in order; empty
-/// when the report does not exist.
-pub async fn log_chunks_for_lines(
-    ex: impl PgExecutor<'_>,
-    id: i64,
-    first: i64,
-    last: i64,
-) -> Result<Vec<LogChunk>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT seq, first_line, lines, data FROM report_log_chunks \
-         WHERE report_id = $1 AND first_line <= $3 AND first_line + lines > $2 \
-         ORDER BY seq",
-    )
-    .bind(id)
-    .bind(first)
-    .bind(last)
-    .fetch_all(ex)
-    .await?)
-}
-
-/// Chunk `seq` of report `id`'s log, if there is one.
-pub async fn log_chunk(
-    ex: impl PgExecutor<'_>,
-    id: i64,
-    seq: i32,
-) -> Result<Option<LogChunk>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT seq, first_line, lines, data FROM report_log_chunks \
-         WHERE report_id = $1 AND seq = $2",
-    )
-    .bind(id)
-    .bind(seq)
-    .fetch_optional(ex)
-    .await?)
-}
-
-/// Where each chunk of report `id`'s log starts and how many lines it holds, in order, as
-/// (seq, first line, lines), without their data; empty when the report does not exist.
-pub async fn log_chunk_index(
-    ex: impl PgExecutor<'_>,
-    id: i64,
-) -> Result<Vec<(i32, i64, i64)>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT seq, first_line, lines FROM report_log_chunks WHERE report_id = $1 ORDER BY seq",
-    )
-    .bind(id)
-    .fetch_all(ex)
-    .await?)
-}
-
-/// Whether report `id` exists and, when it does, when retention removed its log (`None` inside:
-/// the log is stored).
-pub async fn log_removed_at(
-    ex: impl PgExecutor<'_>,
-    id: i64,
-) -> Result<Option<Option<crate::time::Timestamp>>, DbError> {
-    Ok(sqlx::query_scalar(concat!(
-        "SELECT ",
-        rfc3339!("log_removed_at"),
-        " FROM reports WHERE id = $1"
-    ))
-    .bind(id)
-    .fetch_optional(ex)
-    .await?)
-}
-
-/// How many chunks report `id`'s log has (0: no such report, or its log was removed).
-pub async fn log_chunk_count(ex: impl PgExecutor<'_>, id: i64) -> Result<i32, DbError> {
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")
-        .bind(id)
-        .fetch_one(ex)
-        .await?;
-    Ok(i32::try_from(n).unwrap_or(i32::MAX))
-}
-
-/// A column expression: a report's whole log as one multi-member gzip stream, for the few
-/// readers that need every line (reclassification, rule previews). `reports` must be in scope.
-macro_rules! whole_log_gz {
-    () => {
-        "coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq) \
-                   FROM report_log_chunks c WHERE c.report_id = reports.id), ''::bytea)"
-    };
-}
-pub(crate) use whole_log_gz;
-
-/// A line in a list of reports.
-#[derive(Clone, Debug, sqlx::FromRow)]
-pub struct ReportSummary {
-    pub id: i64,
-    #[sqlx(rename = "created")]
-    pub created_at: crate::time::Timestamp,
-    pub project: String,
-    pub category: Category,
-    pub title: String,
-    pub root_cause_text: String,
-    pub group_id: i64,
-}
-
-pub(crate) fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbError> {
-    Ok(ReportSummary::from_row(row)?)
-}
-
-pub(crate) const SUMMARY_COLUMNS: &str = concat!(
-    "r.id, ",
-    rfc3339!("r.created_at"),
-    " AS created, r.project, r.category, r.title, r.root_cause_text, r.group_id"
-);
-
-/// The newest reports.
-pub async fn recent_reports(
-    ex: impl PgExecutor<'_>,
-    limit: i64,
-) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r ORDER BY r.created_at DESC, r.id DESC LIMIT $1"
-    )))
-    .bind(limit)
-    .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
-}
-
-/// Reports newest first, optionally of one category and of one project (in any letter case),
-/// `limit` of them after skipping `offset`.
-pub async fn list_reports(
-    ex: impl PgExecutor<'_>,
-    category: Option<Category>,
-    project: Option<&str>,
-    limit: i64,
-    offset: i64,
-) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r \
-         WHERE ($1::text IS NULL OR r.category = $1) \
-           AND ($2::text IS NULL OR lower(r.project) = lower($2)) \
-         ORDER BY r.created_at DESC, r.id DESC LIMIT $3 OFFSET $4"
-    )))
-    .bind(category)
-    .bind(project)
-    .bind(limit)
-    .bind(offset)
-    .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
-}
-
-/// The newest reports of a group.
-pub async fn group_reports(
-    ex: impl PgExecutor<'_>,
-    group_id: i64,
-    limit: i64,
-) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r WHERE r.group_id = $1 \
-         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"
-    )))
-    .bind(group_id)
-    .bind(limit)
-    .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
-}
-
-/// How many reports of each category are stored (for `/metrics`).
-pub async fn counts_by_category(ex: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, DbError> {
-    Ok(
-        sqlx::query_as(
-            "SELECT category, count(*) FROM reports GROUP BY category ORDER BY category",
-        )
-        .fetch_all(ex)
-        .await?,
-    )
 }

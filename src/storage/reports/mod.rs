@@ -1,0 +1,27 @@
+//! Reports: insert (with duplicate detection, grouping by fingerprint, idempotency keys and the
+//! reproduction job for an attached script, all in one transaction) and read back: the row
+//! (`read.rs`), its log's chunks (`log.rs`), the insert itself (`insert.rs`).
+
+mod insert;
+mod log;
+mod read;
+
+pub use insert::{Headline, IdempotencyRecord, InsertOutcome, NewReport, Stored, insert_report};
+pub(crate) use log::whole_log_gz;
+pub use log::{
+    LogChunk, log_chunk, log_chunk_count, log_chunk_index, log_chunks_for_lines, log_removed_at,
+};
+pub use read::{
+    Report, ReportSummary, counts_by_category, get_report, group_reports, list_reports,
+    recent_reports,
+};
+pub(crate) use read::{SUMMARY_COLUMNS, summary_from_row};
+
+/// A timestamptz column as whole seconds since the Unix epoch, which decode into
+/// [`crate::time::Timestamp`] (shared by storage modules).
+macro_rules! rfc3339 {
+    ($col:literal) => {
+        concat!("floor(extract(epoch FROM ", $col, "))::int8")
+    };
+}
+pub(crate) use rfc3339;
