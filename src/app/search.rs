@@ -47,7 +47,7 @@ pub struct SearchRequest {
 
 /// One page of search results.
 #[derive(Clone, Debug)]
-pub struct SearchPage {
+pub struct HitPage {
     /// The words asked, trimmed.
     pub text: String,
     /// When the words asked found nothing and their spelling correction did: the corrected
@@ -125,7 +125,7 @@ fn check(p: &SearchRequest) -> Result<Checked, Error> {
 /// says so), the words as prefixes of longer words (`IndexSelect`, a short commit), the text as
 /// a literal substring (at least 3 characters: the trigram index needs them).
 #[tracing::instrument(name = "search::search", skip_all, fields(q_chars = request.q.chars().count(), category = ?request.category, project = ?request.project, page = ?request.page))]
-pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Error> {
+pub async fn search(db: &Db, request: &SearchRequest) -> Result<HitPage, Error> {
     let c = check(request)?;
     let words: Vec<String> = vocabulary_words(&c.text)
         .collect::<BTreeSet<_>>()
@@ -154,7 +154,7 @@ pub async fn search(db: &Db, request: &SearchRequest) -> Result<SearchPage, Erro
         }
         found = run(db, &c, &c.text, mode).await?;
     }
-    Ok(SearchPage {
+    Ok(HitPage {
         suggestion: if corrected.is_some() {
             None
         } else {

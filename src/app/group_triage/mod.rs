@@ -41,7 +41,7 @@ pub const SERVICE_ACTOR: &str = crate::actor::SERVICE_NAME;
 #[derive(Clone, Debug, Default, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
-pub struct ListRequest {
+pub struct GroupListRequest {
     /// `open`, `resolved`, `ignored` or `regressed`.
     #[param(schema_with = crate::api_types::filters::group_state)]
     pub state: Option<String>,
@@ -77,7 +77,7 @@ pub struct ListRequest {
 
 /// One page of the group list.
 #[derive(Clone, Debug)]
-pub struct GroupPage {
+pub struct FilteredGroups {
     pub groups: Vec<ListedGroup>,
     pub page: u32,
     pub per_page: u32,
@@ -142,7 +142,10 @@ fn person_id(text: &str) -> Option<i64> {
 }
 
 /// A validated list request: filters, order, page and page size.
-fn list_query(r: &ListRequest, me: &Actor) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
+fn list_query(
+    r: &GroupListRequest,
+    me: &Actor,
+) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
     let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
     let state = match given(&r.state) {
         Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
@@ -234,7 +237,11 @@ fn list_query(r: &ListRequest, me: &Actor) -> Result<(GroupFilter, GroupSort, u3
 /// `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
 /// bounds. The page and the total are read in one snapshot, so they agree.
 #[tracing::instrument(name = "group_triage::list", skip_all, fields(actor = me.name(), state = ?request.state, project = ?request.project))]
-pub async fn list(db: &Db, request: &ListRequest, me: &Actor) -> Result<GroupPage, Error> {
+pub async fn list(
+    db: &Db,
+    request: &GroupListRequest,
+    me: &Actor,
+) -> Result<FilteredGroups, Error> {
     let (filter, sort, page, per_page) = list_query(request, me)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -247,7 +254,7 @@ pub async fn list(db: &Db, request: &ListRequest, me: &Actor) -> Result<GroupPag
     tx.rollback().await.map_err(DbError::from)?;
     let more = groups.len() > per_page as usize;
     groups.truncate(per_page as usize);
-    Ok(GroupPage {
+    Ok(FilteredGroups {
         groups,
         page,
         per_page,
@@ -740,9 +747,9 @@ mod tests {
             name: "ci".into(),
         };
         let ask = |mine: &str, me: &Actor| {
-            let r = ListRequest {
+            let r = GroupListRequest {
                 mine: Some(mine.into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             };
             list_query(&r, me).map(|(f, ..)| f)
         };
@@ -774,17 +781,17 @@ mod tests {
             (" 12 ", Some(Some(12))),
             ("", Some(None)),
         ] {
-            let r = ListRequest {
+            let r = GroupListRequest {
                 assignee_id: Some(given.into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             };
             let got = list_query(&r, &me).ok().map(|(f, ..)| f.assignee_person);
             assert_eq!(got, want, "{given:?}");
         }
         for bad in ["0", "012", "+12", "-1", "x", "1234567890123456789"] {
-            let r = ListRequest {
+            let r = GroupListRequest {
                 assignee_id: Some(bad.into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             };
             assert!(list_query(&r, &me).is_err(), "{bad:?}");
         }
@@ -819,13 +826,13 @@ mod tests {
 
     #[test]
     fn list_requests_are_checked_and_empty_filters_left_out() {
-        let ok = ListRequest {
+        let ok = GroupListRequest {
             state: Some("regressed".into()),
             project: Some(" Vision ".into()),
             category: Some("".into()),
             has_fix: Some("false".into()),
             sort: Some("count".into()),
-            ..ListRequest::default()
+            ..GroupListRequest::default()
         };
         let me = Actor::Token {
             id: 1,
@@ -837,29 +844,29 @@ mod tests {
         assert_eq!((filter.category, filter.has_fix), (None, Some(false)));
         assert_eq!((sort, page, per_page), (GroupSort::Count, 1, 50));
         let bad = [
-            ListRequest {
+            GroupListRequest {
                 state: Some("closed".into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             },
-            ListRequest {
+            GroupListRequest {
                 category: Some("oom".into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             },
-            ListRequest {
+            GroupListRequest {
                 has_fix: Some("yes".into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             },
-            ListRequest {
+            GroupListRequest {
                 sort: Some("title".into()),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             },
-            ListRequest {
+            GroupListRequest {
                 page: Some(0),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             },
-            ListRequest {
+            GroupListRequest {
                 per_page: Some(101),
-                ..ListRequest::default()
+                ..GroupListRequest::default()
             },
         ];
         for r in bad {

@@ -4,7 +4,7 @@
 //! and the state form. Handlers render these view models and read nothing else; the reads are
 //! the same ones, in the same order, that the API's answers are built from.
 
-use super::{Assignable, GroupView, ListRequest, assignable, change, form_patch, group, list};
+use super::{Assignable, GroupListRequest, GroupView, assignable, change, form_patch, group, list};
 use crate::actor::Actor;
 use crate::app::Error;
 use crate::app::triage::{self, Fix, FixRequest, TREND_DAYS};
@@ -62,7 +62,11 @@ pub struct GroupListView {
 /// The group list page for `me`: the assignees first (the form shows them even when the request
 /// is refused), then the page, then the trends of its groups.
 #[tracing::instrument(name = "group_triage::list_page", skip_all, fields(actor = me.name(), state = ?request.state, project = ?request.project))]
-pub async fn list_page(db: &Db, request: &ListRequest, me: &Actor) -> Result<GroupListView, Error> {
+pub async fn list_page(
+    db: &Db,
+    request: &GroupListRequest,
+    me: &Actor,
+) -> Result<GroupListView, Error> {
     let assignable = assignable(db).await?;
     let found = match list(db, request, me).await {
         Ok(found) => found,

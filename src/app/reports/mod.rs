@@ -14,7 +14,7 @@ pub use excerpt::ReportedTrace;
 pub use log::{PickedLines, log_stream};
 pub use submit::{FormReport, Submitted, submit};
 pub use view::{
-    KnownFix, LogPane, LogRemoved, LogView, PAGE_LINES, PaneLines, ReportView, WindowRequest, page,
+    KnownFix, LogPane, LogRemoval, LogView, PAGE_LINES, PaneLines, ReportView, WindowRequest, page,
     page_range,
 };
 
@@ -28,7 +28,7 @@ use crate::storage::{Db, DbError};
 
 /// A report with what is shown beside it.
 #[derive(Clone, Debug)]
-pub struct ReportDetail {
+pub struct ReportContext {
     pub report: Report,
     /// Its group (`None` only if the group vanished meanwhile).
     pub group: Option<Group>,
@@ -40,7 +40,7 @@ pub struct ReportDetail {
     pub similar: Vec<SimilarGroup>,
 }
 
-impl ReportDetail {
+impl ReportContext {
     /// What fixed this failure before: its group's newest fix, else a close similar group's.
     #[must_use]
     pub fn known_fix(&self) -> Option<&groups::Fix> {
@@ -50,7 +50,7 @@ impl ReportDetail {
 
 /// The report with id `id`, or 404.
 #[tracing::instrument(name = "reports::detail", skip_all, fields(report_id = id))]
-pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
+pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     let report = store::get_report(&mut *tx, id)
         .await?
@@ -62,7 +62,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportDetail, Error> {
     let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
     tx.rollback().await.map_err(DbError::from)?;
     let jobs = with_outcomes(jobs).await?;
-    Ok(ReportDetail {
+    Ok(ReportContext {
         report,
         group,
         fixes,
@@ -95,7 +95,7 @@ async fn with_outcomes(mut jobs: Vec<JobView>) -> Result<Vec<JobView>, Error> {
 /// A list of reports as asked (`GET /reports`): filters and a page.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ListRequest {
+pub struct ReportListRequest {
     pub category: Option<String>,
     pub project: Option<String>,
     pub page: Option<u32>,
@@ -119,7 +119,7 @@ const MAX_PAGE: u32 = 1000;
 
 /// Reports newest first, filtered by category and project (any letter case), a page at a time.
 #[tracing::instrument(name = "reports::list", skip_all, fields(category = ?req.category, project = ?req.project, page = ?req.page))]
-pub async fn list(db: &Db, req: &ListRequest) -> Result<ReportList, Error> {
+pub async fn list(db: &Db, req: &ReportListRequest) -> Result<ReportList, Error> {
     use crate::api_types::ErrorCode;
     let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
     let category = match req.category.as_deref().map(str::trim) {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::excerpt::ReportedTrace;
 use super::log::{self, PickedLines};
-use super::{ReportDetail, detail};
+use super::{ReportContext, detail};
 use crate::api_types::ErrorCode;
 use crate::app::logfind::FindCache;
 use crate::app::reproduce::workers::{self, Seen};
@@ -118,7 +118,7 @@ pub struct LogPane {
 
 /// When and after how many days retention removed a report's log.
 #[derive(Clone, Copy, Debug)]
-pub struct LogRemoved {
+pub struct LogRemoval {
     /// When the retention pass removed it.
     pub at: Timestamp,
     /// The retention in days that removed it.
@@ -139,13 +139,13 @@ pub struct KnownFix {
 #[derive(Clone, Debug)]
 pub struct ReportView {
     /// The report, its group, fixes, reproduction jobs and similar failures.
-    pub detail: ReportDetail,
+    pub detail: ReportContext,
     /// The log pane: what it shows and the lines read for it.
     pub pane: LogPane,
     /// Lines in the stored log (as classified).
     pub total_lines: usize,
     /// Set when retention removed the log: the page says so instead of showing it.
-    pub log_removed: Option<LogRemoved>,
+    pub log_removed: Option<LogRemoval>,
     /// The log's traceback around its root cause, read only when a reproduction has run
     /// (empty otherwise).
     pub reported: ReportedTrace,
@@ -171,7 +171,7 @@ pub async fn page(
     let classification = &report.classification;
     let root_line = classification.root_cause.as_ref().map(|r| r.line);
     let total_lines = usize::try_from(report.log_lines).unwrap_or(0);
-    let log_removed = report.log_removed_at.map(|at| LogRemoved {
+    let log_removed = report.log_removed_at.map(|at| LogRemoval {
         at,
         after_days: report.log_removed_after_days,
     });

@@ -11,7 +11,7 @@ use crate::api_types::{
     ErrorBody, GroupDetail, GroupList, GroupListItem, GroupPatch, MergeRequest,
 };
 use crate::app::group_merge;
-use crate::app::group_triage::{self, ListRequest};
+use crate::app::group_triage::{self, GroupListRequest};
 use crate::web::extract::{GroupId, JsonBody, QueryParams};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
@@ -23,7 +23,7 @@ use crate::web::{AppError, AppState};
     get,
     path = "/api/v1/groups",
     tag = "groups",
-    params(ListRequest),
+    params(GroupListRequest),
     responses(
         (status = 200, description = "One page of the groups that pass every given filter.",
             body = GroupList),
@@ -35,7 +35,7 @@ use crate::web::{AppError, AppState};
 pub async fn list_groups(
     State(state): State<AppState>,
     token: Scoped<Read>,
-    QueryParams(params): QueryParams<ListRequest>,
+    QueryParams(params): QueryParams<GroupListRequest>,
 ) -> Result<Json<GroupList>, AppError> {
     let found = group_triage::list(&state.db, &params, &token.actor()).await?;
     Ok(Json(GroupList {

@@ -16,7 +16,7 @@ use super::trend::{self, ChartSize};
 use crate::actor::ActorKind;
 use crate::api_types::{GroupAction, GroupState, GroupTags, TagCount};
 use crate::app::group_triage::{
-    self, Assignable, KEEP_ASSIGNEE, ListRequest, Listing, SERVICE_ACTOR, StateFields,
+    self, Assignable, GroupListRequest, KEEP_ASSIGNEE, Listing, SERVICE_ACTOR, StateFields,
     TrendedGroup, TrendedPage, Triage, TriageDetail,
 };
 use crate::app::triage::{Group, TREND_DAYS};
@@ -90,7 +90,7 @@ struct Filters {
 }
 
 impl Filters {
-    fn of(r: &ListRequest) -> Filters {
+    fn of(r: &GroupListRequest) -> Filters {
         let text = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_owned();
         Filters {
             state: text(&r.state),
@@ -170,7 +170,7 @@ fn assignee_filter(filters: &Filters, assignable: &Assignable) -> (&'static str,
 pub async fn list_groups(
     State(state): State<AppState>,
     ScopedUser { user, .. }: ScopedUser<Read>,
-    QueryParams(request): QueryParams<ListRequest>,
+    QueryParams(request): QueryParams<GroupListRequest>,
 ) -> Result<Response, PageError> {
     let view = group_triage::list_page(&state.db, &request, &user.actor()).await?;
     let can_triage = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();

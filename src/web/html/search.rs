@@ -145,7 +145,7 @@ impl SearchPage {
 
     /// Shows the results of `found`, its links keeping the filters (in the spelling the
     /// results used) and `per_page`.
-    fn show(&mut self, found: search::SearchPage, per_page: Option<u32>) {
+    fn show(&mut self, found: search::HitPage, per_page: Option<u32>) {
         self.category = found
             .category
             .map(|c| c.as_str().to_owned())

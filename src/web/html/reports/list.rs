@@ -27,7 +27,7 @@ pub struct ReportListPage {
 pub async fn list_reports(
     State(state): State<AppState>,
     ScopedUser { user, .. }: ScopedUser<Read>,
-    QueryParams(params): QueryParams<reports::ListRequest>,
+    QueryParams(params): QueryParams<reports::ReportListRequest>,
 ) -> Result<ReportListPage, PageError> {
     let list = reports::list(&state.db, &params).await?;
     let mut pairs: Vec<(&str, String)> = Vec::new();

@@ -14,7 +14,7 @@ use super::super::repro::{self, ReproSection};
 use super::super::repro_status::{JobStatus, StatusContext};
 use super::findings::{FindingGroup, fact_rows, fold_findings, steps_beside_warning};
 use super::pane::{self, LogMode};
-use crate::app::reports::{self, KnownFix, LogRemoved, ReportDetail, ReportView, WindowRequest};
+use crate::app::reports::{self, KnownFix, LogRemoval, ReportContext, ReportView, WindowRequest};
 use crate::app::similar::SimilarGroup;
 use crate::app::triage::Fix;
 use crate::auth::Scope;
@@ -69,7 +69,7 @@ pub struct ReportPage {
     log: LogWindow,
     log_lines: i64,
     /// Set when retention removed the log: the page says so instead of showing it.
-    log_removed: Option<LogRemoved>,
+    log_removed: Option<LogRemoval>,
     script: Option<String>,
     repro: ReproSection,
 }
@@ -130,7 +130,7 @@ impl ReportPage {
             known_fix,
             workers_seen,
         } = view;
-        let ReportDetail {
+        let ReportContext {
             report: r,
             group,
             fixes,
