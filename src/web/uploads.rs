@@ -84,11 +84,18 @@ pub(crate) fn file_name(field: &Field<'_>, default: &str) -> String {
 pub(crate) async fn store_upload(
     state: &AppState,
     uploader: Uploader,
-    upload: upload::Upload,
+    parts: upload::ReceivedParts,
     held: Option<InFlight>,
 ) -> Result<Uploaded, AppError> {
-    let uploaded =
-        upload::upload(&state.db, state.ruleset.current(), uploader, upload, held).await?;
+    let uploaded = upload::upload_parts(
+        &state.db,
+        state.ruleset.current(),
+        &state.limits,
+        uploader,
+        parts,
+        held,
+    )
+    .await?;
     counted(state, &uploaded);
     Ok(uploaded)
 }

@@ -5,6 +5,7 @@
 //! regression). The API and the portal's form both call [`upload`]; this is the one place that
 //! knows the order of those steps.
 
+mod parts;
 mod pipeline;
 pub mod search_doc;
 
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+pub use parts::{ReceivedParts, upload_parts};
 pub use pipeline::prepare;
 
 use super::{Error, blocking};

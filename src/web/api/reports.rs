@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 
 use crate::api_types::{self as wire, CategorySource, ErrorBody, ErrorCode, ReportCreated};
 use crate::app::reproduce::JobView;
-use crate::app::upload::{self, Meta, Uploader};
+use crate::app::upload::{self, Meta, ReceivedParts, Uploader};
 use crate::app::{self, reports};
 use crate::rules::Classification;
 use crate::web::extract::{IdempotencyKey, MultipartBody, RawLog, ReportId};
@@ -98,8 +98,8 @@ pub async fn create_report(
         token_id: Some(token.id),
         idempotency_key,
     };
-    let upload = read_upload(&state, multipart).await?;
-    let uploaded = store_upload(&state, uploader, upload, held.map(|e| e.0)).await?;
+    let parts = read_parts(&state, multipart).await?;
+    let uploaded = store_upload(&state, uploader, parts, held.map(|e| e.0)).await?;
     let body = ReportCreated {
         id: uploaded.report_id,
         url: format!("{}/reports/{}", state.public_url, uploaded.report_id),
@@ -113,27 +113,21 @@ pub async fn create_report(
     Ok((StatusCode::CREATED, Json(body)))
 }
 
-async fn read_upload(
-    state: &AppState,
-    mut multipart: Multipart,
-) -> Result<upload::Upload, AppError> {
+async fn read_parts(state: &AppState, mut multipart: Multipart) -> Result<ReceivedParts, AppError> {
     let limits = state.limits;
-    let mut log: Option<(std::fs::File, String)> = None;
-    let mut script = None;
-    let mut meta_raw: Vec<u8> = Vec::new();
+    let mut parts = ReceivedParts::default();
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_owned();
         match name.as_str() {
-            "log" if log.is_none() => {
+            "log" if parts.log.is_none() => {
                 let filename = file_name(&field, "log");
-                log = Some((spool(field, limits.max_log_bytes).await?, filename));
+                parts.log = Some((spool(field, limits.max_log_bytes).await?, filename));
             }
-            "script" if script.is_none() => {
-                let bytes = read_small(field, limits.max_script_bytes, "script").await?;
-                script = Some(upload::check_script(&bytes, &limits).map_err(app::Error::from)?);
+            "script" if parts.script.is_none() => {
+                parts.script = Some(read_small(field, limits.max_script_bytes, "script").await?);
             }
-            "meta" if meta_raw.is_empty() => {
-                meta_raw = read_small(field, limits.max_meta_bytes, "meta").await?;
+            "meta" if parts.meta_raw.is_empty() => {
+                parts.meta_raw = read_small(field, limits.max_meta_bytes, "meta").await?;
             }
             other => {
                 return Err(AppError::BadRequest(
@@ -145,24 +139,7 @@ async fn read_upload(
             }
         }
     }
-    let (log, filename) = log.ok_or_else(|| {
-        AppError::BadRequest(
-            ErrorCode::MissingLog,
-            "the multipart field `log` (the log file) is required".into(),
-        )
-    })?;
-    let meta = if meta_raw.is_empty() {
-        Meta::default()
-    } else {
-        Meta::parse(&meta_raw).map_err(app::Error::from)?
-    };
-    Ok(upload::Upload {
-        log,
-        filename,
-        script,
-        meta,
-        meta_raw,
-    })
+    Ok(parts)
 }
 
 /// `GET /api/v1/reports/{id}`: a report with its classification, fixes, similar failures and
