@@ -53,8 +53,9 @@ impl ReceivedParts {
     }
 }
 
-/// Checks the received `parts` and stores the upload they stand for (see [`upload`], whose
-/// span the work runs in); `hold` is kept until the upload's blocking work ends.
+/// Checks the received `parts` and stores the upload they stand for (see [`upload`]); `hold`
+/// is kept until the upload's blocking work ends.
+#[tracing::instrument(name = "upload::upload_parts", skip_all, fields(token_id = uploader.token_id))]
 pub async fn upload_parts(
     db: &Db,
     ruleset: Arc<Ruleset>,
