@@ -111,7 +111,7 @@ pub(crate) fn merged_away(group: i64, into: i64) -> Error {
     Error::Conflict(
         ErrorCode::GroupMerged,
         format!(
-            "group {group} was merged into group {into}: its reports, fixes and history are              there now; send this to group {into}"
+            "group {group} was merged into group {into}: its reports, fixes and history are there now; send this to group {into}"
         ),
     )
 }
@@ -127,4 +127,18 @@ pub type Trends = (Vec<(i64, String, i64)>, String);
 #[tracing::instrument(name = "triage::trends", skip_all, fields(groups = ids.len(), days = days))]
 pub async fn trends(db: &Db, ids: &[i64], days: i32) -> Result<Trends, Error> {
     Ok(groups::group_trends(db.pool(), ids, days).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::merged_away;
+
+    #[test]
+    fn a_merged_group_names_where_its_reports_went_in_one_plain_sentence() {
+        assert_eq!(
+            merged_away(3, 7).to_string(),
+            "group 3 was merged into group 7: its reports, fixes and history are there now; \
+             send this to group 7"
+        );
+    }
 }
