@@ -61,6 +61,14 @@ impl SandboxLauncher {
                 "CUDA_VISIBLE_DEVICES".to_owned(),
                 visible_device(inherited.as_deref(), gpu),
             ));
+            // Hosts whose driver libraries are found through the worker's LD_LIBRARY_PATH
+            // rather than ld.so.cache (NVIDIA's container images: /usr/local/nvidia/lib64) would
+            // leave a script with no libcuda; it gets the entries the sandbox binds read-only.
+            let inherited = std::env::var("LD_LIBRARY_PATH").ok();
+            let root = interpreter_root(&self.python);
+            if let Some(path) = library_path(inherited.as_deref(), root.as_deref()) {
+                env.push(("LD_LIBRARY_PATH".to_owned(), path));
+            }
         }
         env
     }
@@ -227,9 +235,66 @@ fn visible_device(inherited: Option<&str>, gpu: u32) -> String {
         .unwrap_or_else(|| gpu.to_string())
 }
 
+/// The worker's `LD_LIBRARY_PATH` as the sandbox can use it: the absolute entries inside what it
+/// binds read-only (a system directory, or the interpreter's environment `root`), in order and
+/// once each; `None` when none is left. An entry elsewhere (a home, a writable directory) is
+/// dropped: it is not there inside, and a script must not load libraries from places it could
+/// write to.
+fn library_path(inherited: Option<&str>, root: Option<&Path>) -> Option<String> {
+    let bound = |dir: &Path| {
+        SYSTEM_DIRS.iter().any(|d| dir.starts_with(d)) || root.is_some_and(|r| dir.starts_with(r))
+    };
+    let mut kept: Vec<&str> = Vec::new();
+    for entry in inherited?.split(':') {
+        let dir = Path::new(entry);
+        let plain = dir
+            .components()
+            .all(|c| !matches!(c, std::path::Component::ParentDir));
+        if dir.is_absolute() && plain && bound(dir) && !kept.contains(&entry) {
+            kept.push(entry);
+        }
+    }
+    (!kept.is_empty()).then(|| kept.join(":"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_driver_library_path_keeps_only_what_the_sandbox_binds_read_only() {
+        let venv = Path::new("/srv/envs/torch");
+        let cases: [(Option<&str>, Option<&Path>, Option<&str>); 7] = [
+            (None, None, None),
+            (Some(""), None, None),
+            (
+                Some("/usr/local/nvidia/lib64:/usr/local/nvidia/lib"),
+                None,
+                Some("/usr/local/nvidia/lib64:/usr/local/nvidia/lib"),
+            ),
+            // A home, a relative entry, a way out with `..` and a repeat are dropped.
+            (
+                Some("/home/u/lib:lib:/usr/../home/u:/usr/local/cuda/lib64:/usr/local/cuda/lib64"),
+                None,
+                Some("/usr/local/cuda/lib64"),
+            ),
+            (Some("/tmp/evil"), None, None),
+            // The interpreter's own environment is bound too.
+            (
+                Some("/srv/envs/torch/lib:/srv/other/lib"),
+                Some(venv),
+                Some("/srv/envs/torch/lib"),
+            ),
+            (Some("/srv/envs/torch/lib"), None, None),
+        ];
+        for (inherited, root, want) in cases {
+            assert_eq!(
+                library_path(inherited, root).as_deref(),
+                want,
+                "{inherited:?} with {root:?}"
+            );
+        }
+    }
     use crate::worker::sandbox::SandboxKind;
 
     #[test]
