@@ -22,7 +22,7 @@ use crate::rules::{Category, Confidence, Role};
 use crate::web::auth::PortalUser;
 use crate::web::extract::{QueryParams, ReportId};
 use crate::web::scope::{Read, ScopedUser};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::{AppState, PageError};
 
 /// `GET /reports/{id}`
 #[derive(Template, WebTemplate)]
@@ -103,18 +103,10 @@ pub async fn show_report(
 ) -> Result<ReportPage, PageError> {
     let view = reports::page(&state.db, &state.finds, id, &window).await?;
     let server_url = state.public_url.clone();
-    off_thread(move || ReportPage::new(view, &user, &server_url)).await
-}
-
-/// Runs `draw` on a blocking thread inside the request's span: a page of log lines and a
-/// run's output can be megabytes of text to decode, which the async threads should not.
-async fn off_thread<T: Send + 'static>(
-    draw: impl FnOnce() -> T + Send + 'static,
-) -> Result<T, PageError> {
-    let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || span.in_scope(draw))
-        .await
-        .map_err(|e| AppError::Internal(e.into()).into())
+    // A page of log lines and a run's output can be megabytes of text to decode, which the
+    // async threads should not.
+    let page = crate::app::blocking(move || ReportPage::new(view, &user, &server_url)).await?;
+    Ok(page)
 }
 
 impl ReportPage {
