@@ -199,9 +199,12 @@ fn a_fork_bomb_is_contained_and_killed_with_every_process() {
         return;
     }
     let name = format!("bomb-{}.sh", unique());
+    // The script's own shell forks once, before the bomb exists, then becomes `sleep`: were it
+    // to fork again (the pipeline's second half, `sleep`) once the bomb had taken every process
+    // slot, it would fail and exit on its own before the timeout (seen once in CI).
     let (_, result) = shell_job(
         &name,
-        "bomb() { bomb | bomb & }; bomb; sleep 30",
+        "bomb() { bomb | bomb & }; bomb & exec sleep 30",
         4,
         &["--max-procs", "64"],
     );
