@@ -30,7 +30,10 @@ use sqlx::postgres::PgConnectOptions;
 
 use super::DbError;
 
+mod run_as;
 pub mod supervise;
+
+use run_as::{create_data_root, postgres_user_if_root};
 
 /// The database gpu-triage keeps its data in, inside the embedded cluster.
 pub const DATABASE_NAME: &str = "gpu_triage";
@@ -196,9 +199,10 @@ impl EmbeddedPostgres {
         bins: &PgBinaries,
         opts: &StartOptions,
     ) -> Result<EmbeddedPostgres, DbError> {
-        fs::create_dir_all(root).map_err(|e| cluster_err(root, "create data directory", e))?;
-        let root = fs::canonicalize(root).map_err(|e| cluster_err(root, "resolve", e))?;
         let run_as = postgres_user_if_root()?;
+        create_data_root(root, run_as.is_some())
+            .map_err(|e| cluster_err(root, "create data directory", e))?;
+        let root = fs::canonicalize(root).map_err(|e| cluster_err(root, "resolve", e))?;
         let socket_dir = socket_dir_for(&root);
         let mut cluster = EmbeddedPostgres {
             root: root.clone(),
@@ -532,30 +536,6 @@ fn socket_dir_for(root: &Path) -> PathBuf {
 }
 
 /// When running as root, the uid/gid of the `postgres` system user (PostgreSQL refuses root).
-fn postgres_user_if_root() -> Result<Option<(u32, u32)>, DbError> {
-    let me = fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1);
-    if me != 0 {
-        return Ok(None);
-    }
-    let passwd = fs::read_to_string("/etc/passwd").unwrap_or_default();
-    passwd
-        .lines()
-        .find_map(|line| {
-            let mut f = line.split(':');
-            (f.next() == Some("postgres")).then_some(())?;
-            let uid = f.nth(1)?.parse().ok()?;
-            let gid = f.next()?.parse().ok()?;
-            Some(Some((uid, gid)))
-        })
-        .ok_or_else(|| {
-            DbError::Cluster(
-                "running as root needs the `postgres` system user (created by the PostgreSQL \
-                 server package) to run the embedded cluster"
-                    .into(),
-            )
-        })
-}
-
 fn read_postmaster_pid(pid_file: &Path) -> Option<u32> {
     fs::read_to_string(pid_file)
         .ok()?

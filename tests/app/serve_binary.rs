@@ -246,6 +246,36 @@ fn serve_uses_database_url_when_set_and_creates_no_cluster() {
     assert!(!data.join("pg").exists(), "no embedded cluster was created");
 }
 
+/// Run as root under a umask of 077 (common for root shells and service managers), the
+/// embedded default still starts: the data root it creates must stay reachable by the
+/// `postgres` user the cluster runs as (seen on a GPU host, where `serve` refused to start).
+/// Not as root, the cluster runs as this user and the same call must succeed as well.
+#[test]
+fn the_embedded_default_starts_under_a_strict_umask() {
+    let dir = shared_tempdir();
+    let data = dir.path().join("made/here");
+    let template = binary();
+    let mut cmd = std::process::Command::new("/bin/sh");
+    cmd.args(["-c", "umask 077 && exec \"$0\" migrate"])
+        .arg(template.get_program());
+    for (key, value) in template.get_envs() {
+        match value {
+            Some(value) => cmd.env(key, value),
+            None => cmd.env_remove(key),
+        };
+    }
+    let out = cmd.env("GPU_TRIAGE_DATA", &data).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        data.join("pg/PG_VERSION").is_file(),
+        "the cluster was created"
+    );
+}
+
 /// Issue 16 item 9: the first admin token never reaches the service log. Without a terminal it
 /// is written once to a 0600 file in the data directory, and the log names only that file.
 #[test]
