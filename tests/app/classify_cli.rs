@@ -7,14 +7,21 @@ use std::process::Stdio;
 
 use crate::support::binary;
 
-/// The development corpora beside the checkout (`../shared/corpus/dev`, `dev2` and `dev3`), or
-/// the `:`-separated list in `GPU_TRIAGE_CORPUS`.
+/// The development corpora beside the checkout (`../shared/corpus/dev`, `dev2` and `dev3`) and
+/// the logs of real GPU runs in `tests/gpu-logs`, or the `:`-separated list in
+/// `GPU_TRIAGE_CORPUS`.
 fn corpus_dirs() -> Vec<PathBuf> {
     if let Ok(dirs) = std::env::var("GPU_TRIAGE_CORPUS") {
         return std::env::split_paths(&dirs).collect();
     }
-    let shared = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
-    vec![shared.join("dev"), shared.join("dev2"), shared.join("dev3")]
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let shared = root.join("../shared/corpus");
+    vec![
+        shared.join("dev"),
+        shared.join("dev2"),
+        shared.join("dev3"),
+        root.join("tests/gpu-logs"),
+    ]
 }
 
 /// `N/M = P%` at the end of a line starting with `label`.

@@ -1,0 +1,3 @@
+import torch
+x = torch.zeros(8, device="cuda:7")
+print(x)
