@@ -198,6 +198,11 @@ async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let _logging = tracing::subscriber::set_default(subscriber);
+    // Callsites that another test's thread registered for the first time while this subscriber
+    // was being registered cached "never" for good (tracing's interest cache is global), and the
+    // upload's `report stored` line was lost once in a full run: compute every cached interest
+    // again now that this subscriber is in the list.
+    tracing::callsite::rebuild_interest_cache();
 
     let boundary = "request-id-test-boundary";
     let mut body = Vec::new();
