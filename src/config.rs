@@ -66,10 +66,15 @@ pub struct ServeArgs {
     #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT", default_value_t = 128)]
     pub max_in_flight: usize,
 
-    /// Of those, how many one token may hold at once, its API calls and portal session
-    /// together (0: no share); beyond it, 429 `token_busy`.
+    /// Of those, how many one person may hold at once, all their tokens and portal sessions
+    /// together, or one service token (0: no share); beyond it, 429 `token_busy`.
     #[arg(long, env = "GPU_TRIAGE_MAX_IN_FLIGHT_PER_TOKEN", default_value_t = 32)]
     pub max_in_flight_per_token: usize,
+
+    /// Slots beside `--max-in-flight` kept for admins managing people and tokens (their pages
+    /// and API), so an admin can stop an abuser however full the server is (0: none).
+    #[arg(long, env = "GPU_TRIAGE_ADMIN_RESERVED_SLOTS", default_value_t = 4)]
+    pub admin_reserved_slots: usize,
 
     /// Requests without a valid token or session served at once, apart from `max_in_flight`
     /// (0: no cap); beyond it, 503. No number of such requests can take a token holder's slot.

@@ -42,12 +42,8 @@ fn run_async(fut: impl Future<Output = anyhow::Result<()>>) -> anyhow::Result<()
 
 /// Logs go to stderr; `GPU_TRIAGE_LOG` (or `RUST_LOG`) sets the filter, default `info`.
 fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
     let filter = std::env::var("GPU_TRIAGE_LOG")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info,sqlx=warn".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
-        .init();
+    gpu_triage::telemetry::init(&filter);
 }

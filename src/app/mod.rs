@@ -65,6 +65,10 @@ pub enum Error {
         /// The group it was merged into.
         into: i64,
     },
+    /// The credentials the request came with were revoked (or their person disabled) before
+    /// its work could be stored (401): nothing was stored.
+    #[error("the credentials of this request were revoked while it was in flight")]
+    Revoked,
     /// The database failed or is unreachable.
     #[error(transparent)]
     Db(#[from] DbError),

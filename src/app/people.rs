@@ -34,7 +34,8 @@ pub struct Disabled {
 /// transaction; their next request and their next sign-in are refused. Disabling a disabled
 /// person changes nothing more. 404 for an unknown person; 422 `invalid_person` when
 /// `acting_person` (the admin doing it, when a person) is `id`: an admin cannot lock
-/// themselves out.
+/// themselves out; 409 `last_admin` when `id` is the last enabled admin, whatever else runs
+/// at the same time.
 #[tracing::instrument(name = "people::disable", skip_all, fields(person_id = id, acting_person = ?acting_person))]
 pub async fn disable(db: &Db, id: i64, acting_person: Option<i64>) -> Result<Disabled, Error> {
     if acting_person == Some(id) {
@@ -44,6 +45,17 @@ pub async fn disable(db: &Db, id: i64, acting_person: Option<i64>) -> Result<Dis
         ));
     }
     let mut tx = db.pool().begin().await?;
+    // Every enabled admin is locked before anything changes, so two admins disabling each
+    // other run one after the other and the second sees that it would leave none.
+    let admins = store::lock_enabled_admins(&mut tx).await?;
+    if admins == [id] {
+        return Err(Error::Conflict(
+            ErrorCode::LastAdmin,
+            "this is the last enabled admin: make someone else an admin first, or the \
+             service would have no admin person left"
+                .into(),
+        ));
+    }
     store::set_disabled(&mut *tx, id, true)
         .await?
         .ok_or(Error::NotFound("person"))?;

@@ -9,7 +9,7 @@
 //! person revokes it, see `app::people`; a token whose owner is disabled authenticates nothing
 //! even before that). Admins also create service tokens, owned by nobody, for CI and workers.
 
-pub use crate::storage::tokens::{Holder, Session, TokenRecord};
+pub use crate::storage::tokens::{Holder, Session, TokenRecord, TokenSelector};
 
 use super::Error;
 use crate::api_types::ErrorCode;
@@ -22,6 +22,10 @@ use crate::storage::tokens::{self as store, NewToken};
 
 /// The longest token name.
 pub const NAME_MAX_CHARS: usize = 200;
+/// The most tokens one person may hold at once (SECURITY.md item 24): their tokens share one
+/// rate budget and in-flight share anyway, and a cap keeps a member from minting credentials
+/// without end. Service tokens, which admins create, are not counted.
+pub const TOKENS_PER_PERSON_MAX: i64 = 20;
 /// The longest life a token can be given, in days (ten years).
 pub const EXPIRY_MAX_DAYS: u32 = 3650;
 
@@ -46,19 +50,33 @@ fn invalid(message: impl Into<String>) -> Error {
 /// Creates a token; returns its record and the secret, which is shown once and never stored.
 /// 422 `invalid_token` for an empty or over-long name (or one with control characters), no
 /// scope, or an expiry outside 1 to [`EXPIRY_MAX_DAYS`] days. A token for a person is created
-/// only while they are enabled (403 otherwise), in a transaction that holds disabling them
-/// back until it is stored.
+/// only while they are enabled (403 otherwise) and hold fewer than [`TOKENS_PER_PERSON_MAX`]
+/// active tokens (409 `too_many_tokens`), in a transaction that holds disabling them back
+/// until it is stored.
 #[tracing::instrument(name = "tokens::create", skip_all, fields(token = new.name.as_str(), created_by = new.created_by.as_str(), owner_person_id = ?new.owner_person_id, token_id = tracing::field::Empty))]
 pub async fn create(db: &Db, new: CreateToken) -> Result<(TokenRecord, String), Error> {
     let (name, scopes) = checked(&new)?;
     let secret = auth::generate().map_err(|e| Error::Internal(e.into()))?;
     let mut tx = db.pool().begin().await?;
-    if let Some(owner) = new.owner_person_id
-        && people_store::lock_enabled(&mut tx, owner).await?.is_none()
-    {
-        return Err(Error::Forbidden(
-            "this account is disabled: it cannot hold tokens".into(),
-        ));
+    if let Some(owner) = new.owner_person_id {
+        if people_store::lock_enabled_alone(&mut tx, owner)
+            .await?
+            .is_none()
+        {
+            return Err(Error::Forbidden(
+                "this account is disabled: it cannot hold tokens".into(),
+            ));
+        }
+        // Counted under the person's lock: concurrent creations cannot both pass the cap.
+        if store::count_active_owned(&mut *tx, owner).await? >= TOKENS_PER_PERSON_MAX {
+            return Err(Error::Conflict(
+                ErrorCode::TooManyTokens,
+                format!(
+                    "you already hold {TOKENS_PER_PERSON_MAX} active tokens, the most one \
+                     person may; revoke one you no longer use first"
+                ),
+            ));
+        }
     }
     let record = store::insert_token(
         &mut *tx,
@@ -158,17 +176,14 @@ pub async fn create_from_request(
     .await
 }
 
-/// Revokes the token with this id (and ends its sessions); 404 when no such token is active.
+/// Revokes the token with exactly this id (and ends its sessions); 404 when no such token is
+/// active. Names and prefixes are never read as ids.
 #[tracing::instrument(name = "tokens::revoke_by_id", skip_all, fields(token_id = id))]
 pub async fn revoke_by_id(db: &Db, id: i64) -> Result<TokenRecord, Error> {
-    match store::get_token(db.pool(), id).await? {
-        Some(t) if !t.revoked => {}
-        _ => return Err(Error::NotFound("active token")),
-    }
-    store::revoke_token(db.pool(), &id.to_string())
+    store::revoke_tokens(db.pool(), TokenSelector::Id(id))
         .await?
         .into_iter()
-        .find(|t| t.id == id)
+        .next()
         .ok_or(Error::NotFound("active token"))
 }
 
@@ -178,10 +193,11 @@ pub async fn list(db: &Db) -> Result<Vec<TokenRecord>, Error> {
     Ok(store::list_tokens(db.pool()).await?)
 }
 
-/// Revokes the active tokens with this id, prefix or name; returns them.
-#[tracing::instrument(name = "tokens::revoke", skip_all, fields(which = which))]
-pub async fn revoke(db: &Db, which: &str) -> Result<Vec<TokenRecord>, Error> {
-    Ok(store::revoke_token(db.pool(), which).await?)
+/// Revokes the active tokens `which` selects (one id, one prefix, or every token of one
+/// name); returns them.
+#[tracing::instrument(name = "tokens::revoke", skip_all, fields(which = ?which))]
+pub async fn revoke(db: &Db, which: TokenSelector<'_>) -> Result<Vec<TokenRecord>, Error> {
+    Ok(store::revoke_tokens(db.pool(), which).await?)
 }
 
 /// The live token a presented secret belongs to, with the scopes it acts with; `None` for

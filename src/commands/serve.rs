@@ -60,6 +60,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         burst: args.rate_burst,
         max_in_flight: args.max_in_flight,
         max_in_flight_per_token: args.max_in_flight_per_token,
+        admin_reserved: args.admin_reserved_slots,
         max_in_flight_anonymous: args.max_in_flight_anonymous,
         max_in_flight_per_address: args.max_in_flight_per_address,
     };

@@ -2,7 +2,7 @@
 
 use anyhow::bail;
 
-use crate::app::tokens;
+use crate::app::tokens::{self, TokenSelector};
 use crate::auth::Scope;
 use crate::commands::db::with_database;
 use crate::config::DatabaseArgs;
@@ -29,10 +29,15 @@ pub enum TokenCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Revoke a token by id, prefix (gtr_xxxxxxxx) or name.
+    /// Revoke one token by id or prefix (gtr_xxxxxxxx), or every active token of one name
+    /// with --name. An id is only ever an id: a token named "14" is revoked with --name 14.
+    #[command(group(clap::ArgGroup::new("which").required(true).args(["token", "name"])))]
     Revoke {
-        /// The token's id, prefix or name.
-        token: String,
+        /// The token's id (as `token list` shows it) or prefix.
+        token: Option<String>,
+        /// Revoke the active tokens with exactly this name instead.
+        #[arg(long)]
+        name: Option<String>,
         #[command(flatten)]
         database: DatabaseArgs,
     },
@@ -96,11 +101,16 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
                 );
             }
         }
-        TokenCommand::Revoke { token, database } => {
+        TokenCommand::Revoke {
+            token,
+            name,
+            database,
+        } => {
+            let which = selector(token.as_deref(), name.as_deref())?;
             let revoked =
-                with_database(&database, async |db| Ok(tokens::revoke(db, &token).await?)).await?;
+                with_database(&database, async |db| Ok(tokens::revoke(db, which).await?)).await?;
             if revoked.is_empty() {
-                bail!("no active token has id, prefix or name {token:?}");
+                bail!("no active token has {}", describe(which));
             }
             for t in revoked {
                 println!("revoked token {} ({}, {})", t.id, t.prefix, t.name);
@@ -108,6 +118,35 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What `token revoke` was asked to revoke: `--name`, else an id in its canonical spelling,
+/// else a prefix; anything else is refused rather than guessed at.
+fn selector<'a>(
+    token: Option<&'a str>,
+    name: Option<&'a str>,
+) -> anyhow::Result<TokenSelector<'a>> {
+    match (token, name) {
+        (_, Some(name)) => Ok(TokenSelector::Name(name)),
+        (Some(t), None) if t.starts_with(crate::auth::TOKEN_PREFIX) => Ok(TokenSelector::Prefix(t)),
+        (Some(t), None) => match crate::ids::parse(t) {
+            Some(id) => Ok(TokenSelector::Id(id)),
+            None => bail!(
+                "{t:?} is neither a token id (as `token list` shows it) nor a prefix \
+                 ({}...); to revoke by name, use --name",
+                crate::auth::TOKEN_PREFIX
+            ),
+        },
+        (None, None) => bail!("name the token to revoke: its id, its prefix, or --name NAME"),
+    }
+}
+
+fn describe(which: TokenSelector<'_>) -> String {
+    match which {
+        TokenSelector::Id(id) => format!("id {id}"),
+        TokenSelector::Prefix(p) => format!("prefix {p:?}"),
+        TokenSelector::Name(n) => format!("name {n:?}"),
+    }
 }
 
 fn join(scopes: &[Scope]) -> String {

@@ -119,6 +119,36 @@ pub async fn lock_enabled(
     row.as_ref().map(from_row).transpose()
 }
 
+/// As [`lock_enabled`], but exclusive among those who take this lock: two transactions that
+/// each count what the person holds and add one more (a token under the per-person cap) run
+/// one after the other, so neither counts before the other's row is in.
+pub async fn lock_enabled_alone(
+    conn: &mut sqlx::PgConnection,
+    id: i64,
+) -> Result<Option<Person>, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {COLUMNS} FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL \
+         FOR NO KEY UPDATE"
+    )))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The ids of the enabled people with the admin role, locked in id order until the
+/// transaction ends: two transactions that each disable an admin see each other's change, so
+/// no interleaving leaves the service without one (SECURITY.md item 28).
+pub async fn lock_enabled_admins(conn: &mut sqlx::PgConnection) -> Result<Vec<i64>, DbError> {
+    Ok(sqlx::query_scalar(
+        "SELECT p.id FROM people p WHERE p.role = $1 AND p.disabled_at IS NULL \
+         ORDER BY p.id FOR UPDATE",
+    )
+    .bind(PersonRole::Admin.as_str())
+    .fetch_all(conn)
+    .await?)
+}
+
 /// A person with what they hold now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PersonStanding {

@@ -36,6 +36,19 @@ pub struct TokenRecord {
     pub owner: Option<TokenOwner>,
 }
 
+impl TokenRecord {
+    /// The key of the token's rate budget and in-flight share (SECURITY.md item 24): a
+    /// person's token spends its person's budget (the negated person id, shared by all their
+    /// tokens and sessions), a service token its own (its id), so the two id spaces never meet.
+    #[must_use]
+    pub fn budget_key(&self) -> i64 {
+        match &self.owner {
+            Some(owner) => -owner.person_id,
+            None => self.id,
+        }
+    }
+}
+
 /// The person a token belongs to, as they stand now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenOwner {
@@ -242,6 +255,32 @@ pub async fn revoke_owned(
     rows.iter().map(from_row).collect()
 }
 
+/// How many tokens person `person_id` owns that still authenticate (neither revoked nor
+/// expired).
+pub async fn count_active_owned(ex: impl PgExecutor<'_>, person_id: i64) -> Result<i64, DbError> {
+    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT count(*) FROM tokens t WHERE t.owner_person_id = $1 AND {LIVE}"
+    )))
+    .bind(person_id)
+    .fetch_one(ex)
+    .await?)
+}
+
+/// Whether token `id` still authenticates (not revoked, not expired, its owner not disabled),
+/// holding its row against revocation until the transaction ends: what the transaction stores
+/// in the token's name commits before a revocation or not at all.
+pub async fn lock_live(conn: &mut sqlx::PgConnection, id: i64) -> Result<bool, DbError> {
+    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT t.id FROM tokens t WHERE t.id = $1 AND {LIVE} AND NOT EXISTS \
+         (SELECT 1 FROM people o WHERE o.id = t.owner_person_id AND o.disabled_at IS NOT NULL) \
+         FOR SHARE OF t"
+    )))
+    .bind(id)
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.is_some())
+}
+
 /// The distinct names of the active (not revoked) tokens, in name order, at most `limit`: who
 /// a group can be assigned to.
 pub async fn active_names(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<String>, DbError> {
@@ -265,27 +304,47 @@ pub async fn is_active_name(ex: impl PgExecutor<'_>, name: &str) -> Result<bool,
     .await?)
 }
 
-/// Revokes the token whose id, prefix or name is `which`; returns the revoked tokens (none when
-/// nothing matched). A name shared by several tokens revokes them all.
-pub async fn revoke_token(
+/// Which tokens a revocation means. Each is exact: an id is only ever compared with ids, so a
+/// token named "14" is never token 14 (SECURITY.md item 25).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenSelector<'a> {
+    /// The one token with this id.
+    Id(i64),
+    /// The one token with this prefix (`gtr_` and its first characters, as listings show).
+    Prefix(&'a str),
+    /// Every active token with exactly this name.
+    Name(&'a str),
+}
+
+/// Revokes the active tokens `which` selects and ends the portal sessions signed in with them;
+/// returns the revoked tokens (none when nothing matched).
+pub async fn revoke_tokens(
     conn: impl Acquire<'_, Database = Postgres>,
-    which: &str,
+    which: TokenSelector<'_>,
 ) -> Result<Vec<TokenRecord>, DbError> {
     let mut conn = conn.acquire().await?;
-    let id: Option<i64> = which.parse().ok();
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+    let column = match which {
+        TokenSelector::Id(_) => "t.id",
+        TokenSelector::Prefix(_) => "t.prefix",
+        TokenSelector::Name(_) => "t.name",
+    };
+    let query = sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE tokens AS t SET revoked_at = now() \
-         WHERE t.revoked_at IS NULL AND (t.id = $1 OR t.prefix = $2 OR t.name = $2) RETURNING {COLUMNS}"
-    )))
-    .bind(id)
-    .bind(which)
-    .fetch_all(&mut *conn)
-    .await?;
+         WHERE t.revoked_at IS NULL AND {column} = $1 RETURNING {COLUMNS}"
+    )));
+    let query = match which {
+        TokenSelector::Id(id) => query.bind(id),
+        TokenSelector::Prefix(text) | TokenSelector::Name(text) => query.bind(text),
+    };
+    let rows = query.fetch_all(&mut *conn).await?;
+    let revoked = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
     // Sessions signed in with a revoked token end with it.
-    sqlx::query("DELETE FROM sessions WHERE token_id IN (SELECT id FROM tokens WHERE revoked_at IS NOT NULL)")
+    let ids: Vec<i64> = revoked.iter().map(|t| t.id).collect();
+    sqlx::query("DELETE FROM sessions WHERE token_id = ANY($1)")
+        .bind(&ids)
         .execute(&mut *conn)
         .await?;
-    rows.iter().map(from_row).collect()
+    Ok(revoked)
 }
 
 /// Who a portal session belongs to.
@@ -334,14 +393,23 @@ impl Session {
         }
     }
 
-    /// The key of the session's rate budget and in-flight share: its token's id (shared with
-    /// the token's API calls), or for a person the negated person id, so the two id spaces
-    /// never meet.
+    /// The key of the session's rate budget and in-flight share: its token's
+    /// ([`TokenRecord::budget_key`], shared with the token's API calls), or for a person the
+    /// negated person id, which their own tokens share too.
     #[must_use]
     pub fn budget_key(&self) -> i64 {
         match &self.holder {
-            Holder::Token(t) => t.id,
+            Holder::Token(t) => t.budget_key(),
             Holder::Person(p) => -p.id,
+        }
+    }
+
+    /// The person the session acts for: its person, or its token's owner.
+    #[must_use]
+    pub fn person_id(&self) -> Option<i64> {
+        match &self.holder {
+            Holder::Token(t) => t.owner.as_ref().map(|o| o.person_id),
+            Holder::Person(p) => Some(p.id),
         }
     }
 }

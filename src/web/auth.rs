@@ -9,6 +9,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, header};
 
 use super::limits::InFlight;
+use super::live::Holders;
 use super::{AppError, AppState};
 use crate::actor::Actor;
 use crate::app::tokens;
@@ -52,9 +53,19 @@ impl ApiToken {
     }
 }
 
-/// The credentials the admission middleware found valid, kept in the request's extensions
-/// so that extractors need not ask the database again. Present only when both could be checked
-/// (the database answered).
+/// What the admission middleware found of a request's credentials, kept in the request's
+/// extensions so that extractors never ask the database a second time (one credential check
+/// per request).
+#[derive(Clone, Debug)]
+pub enum Checked {
+    /// Both credentials could be checked; what is valid of them.
+    Verified(Box<Verified>),
+    /// The database could not say (an outage): the request was admitted as anonymous, and an
+    /// extractor that needs its credentials answers 503 at once rather than waiting again.
+    Unavailable,
+}
+
+/// The credentials the admission middleware found valid.
 #[derive(Clone, Debug)]
 pub struct Verified {
     /// The `Authorization: Bearer` token, when valid.
@@ -64,30 +75,67 @@ pub struct Verified {
 }
 
 impl Verified {
-    /// The token whose share of the in-flight slots the request counts against: the bearer
-    /// token's, else the session's; `None` for a request with no valid credentials.
-    pub fn token_id(&self) -> Option<i64> {
+    /// The budget whose rate and share of the in-flight slots the request counts against
+    /// (`TokenRecord::budget_key`): the bearer token's, else the session's; `None` for a
+    /// request with no valid credentials.
+    pub fn budget_key(&self) -> Option<i64> {
         self.token
             .as_ref()
-            .map(|t| t.id)
+            .map(TokenRecord::budget_key)
             .or_else(|| self.session.as_ref().map(Session::budget_key))
+    }
+
+    /// Whose credentials the request carries, so revoking one of them ends it.
+    pub fn holders(&self) -> Holders {
+        let mut holders = Holders::default();
+        let tokens =
+            (self.token.iter()).chain(self.session.iter().filter_map(|s| match &s.holder {
+                Holder::Token(t) => Some(t),
+                Holder::Person(_) => None,
+            }));
+        for token in tokens {
+            holders.tokens.push(token.id);
+            holders
+                .persons
+                .extend(token.owner.as_ref().map(|o| o.person_id));
+        }
+        if let Some(Holder::Person(p)) = self.session.as_ref().map(|s| &s.holder) {
+            holders.persons.push(p.id);
+        }
+        holders
+    }
+
+    /// Whether the request acts with the admin scope (its bearer token, else its session).
+    pub fn is_admin(&self) -> bool {
+        let scopes = match (&self.token, &self.session) {
+            (Some(token), _) => &token.scopes[..],
+            (None, Some(session)) => session.scopes(),
+            (None, None) => return false,
+        };
+        auth::allows(scopes, &[Scope::Admin])
     }
 }
 
 /// Checks a request's credentials (bearer token and session cookie) before it is admitted
 /// (SECURITY.md item 18): only what is valid counts, so a forged header cannot reach the
-/// slots of token holders. `None` when the database could not say; the request is then
-/// admitted as anonymous and its handler asks again (and answers 503 if it still cannot).
-pub async fn verify(state: &AppState, headers: &HeaderMap) -> Option<Verified> {
-    let token = match bearer(headers) {
-        Ok(secret) => tokens::authenticate(&state.db, secret).await.ok()?,
-        Err(_) => None,
+/// slots of token holders. [`Checked::Unavailable`] when the database could not say; the
+/// request is then admitted as anonymous and its handler answers 503 if it needs credentials.
+pub async fn verify(state: &AppState, headers: &HeaderMap) -> Checked {
+    let checked = async {
+        let token = match bearer(headers) {
+            Ok(secret) => tokens::authenticate(&state.db, secret).await?,
+            Err(_) => None,
+        };
+        let session = match cookie_value(headers, SESSION_COOKIE) {
+            Some(cookie) => tokens::find_session(&state.db, cookie).await?,
+            None => None,
+        };
+        Ok::<_, crate::app::Error>(Verified { token, session })
     };
-    let session = match cookie_value(headers, SESSION_COOKIE) {
-        Some(cookie) => tokens::find_session(&state.db, cookie).await.ok()?,
-        None => None,
-    };
-    Some(Verified { token, session })
+    match checked.await {
+        Ok(verified) => Checked::Verified(Box::new(verified)),
+        Err(_) => Checked::Unavailable,
+    }
 }
 
 /// The secret of the `Authorization: Bearer` header, or why there is none.
@@ -112,16 +160,18 @@ impl FromRequestParts<AppState> for ApiToken {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
         let token = bearer(&parts.headers)?;
-        let record = match parts.extensions.get::<Verified>() {
-            Some(verified) => verified.token.clone(),
+        let record = match parts.extensions.get::<Checked>() {
+            Some(Checked::Verified(verified)) => verified.token.clone(),
+            Some(Checked::Unavailable) => return Err(AppError::Unavailable),
+            // Paths outside admission (the worker's long-poll claim) check here, once.
             None => tokens::authenticate(&state.db, token).await?,
         }
         .ok_or(AppError::Unauthorized("invalid or revoked token"))?;
-        if let Err(secs) = state.rate.check(record.id) {
+        if let Err(secs) = state.rate.check(record.budget_key()) {
             state.metrics.request_rate_limited();
             return Err(AppError::RateLimited(secs));
         }
-        take_token_share(parts, state, record.id)?;
+        take_token_share(parts, state, record.budget_key())?;
         Ok(ApiToken(record))
     }
 }
@@ -215,18 +265,16 @@ impl FromRequestParts<AppState> for PortalUser {
     }
 }
 
-/// Counts the request against its token's share of the in-flight slots (its API calls and its
-/// portal sessions together), so one token's slow uploads cannot hold the whole server.
-fn take_token_share(parts: &Parts, state: &AppState, token_id: i64) -> Result<(), AppError> {
+/// Counts the request against its budget's share of the in-flight slots (a person's tokens and
+/// sessions together, or a service token's calls), so one member's slow uploads cannot hold
+/// the whole server however many tokens they make.
+fn take_token_share(parts: &Parts, state: &AppState, key: i64) -> Result<(), AppError> {
     let Some(held) = parts.extensions.get::<InFlight>() else {
         return Ok(()); // Paths outside the cap (probes, the worker's long-poll claim).
     };
-    state
-        .shed
-        .take_token_share(held, token_id)
-        .inspect_err(|_| {
-            state.metrics.request_rate_limited();
-        })
+    state.shed.take_token_share(held, key).inspect_err(|_| {
+        state.metrics.request_rate_limited();
+    })
 }
 
 /// The portal user when signed in, `None` otherwise (pages that work either way).
@@ -243,8 +291,9 @@ impl FromRequestParts<AppState> for OptionalUser {
         let Some(cookie) = cookie_value(&parts.headers, SESSION_COOKIE) else {
             return Ok(OptionalUser(None));
         };
-        let session = match parts.extensions.get::<Verified>() {
-            Some(verified) => verified.session.clone(),
+        let session = match parts.extensions.get::<Checked>() {
+            Some(Checked::Verified(verified)) => verified.session.clone(),
+            Some(Checked::Unavailable) => return Err(AppError::Unavailable.into()),
             None => tokens::find_session(&state.db, cookie).await?,
         };
         Ok(OptionalUser(session.map(PortalUser)))

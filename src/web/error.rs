@@ -78,6 +78,11 @@ pub enum AppError {
     Internal(#[source] anyhow::Error),
 }
 
+/// The 401 of a request whose token was revoked (or whose person was disabled) while it was
+/// in flight: it was ended, and nothing it sent was stored.
+pub const REVOKED_IN_FLIGHT: &str =
+    "the credentials of this request were revoked while it was in flight; nothing was stored";
+
 impl From<app::Error> for AppError {
     fn from(err: app::Error) -> Self {
         match err {
@@ -90,6 +95,7 @@ impl From<app::Error> for AppError {
             app::Error::Unsupported(message) => AppError::UnsupportedMediaType(message),
             app::Error::Conflict(code, message) => AppError::Conflict(code, message),
             app::Error::Merged { group, into } => AppError::Merged { group, into },
+            app::Error::Revoked => AppError::Unauthorized(REVOKED_IN_FLIGHT),
             app::Error::Db(e) if e.is_unavailable() => AppError::Unavailable,
             app::Error::Db(e) => AppError::Internal(e.into()),
             app::Error::Internal(e) => AppError::Internal(e),

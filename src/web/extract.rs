@@ -80,7 +80,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
             };
             Rejection::new(&parts, error)
         })?;
-        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+        let UniqueKeys(value) = serde_json::from_slice(&bytes).map_err(|e| {
             Rejection::new(
                 &parts,
                 AppError::BadRequest(ErrorCode::BadJson, e.to_string()),
@@ -89,6 +89,79 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         json_object(value).map(JsonBody).map_err(|message| {
             Rejection::new(&parts, AppError::BadRequest(ErrorCode::BadJson, message))
         })
+    }
+}
+
+/// A JSON value whose objects name each key once. serde_json keeps the last of repeated keys,
+/// so `{"scopes":["read"],"scopes":["admin"]}` would mean whatever the last one says while a
+/// proxy, a log or an audit that reads the first saw another request; a body with a repeated
+/// key is refused as malformed instead (400 `bad_json`, naming the key).
+#[derive(Debug)]
+pub(crate) struct UniqueKeys(pub serde_json::Value);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(UniqueKeysVisitor).map(UniqueKeys)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = serde_json::Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(serde_json::Value::Null, Into::into))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(serde_json::Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(UniqueKeys(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(items.into())
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format_args!(
+                    "the key {key:?} appears more than once in one object"
+                )));
+            }
+            let UniqueKeys(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(object.into())
     }
 }
 
@@ -148,7 +221,7 @@ impl<T: JsonShape, S: Send + Sync> FromRequest<S> for ShapedJson<T> {
     async fn from_request(req: Request, state: &S) -> Result<Self, Rejection> {
         use axum::extract::rejection::JsonRejection;
         let uri = req.uri().clone();
-        let axum::Json(value) = axum::Json::<serde_json::Value>::from_request(req, state)
+        let axum::Json(UniqueKeys(value)) = axum::Json::<UniqueKeys>::from_request(req, state)
             .await
             .map_err(|e| {
                 let error = match e {
@@ -331,12 +404,10 @@ impl<S: Send + Sync> FromRequestParts<S> for IdempotencyKey {
     }
 }
 
-/// A positive id from a path segment; anything else is an unknown id (404).
+/// A positive id from a path segment, spelled canonically ([`crate::ids::parse`]: `01` is not
+/// id 1); anything else is an unknown id (404).
 pub(crate) fn parse_id(raw: &str, what: &'static str) -> Result<i64, AppError> {
-    raw.parse::<i64>()
-        .ok()
-        .filter(|id| *id > 0)
-        .ok_or(AppError::NotFound(what))
+    crate::ids::parse(raw).ok_or(AppError::NotFound(what))
 }
 
 /// Declares a path extractor for the numeric id of one kind of thing.
@@ -440,5 +511,32 @@ impl<T: DeserializeOwned + CsrfField + Send> FromRequest<AppState> for CsrfForm<
             .map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
         user.check_form(&headers, form.csrf())?;
         Ok(CsrfForm { user, form })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::UniqueKeys;
+
+    #[test]
+    fn a_repeated_key_is_refused_at_any_depth_and_everything_else_reads_as_serde_json_does() {
+        for body in [
+            r#"{"scopes":["read"],"scopes":["admin"]}"#,
+            r#"{"a":{"b":1,"b":2}}"#,
+            r#"[{"x":1},{"x":2,"x":3}]"#,
+        ] {
+            let err = serde_json::from_str::<UniqueKeys>(body).expect_err(body);
+            assert!(err.to_string().contains("more than once"), "{err}");
+        }
+        for body in [
+            r#"{"a":[1,2.5,-3,"x",null,true,{"a":1}],"b":{}}"#,
+            "[]",
+            "7",
+            "\"s\"",
+        ] {
+            let UniqueKeys(value) = serde_json::from_str(body).expect(body);
+            let plain: serde_json::Value = serde_json::from_str(body).expect(body);
+            assert_eq!(value, plain, "{body}");
+        }
     }
 }

@@ -1,8 +1,14 @@
-//! Load limits of the HTTP layer (SECURITY.md items 1 and 9): a token bucket per API token
+//! Load limits of the HTTP layer (SECURITY.md items 1, 9 and 24): a token bucket per budget
 //! (429 with `Retry-After` when it runs dry), a global cap on requests in flight that sheds
-//! load with 503 instead of queueing without bound, each token's share of those slots (so one
-//! token's slow uploads can never hold the whole server), a minimum body rate, and gzip
-//! request bodies decoded as a stream so that every cap downstream counts decoded bytes.
+//! load with 503 instead of queueing without bound, each budget's share of those slots (so one
+//! member's slow uploads can never hold the whole server), a few slots kept back for admins
+//! managing people and tokens (so an admin can always stop an abuser), a minimum body rate,
+//! and gzip request bodies decoded as a stream so that every cap downstream counts decoded
+//! bytes.
+//!
+//! A budget belongs to whoever holds the capacity: a person (all their tokens and portal
+//! sessions together, however many tokens they make) or a service token (its own); see
+//! `TokenRecord::budget_key`.
 //!
 //! Requests with no verified token or session take their slot from a pool of their own
 //! ([`super::anonymous`]), so anonymous clients can never take the slots token holders need.
@@ -32,20 +38,25 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::Semaphore;
 
 use super::anonymous::{AnonymousPool, AnonymousSlot, ClientKey};
+use super::live::{Ended, Holders, LiveRequests, Registration};
 use super::{AppError, AppState, PageError};
 
 /// Settings of [`RateLimiter`] and [`Shed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LoadLimits {
-    /// Requests per minute one API token may make on average; 0 turns the limit off.
+    /// Requests per minute one budget (a person, or a service token) may make on average; 0
+    /// turns the limit off.
     pub per_token_per_minute: u32,
-    /// Requests one token may make in a burst above that rate.
+    /// Requests one budget may make in a burst above that rate.
     pub burst: u32,
     /// Requests the server works on at once; beyond it, 503. 0 turns the cap off.
     pub max_in_flight: usize,
-    /// Of those, how many one token (its API calls and its portal session together) may hold;
-    /// beyond it, 429. 0 turns the share off.
+    /// Of those, how many one budget may hold: a person's tokens and sessions together, or one
+    /// service token; beyond it, 429. 0 turns the share off.
     pub max_in_flight_per_token: usize,
+    /// Slots beside `max_in_flight` that only admins managing people and tokens may take once
+    /// every other slot is held, so an abuser can always be stopped. 0 keeps none back.
+    pub admin_reserved: usize,
     /// Requests without a verified token or session the server works on at once, apart from
     /// `max_in_flight`; beyond it, 503. 0 turns the cap off.
     pub max_in_flight_anonymous: usize,
@@ -61,6 +72,7 @@ impl Default for LoadLimits {
             burst: 100,
             max_in_flight: 128,
             max_in_flight_per_token: 32,
+            admin_reserved: 4,
             max_in_flight_anonymous: 32,
             max_in_flight_per_address: 8,
         }
@@ -91,8 +103,8 @@ impl RateLimiter {
         }
     }
 
-    /// Takes one request from `token_id`'s bucket; `Err(seconds)` until one is back.
-    pub fn check(&self, token_id: i64) -> Result<(), u64> {
+    /// Takes one request from budget `key`'s bucket; `Err(seconds)` until one is back.
+    pub fn check(&self, key: i64) -> Result<(), u64> {
         if self.per_sec <= 0.0 {
             return Ok(());
         }
@@ -101,7 +113,7 @@ impl RateLimiter {
             .buckets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let bucket = buckets.entry(token_id).or_insert(Bucket {
+        let bucket = buckets.entry(key).or_insert(Bucket {
             tokens: self.burst,
             at: now,
         });
@@ -118,14 +130,19 @@ impl RateLimiter {
     }
 }
 
-/// The global in-flight cap, each token's share of it, and the anonymous pool beside it.
+/// The global in-flight cap, each budget's share of it, the admins' reserve and the anonymous
+/// pool beside them, and the verified requests in flight by whose credentials they carry.
 #[derive(Debug)]
 pub struct Shed {
     permits: Option<Arc<Semaphore>>,
+    /// Slots only admin requests to the people and token pages and API may take.
+    reserve: Option<Arc<Semaphore>>,
     per_token: usize,
-    /// One semaphore per token that has had a request in flight (tokens are few: an admin
-    /// creates them).
+    /// One semaphore per budget that has had a request in flight (people and service tokens
+    /// are few: tokens per person are capped, service tokens are made by admins).
     shares: Mutex<HashMap<i64, Arc<Semaphore>>>,
+    /// Verified requests in flight, so revocation can end them.
+    live: Arc<LiveRequests>,
     /// The slots of requests that carry no verified token or session.
     anonymous: AnonymousPool,
 }
@@ -137,8 +154,11 @@ impl Shed {
         Shed {
             permits: (limits.max_in_flight > 0)
                 .then(|| Arc::new(Semaphore::new(limits.max_in_flight))),
+            reserve: (limits.admin_reserved > 0)
+                .then(|| Arc::new(Semaphore::new(limits.admin_reserved))),
             per_token: limits.max_in_flight_per_token,
             shares: Mutex::new(HashMap::new()),
+            live: Arc::default(),
             anonymous: AnonymousPool::new(
                 limits.max_in_flight_anonymous,
                 limits.max_in_flight_per_address,
@@ -146,23 +166,43 @@ impl Shed {
         }
     }
 
-    /// Admits a request of token `token_id` (verified): a global slot and the token's share.
-    pub(super) fn admit_verified(&self, token_id: i64) -> Result<InFlight, AppError> {
+    /// Admits a verified request spending budget `key` and carrying `holders`: a global
+    /// slot (for an admin managing people or tokens, a reserved one when none is free) and the
+    /// budget's share. The request is registered so revoking its credentials ends it.
+    pub(super) fn admit_verified(
+        &self,
+        key: i64,
+        holders: Holders,
+        admin_request: bool,
+    ) -> Result<InFlight, AppError> {
         let global = match &self.permits {
             None => None,
-            Some(permits) => Some(
-                permits
+            Some(permits) => {
+                let reserve = self.reserve.as_ref().filter(|_| admin_request);
+                let slot = permits
                     .clone()
                     .try_acquire_owned()
-                    .map_err(|_| AppError::Overloaded)?,
-            ),
+                    .or_else(|e| match reserve {
+                        Some(reserve) => reserve.clone().try_acquire_owned(),
+                        None => Err(e),
+                    });
+                Some(slot.map_err(|_| AppError::Overloaded)?)
+            }
         };
         let held = InFlight(Arc::new(Mutex::new(Slots {
             global,
+            live: Some(self.live.register(holders)),
             ..Slots::default()
         })));
-        self.take_token_share(&held, token_id)?;
+        self.take_token_share(&held, key)?;
         Ok(held)
+    }
+
+    /// Ends the requests in flight that carry what `revoked` names, except the one holding
+    /// `revoking` (which did it); returns how many.
+    pub(super) fn end_requests(&self, revoked: &Holders, revoking: &InFlight) -> usize {
+        let except = revoking.lock().live.as_ref().map(Registration::id);
+        self.live.end(revoked, except)
     }
 
     /// Admits a request with no verified credentials from `client`: a slot of the anonymous
@@ -175,10 +215,10 @@ impl Shed {
         }))))
     }
 
-    /// Counts the request holding `held` against `token_id`'s share: 429 when the token
+    /// Counts the request holding `held` against budget `key`'s share: 429 when the budget
     /// already has its share in flight. Taking it twice for one request is a no-op (a handler
     /// may authenticate through more than one extractor).
-    pub fn take_token_share(&self, held: &InFlight, token_id: i64) -> Result<(), AppError> {
+    pub fn take_token_share(&self, held: &InFlight, key: i64) -> Result<(), AppError> {
         if self.per_token == 0 {
             return Ok(());
         }
@@ -190,7 +230,7 @@ impl Shed {
             .shares
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(token_id)
+            .entry(key)
             .or_insert_with(|| Arc::new(Semaphore::new(self.per_token)))
             .clone();
         let permit = share
@@ -216,6 +256,8 @@ struct Slots {
     token: Option<tokio::sync::OwnedSemaphorePermit>,
     #[allow(dead_code)] // Held for its drop.
     anonymous: Option<AnonymousSlot>,
+    /// The request's place among the verified requests in flight.
+    live: Option<Registration>,
 }
 
 impl InFlight {
@@ -223,6 +265,11 @@ impl InFlight {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The signal that the request's credentials were revoked (verified requests only).
+    pub(super) fn ended(&self) -> Option<Arc<Ended>> {
+        self.lock().live.as_ref().map(Registration::ended)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod extract;
 mod health;
 mod html;
 pub mod limits;
+mod live;
 pub mod metrics;
 pub mod multipart_guard;
 pub mod request_id;

@@ -1,9 +1,10 @@
 //! One id per request, in the logs and on the answer (issue 32 item 5), so that one request can
 //! be followed from the client through every log line it caused.
 //!
-//! The outermost layer takes the client's `X-Request-Id` when it is sane (1 to 128 printable
-//! ASCII characters, no spaces: nothing a log line or a terminal could be fooled by) and makes
-//! one up otherwise (128 random bits in hex). Everything under it (the load limits, the
+//! The outermost layer takes the client's `X-Request-Id` when it is sane (1 to 128 characters
+//! of a safe alphabet: letters, digits and `-_.:/#@+`, nothing that could end a log field, fake
+//! another or fool a terminal) and makes one up otherwise (128 random bits in hex). The id is
+//! written quoted in the span, like every string the log holds (`crate::telemetry`). Everything under it (the load limits, the
 //! credential checks, the handler, the use case and its SQL) runs inside the span
 //! `request{id=.. method=.. path=.. actor=..}`, so each log line they write names the request
 //! and, once its credentials are checked, who sent it; the answer carries the id back in
@@ -39,9 +40,9 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
     req.headers_mut().insert(HEADER, id.clone());
     let span = tracing::info_span!(
         "request",
-        id = %shown,
+        id = shown.as_str(),
         method = %req.method(),
-        path = %req.uri().path(),
+        path = req.uri().path(),
         actor = tracing::field::Empty,
     );
     let started = Instant::now();
@@ -62,7 +63,7 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
 /// ([`super::auth::Verified`]); it runs just inside that layer. Requests without valid
 /// credentials leave the field out.
 pub async fn name_actor(req: Request, next: Next) -> Response {
-    if let Some(verified) = req.extensions().get::<super::auth::Verified>() {
+    if let Some(super::auth::Checked::Verified(verified)) = req.extensions().get() {
         let name = match (&verified.token, &verified.session) {
             (Some(token), _) => Some(token.name.as_str()),
             (None, Some(session)) => Some(session.name()),
@@ -75,11 +76,15 @@ pub async fn name_actor(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// Whether a client's id may be used as it is: 1 to [`MAX_LEN`] bytes, each a printable ASCII
-/// character other than the space.
+/// Whether a client's id may be used as it is: 1 to [`MAX_LEN`] bytes, each an ASCII letter or
+/// digit or one of `-_.:/#@+` (no quotes, `=`, commas or spaces: an id can never read as
+/// another log field).
 #[must_use]
 pub fn is_sane(id: &[u8]) -> bool {
-    (1..=MAX_LEN).contains(&id.len()) && id.iter().all(|b| b.is_ascii_graphic())
+    (1..=MAX_LEN).contains(&id.len())
+        && id
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/#@+".contains(b))
 }
 
 /// A new id: 128 random bits as 32 hex digits. Should the OS refuse randomness, a process-wide
@@ -119,6 +124,9 @@ mod tests {
             b"esc\x1b[31m",
             b"nul\0",
             b"del\x7f",
+            b"\"x\"=y,actor=\"initial-admin\"",
+            b"a=b",
+            b"{\"quoted\"}",
             "caf\u{e9}".as_bytes(),
         ] {
             assert!(!is_sane(bad), "{}", String::from_utf8_lossy(bad));

@@ -294,9 +294,12 @@ async fn tokens_are_checked_for_presence_revocation_and_scope() {
         StatusCode::UNAUTHORIZED
     );
     // Revoked: 401 at once.
-    gpu_triage::storage::tokens::revoke_token(app.db.pool(), "reader")
-        .await
-        .unwrap();
+    gpu_triage::storage::tokens::revoke_tokens(
+        app.db.pool(),
+        gpu_triage::storage::tokens::TokenSelector::Name("reader"),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         app.get_as(&read, "/api/v1/search?q=x").await.status,
         StatusCode::UNAUTHORIZED

@@ -54,7 +54,7 @@ async fn an_answer_without_an_id_gets_a_made_up_one_each_time() {
 async fn a_sane_incoming_id_is_echoed() {
     let app = TestApp::spawn().await;
     let longest = "x".repeat(128);
-    for id in ["ci-run-42/step:7", "a", longest.as_str(), "{\"quoted\"}"] {
+    for id in ["ci-run-42/step:7", "a", longest.as_str(), "job#7@runner+2"] {
         let req = with_id("GET", "/api/v1/openapi.json", id.as_bytes());
         let res = app.send(req.body(Body::empty()).unwrap()).await;
         assert_eq!(res.status, StatusCode::OK);
@@ -72,6 +72,8 @@ async fn an_insane_incoming_id_is_replaced() {
         &b"tab\there"[..],
         &b""[..],
         &b"caf\xe9"[..],
+        &b"{\"quoted\"}"[..],
+        &b"\"x\"=y,actor=\"initial-admin\""[..],
     ] {
         let req = with_id("GET", "/api/v1/openapi.json", id);
         let res = app.send(req.body(Body::empty()).unwrap()).await;
@@ -185,10 +187,9 @@ impl Captured {
     }
 }
 
-#[tokio::test]
-async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
-    let app = TestApp::spawn().await;
-    let token = app.token("nightly-ci", &[Scope::Ingest]).await;
+/// Uploads an out-of-memory log as `token` with `X-Request-Id: id` while capturing this
+/// thread's log lines in the server's own format; the answer and the lines.
+async fn upload_logged(app: &TestApp, token: &str, id: &[u8]) -> (TestResponse, Vec<String>) {
     let captured = Captured::default();
     // This test's thread only (the runtime is single-threaded): other tests log nowhere.
     let writer = captured.clone();
@@ -196,6 +197,7 @@ async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
         .with_writer(move || writer.clone())
         .with_ansi(false)
         .with_max_level(tracing::Level::INFO)
+        .fmt_fields(gpu_triage::telemetry::SafeFields)
         .finish();
     let _logging = tracing::subscriber::set_default(subscriber);
     // Callsites that another test's thread registered for the first time while this subscriber
@@ -221,7 +223,7 @@ async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
         )
         .as_bytes(),
     );
-    let req = with_id("POST", "/api/v1/reports", b"follow-me-7")
+    let req = with_id("POST", "/api/v1/reports", id)
         .header("authorization", format!("Bearer {token}"))
         .header(
             "content-type",
@@ -230,17 +232,28 @@ async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
         .body(Body::from(body))
         .unwrap();
     let res = app.send(req).await;
+    (res, captured.lines())
+}
+
+/// The `report stored` line among `lines`.
+fn stored_line(lines: &[String]) -> &str {
+    lines
+        .iter()
+        .find(|l| l.contains("report stored"))
+        .unwrap_or_else(|| panic!("no `report stored` line in:\n{}", lines.join("\n")))
+}
+
+#[tokio::test]
+async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
+    let app = TestApp::spawn().await;
+    let token = app.token("nightly-ci", &[Scope::Ingest]).await;
+    let (res, lines) = upload_logged(&app, &token, b"follow-me-7").await;
     assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
     assert_eq!(id_of(&res), "follow-me-7");
     let report_id = res.json()["id"].as_i64().expect("the report's id");
-
-    let lines = captured.lines();
-    let stored = lines
-        .iter()
-        .find(|l| l.contains("report stored"))
-        .unwrap_or_else(|| panic!("no `report stored` line in:\n{}", lines.join("\n")));
+    let stored = stored_line(&lines);
     for wanted in [
-        "request{id=follow-me-7 method=POST path=/api/v1/reports".to_owned(),
+        "request{id=\"follow-me-7\" method=POST path=\"/api/v1/reports\"".to_owned(),
         "actor=\"nightly-ci\"".to_owned(),
         "upload::upload{".to_owned(),
         "project=\"vision\"".to_owned(),
@@ -248,6 +261,36 @@ async fn a_log_line_of_an_upload_names_the_request_its_actor_and_the_report() {
     ] {
         assert!(stored.contains(&wanted), "{wanted:?} not in {stored:?}");
     }
+}
+
+#[tokio::test]
+async fn a_name_or_a_request_id_cannot_forge_a_field_of_the_log_line() {
+    let app = TestApp::spawn().await;
+    // A token name may hold quotes and `=` (only control characters are refused).
+    let token = app
+        .token("ci\" actor=\"initial-admin", &[Scope::Ingest])
+        .await;
+    let forged_id = b"\"x\"=y,actor=\"initial-admin\"";
+    let (res, lines) = upload_logged(&app, &token, forged_id).await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    assert!(is_made_up(id_of(&res)), "the forged id was replaced");
+    let stored = stored_line(&lines);
+    assert!(
+        stored.contains(r#"actor="ci\" actor=\"initial-admin""#),
+        "{stored}"
+    );
+    // Outside quoted values, `actor=` appears once: the real field.
+    let (mut bare, mut quoted, mut escaped) = (String::new(), false, false);
+    for c in stored.chars() {
+        match (quoted, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => quoted = !quoted,
+            (false, _, c) => bare.push(c),
+            (true, false, _) => {}
+        }
+    }
+    assert_eq!(bare.matches("actor=").count(), 1, "{stored}");
 }
 
 #[tokio::test]

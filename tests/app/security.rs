@@ -16,6 +16,7 @@ use scraper::{Html, Selector};
 use crate::support::{KillOnDrop, TestResponse, binary, free_port, wait_for_status};
 
 mod anonymous;
+mod capacity;
 mod faults;
 mod hardening;
 mod identity;

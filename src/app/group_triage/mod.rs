@@ -285,7 +285,7 @@ pub fn form_patch(
         Some("") => (Some(String::new()), None),
         Some(id) => (
             assignee,
-            Some(id.parse::<i64>().map_err(|_| {
+            Some(crate::ids::parse(id).ok_or_else(|| {
                 invalid(format!(
                     "assignee_id must be a person's id, got {:?}",
                     id.chars().take(40).collect::<String>()

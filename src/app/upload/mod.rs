@@ -278,7 +278,25 @@ pub struct Uploaded {
 pub struct Uploader {
     /// The uploading token (`None`: a person signed in through the identity provider).
     pub token_id: Option<i64>,
+    /// The person signed in, when there is no token.
+    pub person_id: Option<i64>,
     pub idempotency_key: Option<String>,
+}
+
+/// Whether the uploader's credentials still hold (SECURITY.md item 24), with their row locked
+/// until the transaction ends: an upload whose token is revoked, or whose person is disabled,
+/// while it streams or classifies stores nothing, whichever server took the revocation.
+async fn credentials_hold(
+    tx: &mut sqlx::PgConnection,
+    uploader: &Uploader,
+) -> Result<bool, DbError> {
+    match (uploader.token_id, uploader.person_id) {
+        (Some(token), _) => crate::storage::tokens::lock_live(tx, token).await,
+        (None, Some(person)) => Ok(crate::storage::people::lock_enabled(tx, person)
+            .await?
+            .is_some()),
+        (None, None) => Ok(true),
+    }
 }
 
 /// Classifies a log held in memory without storing it (`POST /api/v1/classify`): refused as
@@ -325,7 +343,7 @@ pub async fn upload(
     span.record("project", new.project.as_str());
     new.token_id = uploader.token_id;
     // Idempotency keys belong to a token (API retries); the portal sends none.
-    let idem = (uploader.idempotency_key.zip(uploader.token_id)).map(|(key, token_id)| {
+    let idem = (uploader.idempotency_key.clone().zip(uploader.token_id)).map(|(key, token_id)| {
         let mut h = Sha256::new();
         h.update(&new.log_sha256);
         h.update([0]);
@@ -342,6 +360,9 @@ pub async fn upload(
         }
     });
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    if !credentials_hold(&mut tx, &uploader).await? {
+        return Err(Error::Revoked);
+    }
     let stored = match store::insert_report(&mut tx, &new, idem.as_ref()).await? {
         InsertOutcome::Stored(s) => s,
         InsertOutcome::KeyReused => {

@@ -10,6 +10,7 @@ use crate::api_types::ErrorBody;
 use crate::api_types::people::{PersonInfo, PersonList};
 use crate::app::people;
 use crate::web::extract::PersonId;
+use crate::web::live::EndRequests;
 use crate::web::scope::{Admin, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -42,6 +43,8 @@ pub async fn list_people(
     responses(
         (status = 200, description = "The person, now disabled.", body = PersonInfo),
         (status = 404, description = "`not_found`: no such person.", body = ErrorBody),
+        (status = 409, description = "`last_admin`: this is the last enabled admin person; \
+            disabling them would leave the service without one.", body = ErrorBody),
         (status = 422, description = "`invalid_person`: the token belongs to this person \
             (an admin cannot disable themselves).", body = ErrorBody),
     ),
@@ -51,14 +54,20 @@ pub async fn disable_person(
     State(state): State<AppState>,
     token: Scoped<Admin>,
     PersonId(id): PersonId,
-) -> Result<Json<PersonInfo>, AppError> {
+) -> Result<(EndRequests, Json<PersonInfo>), AppError> {
     let acting = token.owner.as_ref().map(|o| o.person_id);
     let done = people::disable(&state.db, id, acting).await?;
     tracing::info!(
-        person = %done.person.person.name, by = %token.name, sessions = done.sessions_ended,
-        tokens = done.tokens_revoked, "person disabled"
+        person = done.person.person.name.as_str(),
+        by = token.name.as_str(),
+        sessions = done.sessions_ended,
+        tokens = done.tokens_revoked,
+        "person disabled"
     );
-    Ok(Json(PersonInfo::from(&done.person)))
+    Ok((
+        EndRequests::of_person(id),
+        Json(PersonInfo::from(&done.person)),
+    ))
 }
 
 /// `POST /api/v1/people/{id}/enable`: they may sign in again (their revoked tokens stay

@@ -96,6 +96,7 @@ pub async fn create_report(
 ) -> Result<impl IntoResponse, AppError> {
     let uploader = Uploader {
         token_id: Some(token.id),
+        person_id: token.owner.as_ref().map(|o| o.person_id),
         idempotency_key,
     };
     let parts = read_parts(&state, multipart).await?;

@@ -11,6 +11,7 @@ use crate::api_types::ErrorBody;
 use crate::api_types::tokens::{TokenCreated, TokenInfo, TokenList, TokenRequest};
 use crate::app::tokens;
 use crate::web::extract::{JsonBody, TokenId};
+use crate::web::live::EndRequests;
 use crate::web::scope::{Admin, Scoped};
 use crate::web::{AppError, AppState};
 
@@ -80,7 +81,7 @@ pub async fn revoke_token(
     State(state): State<AppState>,
     _: Scoped<Admin>,
     TokenId(id): TokenId,
-) -> Result<Json<TokenInfo>, AppError> {
+) -> Result<(EndRequests, Json<TokenInfo>), AppError> {
     let revoked = tokens::revoke_by_id(&state.db, id).await?;
-    Ok(Json(TokenInfo::from(&revoked)))
+    Ok((EndRequests::of_token(id), Json(TokenInfo::from(&revoked))))
 }

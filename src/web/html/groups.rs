@@ -67,9 +67,7 @@ pub async fn show_group(
 ) -> Result<GroupPage, PageError> {
     user.require(&[Scope::Read])?;
     // Anything but a known merged group's id is no notice (the parameter is only a hint).
-    let from = params
-        .merged_from
-        .and_then(|s| s.trim().parse::<i64>().ok());
+    let from = params.merged_from.and_then(|s| crate::ids::parse(s.trim()));
     let view = group_triage::page(&state.db, id, can_triage(&user)).await?;
     let mut page = GroupPage::new(&user, view, FixFields::default(), None);
     page.arrived_from = page.merged.iter().find(|m| Some(m.id) == from).cloned();
@@ -196,7 +194,7 @@ pub async fn merge_group(
     CsrfForm { user, form }: CsrfForm<MergeForm>,
 ) -> Result<Response, PageError> {
     user.require(&[Scope::Ingest, Scope::Admin])?;
-    let into = form.into.trim().parse::<i64>().map_err(|_| {
+    let into = crate::ids::parse(form.into.trim()).ok_or_else(|| {
         AppError::Unprocessable(
             ErrorCode::BadMerge,
             format!(

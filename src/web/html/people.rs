@@ -18,6 +18,7 @@ use crate::app::{self, people};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, PersonId};
+use crate::web::live::EndRequests;
 use crate::web::{AppError, AppState, PageError};
 
 /// `GET /people`
@@ -108,11 +109,20 @@ pub async fn disable_person(
     let done = people::disable(&state.db, id, me(&user)).await;
     if let Ok(d) = &done {
         tracing::info!(
-            person = %d.person.person.name, by = %user.name(), sessions = d.sessions_ended,
-            tokens = d.tokens_revoked, "person disabled"
+            person = d.person.person.name.as_str(),
+            by = user.name(),
+            sessions = d.sessions_ended,
+            tokens = d.tokens_revoked,
+            "person disabled"
         );
     }
-    answer(&state, &user, id, done).await
+    let disabled = done.is_ok();
+    let page = answer(&state, &user, id, done).await?;
+    Ok(if disabled {
+        (EndRequests::of_person(id), page).into_response()
+    } else {
+        page
+    })
 }
 
 /// `POST /people/{id}/enable`: they may sign in again.

@@ -21,6 +21,7 @@ use crate::app::{self, tokens};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
 use crate::web::extract::{CsrfField, CsrfForm, TokenId};
+use crate::web::live::EndRequests;
 use crate::web::{AppError, AppState, PageError};
 
 /// The creation form's values as shown (blank, or what was sent when it was refused).
@@ -213,6 +214,7 @@ pub async fn create_token(
             refused(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()).await
         }
         Err(e @ app::Error::Forbidden(..)) => refused(StatusCode::FORBIDDEN, e.to_string()).await,
+        Err(e @ app::Error::Conflict(..)) => refused(StatusCode::CONFLICT, e.to_string()).await,
         Err(e) => Err(AppError::from(e).into()),
     }
 }
@@ -245,5 +247,5 @@ pub async fn revoke_token(
     } else {
         "/tokens"
     };
-    Ok(Redirect::to(to).into_response())
+    Ok((EndRequests::of_token(id), Redirect::to(to)).into_response())
 }

@@ -101,9 +101,12 @@ async fn triage_changes_are_refused_with_clear_errors_and_change_nothing() {
     let ingest = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
     let read = app.token("reader", &[Scope::Read]).await;
     let gone = app.token("gone", &[Scope::Read]).await;
-    gpu_triage::storage::tokens::revoke_token(app.db.pool(), "gone")
-        .await
-        .unwrap();
+    gpu_triage::storage::tokens::revoke_tokens(
+        app.db.pool(),
+        gpu_triage::storage::tokens::TokenSelector::Name("gone"),
+    )
+    .await
+    .unwrap();
     drop(gone);
     let (_, id) = upload(&app, &ingest, &device_log("beta"), Value::Null).await;
     let cases: &[(&str, i64, &str, StatusCode, &str, &str)] = &[

@@ -136,6 +136,7 @@ pub async fn create_report(
         Ok(parts) => {
             let uploader = Uploader {
                 token_id: user.0.token_id(),
+                person_id: user.0.person_id(),
                 idempotency_key: None,
             };
             let (db, ruleset, limits) = (&state.db, state.ruleset.current(), &state.limits);
