@@ -50,6 +50,9 @@ pub enum AppError {
     /// 413: over a size cap.
     #[error("{0}")]
     TooLarge(String),
+    /// 431: more request headers, or more header bytes, than the server reads.
+    #[error("{0}")]
+    HeadersTooLarge(String),
     /// 415: a body of the wrong media type.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -131,6 +134,10 @@ impl AppError {
             AppError::Conflict(code, _) => (StatusCode::CONFLICT, *code),
             AppError::Merged { .. } => (StatusCode::PERMANENT_REDIRECT, ErrorCode::GroupMerged),
             AppError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge),
+            AppError::HeadersTooLarge(_) => (
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                ErrorCode::HeadersTooLarge,
+            ),
             AppError::UnsupportedMediaType(_) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 ErrorCode::UnsupportedMediaType,

@@ -17,7 +17,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tracing::Instrument;
 
 /// The header that carries the id in and out.
@@ -26,7 +26,15 @@ pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
 /// The longest id taken from a client.
 pub const MAX_LEN: usize = 128;
 
-/// Runs the request inside its `request` span and answers with its id.
+/// The most request headers the server reads. hyper's own ceiling (`server::HARD_MAX_HEADERS`)
+/// is higher, so a request between the two is still parsed and gets a 431 that carries its id.
+pub const MAX_HEADERS: usize = 100;
+/// The most header bytes (names and values) the server reads; hyper's buffer is larger for
+/// the same reason.
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// Runs the request inside its `request` span and answers with its id; a request with more
+/// headers than [`MAX_HEADERS`] or [`MAX_HEADER_BYTES`] is answered 431 here, id included.
 pub async fn tag_request(mut req: Request, next: Next) -> Response {
     let id = req
         .headers()
@@ -46,7 +54,16 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
         actor = tracing::field::Empty,
     );
     let started = Instant::now();
-    let mut res = next.run(req).instrument(span.clone()).await;
+    let mut res = match oversized_headers(&req) {
+        Some(err) => span.in_scope(|| {
+            if req.uri().path().starts_with("/api/") {
+                err.into_response()
+            } else {
+                super::PageError(err).into_response()
+            }
+        }),
+        None => next.run(req).instrument(span.clone()).await,
+    };
     span.in_scope(|| {
         tracing::debug!(
             status = res.status().as_u16(),
@@ -56,6 +73,26 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
     });
     res.headers_mut().insert(HEADER, id);
     res
+}
+
+/// Why `req`'s headers are more than the server reads, if they are.
+fn oversized_headers(req: &Request) -> Option<super::AppError> {
+    let headers = req.headers();
+    if headers.len() > MAX_HEADERS {
+        return Some(super::AppError::HeadersTooLarge(format!(
+            "the request has {} headers; at most {MAX_HEADERS} are read",
+            headers.len()
+        )));
+    }
+    let bytes: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len())
+        .sum();
+    (bytes > MAX_HEADER_BYTES).then(|| {
+        super::AppError::HeadersTooLarge(format!(
+            "the request's headers hold {bytes} bytes; at most {MAX_HEADER_BYTES} are read"
+        ))
+    })
 }
 
 /// Names who acts in the request's span (`actor`: the bearer token's name, else the portal

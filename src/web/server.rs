@@ -16,6 +16,14 @@ use tower::ServiceExt;
 
 use super::anonymous::ClientAddr;
 
+/// The most headers hyper parses before answering 431 itself (bare: it never reaches the
+/// router, so the answer has no request id). Above `request_id::MAX_HEADERS`, so the usual
+/// oversized request is parsed and refused by the router, with its id.
+pub const HARD_MAX_HEADERS: usize = 256;
+/// hyper's read buffer, which bounds a request's head likewise (above
+/// `request_id::MAX_HEADER_BYTES`).
+const HARD_MAX_HEAD_BYTES: usize = 512 << 10;
+
 /// How long shutdown waits for requests in progress.
 const DRAIN: Duration = Duration::from_secs(30);
 
@@ -59,6 +67,8 @@ pub async fn serve(
         let connection = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
+            .max_headers(HARD_MAX_HEADERS)
+            .max_buf_size(HARD_MAX_HEAD_BYTES)
             .serve_connection(TokioIo::new(stream), service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {

@@ -319,3 +319,47 @@ async fn the_api_document_declares_the_id_on_every_answer() {
         assert_eq!(header["schema"]["maxLength"], 128, "{what}: {answer}");
     }
 }
+
+/// The raw answer of `GET /api/v1/openapi.json` with `headers` extra headers sent to the real
+/// server at `port`: (status line, head).
+fn raw_get_with_headers(port: u16, headers: &[(String, String)]) -> (String, String) {
+    use std::io::{Read, Write as _};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .expect("timeout");
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
+    write!(
+        stream,
+        "GET /api/v1/openapi.json HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: big-head-1\r\n\
+         {extra}Connection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let head = raw.split_once("\r\n\r\n").map_or(raw.as_str(), |(h, _)| h);
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    (status, head.to_ascii_lowercase())
+}
+
+#[test]
+fn too_many_or_too_large_headers_get_a_431_that_carries_the_id() {
+    let url = crate::support::database_url(&crate::support::fresh_database_name());
+    let (_server, port) = crate::support::spawn_server(&url);
+    let many: Vec<(String, String)> = (0..150)
+        .map(|n| (format!("x-extra-{n}"), "1".to_owned()))
+        .collect();
+    let large = vec![("cookie".to_owned(), "c".repeat(100 << 10))];
+    for (what, headers) in [("150 headers", many), ("a 100 KiB cookie", large)] {
+        let (status, head) = raw_get_with_headers(port, &headers);
+        assert!(status.contains(" 431 "), "{what}: {status}");
+        assert!(head.contains("x-request-id: big-head-1"), "{what}: {head}");
+    }
+    // Within the limits, the same request is served.
+    let (status, _) = raw_get_with_headers(port, &[("x-extra".into(), "1".into())]);
+    assert!(status.contains(" 200 "), "{status}");
+}

@@ -8,6 +8,7 @@
 //! The list also holds the probes DESIGN.md section 5 puts in the API's table (`/healthz`,
 //! `/readyz`, `/metrics`): they are not under `/api/`, but monitoring is a client too.
 
+mod constraints;
 pub(crate) mod group_triage;
 pub(crate) mod groups;
 pub(crate) mod jobs;
@@ -32,6 +33,7 @@ use super::{AppState, health, metrics};
 pub fn routes(state: &AppState) -> Router<AppState> {
     let (router, mut spec) = documented_routes(state).split_for_parts();
     openapi::add_common_errors(&mut spec);
+    constraints::declare(&mut spec);
     openapi::publish(&spec);
     router
 }

@@ -125,7 +125,7 @@ struct CommonError {
 
 /// The answers of the layers around handlers: authentication, rate limits, body caps and
 /// pacing, load shedding, and the internal error.
-const COMMON_ERRORS: [CommonError; 7] = [
+const COMMON_ERRORS: [CommonError; 8] = [
     CommonError {
         status: "401",
         name: "Unauthorized",
@@ -154,6 +154,14 @@ const COMMON_ERRORS: [CommonError; 7] = [
          was stored.",
         retry: false,
         applies: Applies::WithBody,
+    },
+    CommonError {
+        status: "431",
+        name: "HeadersTooLarge",
+        description: "`headers_too_large`: more than 100 request headers, or more than 64 KiB of \
+         them.",
+        retry: false,
+        applies: Applies::Every,
     },
     CommonError {
         status: "429",
@@ -189,6 +197,8 @@ enum Applies {
     Authenticated,
     /// Operations that read a request body.
     WithBody,
+    /// Every operation (the outermost layer checks request heads).
+    Every,
 }
 
 /// Adds the common errors to every operation (an operation's own description of a status
@@ -215,6 +225,7 @@ pub(super) fn add_common_errors(spec: &mut OpenApi) {
                     Applies::DatabaseOrShed => authenticated || !limits::exempt(path),
                     Applies::Authenticated => authenticated,
                     Applies::WithBody => with_body,
+                    Applies::Every => true,
                 };
                 if applies {
                     let shared = Ref::new(format!("#/components/responses/{}", e.name));
@@ -235,7 +246,7 @@ fn add_request_id(spec: &mut OpenApi) {
         .schema_type(Type::String)
         .min_length(Some(1))
         .max_length(Some(request_id::MAX_LEN))
-        .pattern(Some("^[!-~]+$"));
+        .pattern(Some("^[A-Za-z0-9._:/#@+-]+$"));
     let header = HeaderBuilder::new()
         .schema(id)
         .description(Some(

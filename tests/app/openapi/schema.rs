@@ -99,6 +99,7 @@ impl<'a> Validator<'a> {
                     | "maxLength"
                     | "pattern"
                     | "maxItems"
+                    | "minItems"
             ) || ANNOTATIONS.contains(&key.as_str());
             if !known {
                 errors.push(format!("{at}: the validator does not know keyword `{key}`"));
@@ -188,6 +189,13 @@ impl<'a> Validator<'a> {
         ) && items.len() as u64 > max
         {
             errors.push(format!("{at}: more than {max} items"));
+        }
+        if let (Some(min), Some(items)) = (
+            schema.get("minItems").and_then(Value::as_u64),
+            value.as_array(),
+        ) && (items.len() as u64) < min
+        {
+            errors.push(format!("{at}: fewer than {min} items"));
         }
         if let Some(s) = value.as_str() {
             let chars = s.chars().count() as u64;
@@ -500,6 +508,12 @@ mod tests {
         let errors = v.errors(&schema, &json!([1, 2]));
         assert!(
             errors.iter().any(|e| e.contains("more than 1")),
+            "{errors:?}"
+        );
+        let schema = json!({"type": "array", "minItems": 1});
+        let errors = v.errors(&schema, &json!([]));
+        assert!(
+            errors.iter().any(|e| e.contains("fewer than 1")),
             "{errors:?}"
         );
     }
