@@ -29,11 +29,12 @@ pub enum TokenCommand {
         #[command(flatten)]
         database: DatabaseArgs,
     },
-    /// Revoke one token by id or prefix (gtr_xxxxxxxx), or every active token of one name
-    /// with --name. An id is only ever an id: a token named "14" is revoked with --name 14.
+    /// Revoke one token by id or prefix (gtr_xxxxxxxx), or every active token of one name. An
+    /// id is only ever an id: a token named "14" is revoked with --name 14.
     #[command(group(clap::ArgGroup::new("which").required(true).args(["token", "name"])))]
     Revoke {
-        /// The token's id (as `token list` shows it) or prefix.
+        /// The token's id (as `token list` shows it), its prefix, or its name when that is
+        /// neither.
         token: Option<String>,
         /// Revoke the active tokens with exactly this name instead.
         #[arg(long)]
@@ -120,8 +121,8 @@ pub async fn run(cmd: TokenCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// What `token revoke` was asked to revoke: `--name`, else an id in its canonical spelling,
-/// else a prefix; anything else is refused rather than guessed at.
+/// What `token revoke` was asked to revoke: `--name`, else an id in its canonical spelling, else
+/// a prefix, else a name. An id is only ever an id: a token named "14" needs `--name 14`.
 fn selector<'a>(
     token: Option<&'a str>,
     name: Option<&'a str>,
@@ -129,14 +130,9 @@ fn selector<'a>(
     match (token, name) {
         (_, Some(name)) => Ok(TokenSelector::Name(name)),
         (Some(t), None) if t.starts_with(crate::auth::TOKEN_PREFIX) => Ok(TokenSelector::Prefix(t)),
-        (Some(t), None) => match crate::ids::parse(t) {
-            Some(id) => Ok(TokenSelector::Id(id)),
-            None => bail!(
-                "{t:?} is neither a token id (as `token list` shows it) nor a prefix \
-                 ({}...); to revoke by name, use --name",
-                crate::auth::TOKEN_PREFIX
-            ),
-        },
+        (Some(t), None) => {
+            Ok(crate::ids::parse(t).map_or(TokenSelector::Name(t), TokenSelector::Id))
+        }
         (None, None) => bail!("name the token to revoke: its id, its prefix, or --name NAME"),
     }
 }
@@ -155,4 +151,30 @@ fn join(scopes: &[Scope]) -> String {
         .map(|s| s.as_str())
         .collect::<Vec<_>>()
         .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{TokenSelector, selector};
+
+    #[test]
+    fn an_argument_is_an_id_only_in_its_canonical_spelling_and_a_name_is_never_an_id() {
+        let cases = [
+            ((Some("14"), None), TokenSelector::Id(14)),
+            (
+                (Some("gtr_ab12cd34"), None),
+                TokenSelector::Prefix("gtr_ab12cd34"),
+            ),
+            (
+                (Some("nightly-ci"), None),
+                TokenSelector::Name("nightly-ci"),
+            ),
+            ((Some("014"), None), TokenSelector::Name("014")),
+            ((None, Some("14")), TokenSelector::Name("14")),
+        ];
+        for ((token, name), want) in cases {
+            assert_eq!(selector(token, name).ok(), Some(want), "{token:?} {name:?}");
+        }
+        assert!(selector(None, None).is_err());
+    }
 }
