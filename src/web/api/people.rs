@@ -55,7 +55,7 @@ pub async fn disable_person(
     let acting = token.owner.as_ref().map(|o| o.person_id);
     let done = people::disable(&state.db, id, acting).await?;
     tracing::info!(
-        person = %done.person.person.name, by = %token.name, sessions = done.sessions_ended,
+        person = ?done.person.person.name, by = ?token.name, sessions = done.sessions_ended,
         tokens = done.tokens_revoked, "person disabled"
     );
     Ok(Json(PersonInfo::from(&done.person)))

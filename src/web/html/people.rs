@@ -108,7 +108,7 @@ pub async fn disable_person(
     let done = people::disable(&state.db, id, me(&user)).await;
     if let Ok(d) = &done {
         tracing::info!(
-            person = %d.person.person.name, by = %user.name(), sessions = d.sessions_ended,
+            person = ?d.person.person.name, by = ?user.name(), sessions = d.sessions_ended,
             tokens = d.tokens_revoked, "person disabled"
         );
     }
