@@ -244,11 +244,15 @@ pub async fn begin(
     if expired > 0 {
         tracing::debug!(expired, "expired sign-ins removed");
     }
-    if store::count_live_pending(&mut *tx).await? >= max_pending {
+    let full = store::count_live_pending(&mut *tx).await? >= max_pending;
+    if !full {
+        store::insert_pending(&mut *tx, &cookie.hash, &pending, PENDING_MINUTES).await?;
+    }
+    // Committed either way: the expired rows stay removed.
+    tx.commit().await.map_err(DbError::from)?;
+    if full {
         return Err(OidcError::Full);
     }
-    store::insert_pending(&mut *tx, &cookie.hash, &pending, PENDING_MINUTES).await?;
-    tx.commit().await.map_err(DbError::from)?;
     Ok(Started {
         authorize_url,
         cookie: cookie.token,
