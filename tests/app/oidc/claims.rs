@@ -5,7 +5,7 @@
 //! names what was received and is logged.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::http::StatusCode;
 use gpu_triage::roles::PersonRole;
@@ -36,6 +36,13 @@ impl Captured {
     /// Captures what this thread logs at info and above until the guard is dropped (the
     /// runtime of a `tokio::test` is this thread: the app's handlers log here).
     fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        // While only one dispatcher is registered, tracing-core computes a callsite's interest
+        // from the dispatcher of the thread that meets it first (`has_just_one`): with this
+        // test's the only one, another test's thread meeting `signed in through the provider`
+        // first cached "never" for it, and the line was lost once in a full run. A second
+        // dispatcher, kept for the life of the process, makes interest computed over all.
+        static SECOND: OnceLock<tracing::Dispatch> = OnceLock::new();
+        SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
         let captured = Captured::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
