@@ -89,6 +89,55 @@ mod tests {
     }
 
     #[test]
+    fn oidc_default_role_flags_give_the_default_role_and_its_domains() {
+        use crate::roles::PersonRole;
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {
+            Ok(Command::Serve(s)) => Some(s.oidc.settings("https://t.example")),
+            _ => None,
+        };
+        let base = [
+            "gpu-triage",
+            "serve",
+            "--oidc-issuer",
+            "https://idp.example",
+            "--oidc-client-id",
+            "c",
+            "--oidc-client-secret",
+            "s",
+        ];
+        let with = |extra: &[&'static str]| {
+            let mut args = base.to_vec();
+            args.extend_from_slice(extra);
+            parse(&args)
+        };
+        let none = with(&[])
+            .expect("parses")
+            .expect("valid")
+            .expect("configured");
+        assert_eq!(none.default_role, crate::app::oidc::DefaultRole::default());
+        let set = with(&[
+            "--oidc-default-role",
+            "viewer",
+            "--oidc-allowed-domains",
+            "Example.com, b.org",
+        ])
+        .expect("parses")
+        .expect("valid")
+        .expect("configured");
+        assert_eq!(set.default_role.role, Some(PersonRole::Viewer));
+        assert_eq!(set.default_role.allowed_domains, ["example.com", "b.org"]);
+        assert!(
+            with(&["--oidc-default-role", "owner"]).is_none(),
+            "no such role"
+        );
+        let domains_alone = with(&["--oidc-allowed-domains", "a.com"]).expect("parses");
+        assert!(
+            domains_alone.is_err(),
+            "domains without a default role say nothing"
+        );
+    }
+
+    #[test]
     fn retention_flags_give_retention_settings() {
         use std::time::Duration;
         let parse = |args: &[&str]| match Cli::try_parse_from(args).map(|c| c.command) {

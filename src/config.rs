@@ -193,6 +193,17 @@ pub struct OidcArgs {
     /// host.
     #[arg(long, env = "GPU_TRIAGE_OIDC_PROVIDER_NAME")]
     pub oidc_provider_name: Option<String>,
+
+    /// The role (admin, member or viewer) of people whose groups give none, for providers that
+    /// send no groups (Google); with `--oidc-allowed-domains`, only people whose verified email
+    /// is in one of those domains get it.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_DEFAULT_ROLE", value_name = "ROLE")]
+    pub oidc_default_role: Option<crate::roles::PersonRole>,
+
+    /// Email domains (comma-separated, compared exactly: `example.com` is not
+    /// `sub.example.com`) whose people get `--oidc-default-role`; empty: everyone who signs in.
+    #[arg(long, env = "GPU_TRIAGE_OIDC_ALLOWED_DOMAINS", default_value = "")]
+    pub oidc_allowed_domains: String,
 }
 
 impl OidcArgs {
@@ -232,6 +243,12 @@ impl OidcArgs {
         );
         let mut scopes = parse_groups(&self.oidc_scopes);
         scopes.retain(|s| s != "openid");
+        let allowed_domains = crate::app::oidc::claims::parse_domains(&self.oidc_allowed_domains);
+        anyhow::ensure!(
+            allowed_domains.is_empty() || self.oidc_default_role.is_some(),
+            "--oidc-allowed-domains (GPU_TRIAGE_OIDC_ALLOWED_DOMAINS) only says who gets \
+             --oidc-default-role, which is not set"
+        );
         let provider_name = self.oidc_provider_name.clone().unwrap_or_else(|| {
             url::Url::parse(issuer)
                 .ok()
@@ -248,8 +265,13 @@ impl OidcArgs {
                 member: parse_groups(&self.oidc_member_groups),
                 viewer: parse_groups(&self.oidc_viewer_groups),
             },
+            default_role: crate::app::oidc::DefaultRole {
+                role: self.oidc_default_role,
+                allowed_domains,
+            },
             provider_name,
             redirect_url: format!("{}/login/oidc/callback", public_url.trim_end_matches('/')),
+            max_pending: crate::app::oidc::MAX_PENDING,
         }))
     }
 }

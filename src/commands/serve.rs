@@ -107,12 +107,16 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 Ok(()) => tracing::info!(issuer = %oidc.issuer, "OpenID Connect sign-in enabled"),
                 Err(e) => tracing::error!(
                     issuer = %oidc.issuer,
-                    error = %e,
+                    // The provider's words are quoted: they could hold a forged log line.
+                    error = ?e.to_string(),
                     "OpenID Connect issuer misconfigured or unreachable; token sign-in still works"
                 ),
             }
-            if oidc.roles.is_empty() {
-                tracing::warn!("no --oidc-*-groups set: nobody can sign in through the provider");
+            if oidc.roles.is_empty() && oidc.default_role.role.is_none() {
+                tracing::warn!(
+                    "no --oidc-*-groups or --oidc-default-role set: nobody can sign in through \
+                     the provider"
+                );
             }
         });
     }

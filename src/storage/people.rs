@@ -270,17 +270,40 @@ pub struct PendingLogin {
     pub next_path: Option<String>,
 }
 
-/// Stores a sign-in under way for `minutes`, under the hash of its browser cookie; drops
-/// expired ones.
+/// Locks the sign-ins under way against other starts until the transaction ends, so a count
+/// taken under the lock stays true until the insert that follows it (a cap holds under
+/// concurrent starts). Callbacks taking a row wait for the lock too; it is held for a few
+/// statements.
+pub async fn lock_pending(conn: &mut sqlx::PgConnection) -> Result<(), DbError> {
+    sqlx::query("LOCK TABLE oidc_logins IN SHARE ROW EXCLUSIVE MODE")
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Removes the sign-ins under way that have expired; returns how many.
+pub async fn delete_expired_pending(ex: impl PgExecutor<'_>) -> Result<u64, DbError> {
+    let done = sqlx::query("DELETE FROM oidc_logins WHERE expires_at <= now()")
+        .execute(ex)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+/// How many sign-ins under way have not expired.
+pub async fn count_live_pending(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
+    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oidc_logins WHERE expires_at > now()")
+        .fetch_one(ex)
+        .await?;
+    Ok(n)
+}
+
+/// Stores a sign-in under way for `minutes`, under the hash of its browser cookie.
 pub async fn insert_pending(
-    conn: &mut sqlx::PgConnection,
+    ex: impl PgExecutor<'_>,
     id_hash: &[u8],
     login: &PendingLogin,
     minutes: i32,
 ) -> Result<(), DbError> {
-    sqlx::query("DELETE FROM oidc_logins WHERE expires_at < now()")
-        .execute(&mut *conn)
-        .await?;
     sqlx::query(
         "INSERT INTO oidc_logins (id_hash, state, nonce, pkce_verifier, next_path, expires_at) \
          VALUES ($1, $2, $3, $4, $5, now() + make_interval(mins => $6))",
@@ -291,32 +314,51 @@ pub async fn insert_pending(
     .bind(&login.pkce_verifier)
     .bind(&login.next_path)
     .bind(minutes)
-    .execute(&mut *conn)
+    .execute(ex)
     .await?;
     Ok(())
 }
 
-/// Takes (deletes and returns) the live sign-in under way with this cookie hash: each can be
-/// finished once.
-pub async fn take_pending(
+/// A stored sign-in under way, and whether it is still live (not expired).
+#[derive(Clone, Debug)]
+pub struct FoundPending {
+    pub login: PendingLogin,
+    pub live: bool,
+}
+
+/// Reads (without changing it) the sign-in under way with this cookie hash, expired or not:
+/// the callback compares `state` with it before anything is changed.
+pub async fn find_pending(
     ex: impl PgExecutor<'_>,
     id_hash: &[u8],
-) -> Result<Option<PendingLogin>, DbError> {
+) -> Result<Option<FoundPending>, DbError> {
     let row = sqlx::query(
-        "DELETE FROM oidc_logins WHERE id_hash = $1 \
-         RETURNING state, nonce, pkce_verifier, next_path, expires_at > now() AS live",
+        "SELECT state, nonce, pkce_verifier, next_path, expires_at > now() AS live \
+         FROM oidc_logins WHERE id_hash = $1",
     )
     .bind(id_hash)
     .fetch_optional(ex)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    if !row.try_get::<bool, _>("live")? {
-        return Ok(None);
-    }
-    Ok(Some(PendingLogin {
-        state: row.try_get("state")?,
-        nonce: row.try_get("nonce")?,
-        pkce_verifier: row.try_get("pkce_verifier")?,
-        next_path: row.try_get("next_path")?,
+    Ok(Some(FoundPending {
+        login: PendingLogin {
+            state: row.try_get("state")?,
+            nonce: row.try_get("nonce")?,
+            pkce_verifier: row.try_get("pkce_verifier")?,
+            next_path: row.try_get("next_path")?,
+        },
+        live: row.try_get("live")?,
     }))
+}
+
+/// Deletes the sign-in under way with this cookie hash; returns whether it was there and live
+/// (each can be finished once: of two callbacks racing, one gets `true`).
+pub async fn take_pending(ex: impl PgExecutor<'_>, id_hash: &[u8]) -> Result<bool, DbError> {
+    let live: Option<bool> = sqlx::query_scalar(
+        "DELETE FROM oidc_logins WHERE id_hash = $1 RETURNING expires_at > now()",
+    )
+    .bind(id_hash)
+    .fetch_optional(ex)
+    .await?;
+    Ok(live == Some(true))
 }

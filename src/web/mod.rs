@@ -17,6 +17,7 @@ pub mod multipart_guard;
 pub mod request_id;
 pub mod scope;
 pub mod server;
+pub mod sign_in_rate;
 mod uploads;
 
 use std::sync::Arc;
@@ -71,6 +72,8 @@ pub struct AppState {
     pub finds: crate::app::logfind::FindCache,
     /// Sign-in through an OpenID Connect provider, when configured.
     pub oidc: Option<Arc<crate::app::oidc::OidcSettings>>,
+    /// How often sign-ins through the provider may start, per address and in total.
+    pub sign_in_rate: Arc<sign_in_rate::SignInRate>,
 }
 
 /// Caps of the HTTP layer: the upload pipeline's, plus the classify-only body.
@@ -126,6 +129,7 @@ impl AppState {
             retention: crate::app::retention::RetentionSettings::default(),
             finds: crate::app::logfind::FindCache::default(),
             oidc: None,
+            sign_in_rate: Arc::default(),
             db,
         }
     }

@@ -7,8 +7,10 @@
 //! and [`person_browser`] are shared with the tests of what signed-in people do
 //! (`attribution`).
 
+mod claims;
 mod people;
 mod security;
+mod starts;
 mod tokens;
 
 use std::collections::HashMap;
@@ -18,8 +20,9 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use gpu_triage::app::oidc::OidcSettings;
+use gpu_triage::app::oidc::{DefaultRole, MAX_PENDING, OidcSettings};
 use gpu_triage::roles::{RoleMap, parse_groups};
+use gpu_triage::web::AppState;
 
 use crate::browse::Browser;
 use crate::support::{KillOnDrop, TestApp, TestResponse};
@@ -35,7 +38,16 @@ pub(crate) struct Provider {
     pub(crate) issuer: String,
     groups_file: PathBuf,
     quirks_file: PathBuf,
+    claims_file: PathBuf,
     _dir: tempfile::TempDir,
+}
+
+/// How the provider is started.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ProviderOptions {
+    /// oidc-provider's default: the scopes' claims (email, name, groups) only in the userinfo
+    /// answer, not in the ID token.
+    pub(crate) claims_at_userinfo_only: bool,
 }
 
 impl Provider {
@@ -44,6 +56,15 @@ impl Provider {
     fn set_quirk(&self, login: &str, quirk: &str) {
         let map: HashMap<&str, &str> = [(login, quirk)].into_iter().collect();
         std::fs::write(&self.quirks_file, serde_json::to_vec(&map).unwrap()).unwrap();
+    }
+
+    /// Replaces claims of logins from their next sign-in on (`null` leaves a claim out).
+    pub(crate) fn set_claims(&self, claims: &[(&str, serde_json::Value)]) {
+        let map: serde_json::Map<String, serde_json::Value> = claims
+            .iter()
+            .map(|(login, c)| ((*login).to_owned(), c.clone()))
+            .collect();
+        std::fs::write(&self.claims_file, serde_json::to_vec(&map).unwrap()).unwrap();
     }
 
     /// Sets the groups each login gets from its next sign-in on.
@@ -61,6 +82,15 @@ pub(crate) fn provider(test: &str) -> Option<Provider> {
 
 /// [`provider`] for a portal whose callback is `redirect_uri`.
 pub(crate) fn provider_for(test: &str, redirect_uri: &str) -> Option<Provider> {
+    provider_with(test, redirect_uri, ProviderOptions::default())
+}
+
+/// [`provider_for`], started with `options`.
+pub(crate) fn provider_with(
+    test: &str,
+    redirect_uri: &str,
+    options: ProviderOptions,
+) -> Option<Provider> {
     let dir = std::env::var_os("GPU_TRIAGE_OIDC_PROVIDER_DIR").map(PathBuf::from);
     let installed = dir
         .as_ref()
@@ -78,6 +108,8 @@ pub(crate) fn provider_for(test: &str, redirect_uri: &str) -> Option<Provider> {
     std::fs::write(&groups_file, "{}").unwrap();
     let quirks_file = tmp.path().join("quirks.json");
     std::fs::write(&quirks_file, "{}").unwrap();
+    let claims_file = tmp.path().join("claims.json");
+    std::fs::write(&claims_file, "{}").unwrap();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/oidc/provider.mjs");
     let mut child = std::process::Command::new("node")
         .arg(script)
@@ -88,6 +120,15 @@ pub(crate) fn provider_for(test: &str, redirect_uri: &str) -> Option<Provider> {
         .env("OIDC_REDIRECT_URI", redirect_uri)
         .env("OIDC_GROUPS_FILE", &groups_file)
         .env("OIDC_QUIRKS_FILE", &quirks_file)
+        .env("OIDC_CLAIMS_FILE", &claims_file)
+        .env(
+            "OIDC_CONFORM_ID_TOKEN_CLAIMS",
+            if options.claims_at_userinfo_only {
+                "1"
+            } else {
+                "0"
+            },
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -108,6 +149,7 @@ pub(crate) fn provider_for(test: &str, redirect_uri: &str) -> Option<Provider> {
         issuer,
         groups_file,
         quirks_file,
+        claims_file,
         _dir: tmp,
     })
 }
@@ -123,16 +165,27 @@ fn settings(issuer: &str) -> OidcSettings {
             member: parse_groups("ml-team"),
             viewer: parse_groups("everyone"),
         },
+        default_role: DefaultRole::default(),
         provider_name: "Test IdP".to_owned(),
         redirect_url: format!("{PUBLIC_URL}/login/oidc/callback"),
+        max_pending: MAX_PENDING,
     }
 }
 
 /// An in-process app whose portal signs people in through the provider at `issuer`.
 pub(crate) async fn app_for(issuer: &str) -> TestApp {
-    let oidc = Arc::new(settings(issuer));
+    app_with(issuer, |_, _| {}).await
+}
+
+/// [`app_for`] with its sign-in settings and state adjusted.
+pub(crate) async fn app_with(
+    issuer: &str,
+    adjust: impl FnOnce(&mut OidcSettings, &mut AppState),
+) -> TestApp {
+    let mut oidc = settings(issuer);
     TestApp::spawn_with(move |mut state| {
-        state.oidc = Some(oidc);
+        adjust(&mut oidc, &mut state);
+        state.oidc = Some(Arc::new(oidc));
         state
     })
     .await

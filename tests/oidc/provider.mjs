@@ -17,6 +17,12 @@
 //                       "other_audience" (issued to the second client, as in a token
 //                       substitution). Both are real tokens, signed with the provider's keys by
 //                       its own IdToken model; only their expiry or audience is wrong.
+//   OIDC_CLAIMS_FILE    (optional) a JSON map of login -> claims that replace the defaults at
+//                       that login's next sign-in ({"ana": {"name": "A\u0000", "groups": null}}):
+//                       a claim set to null is left out, as a provider without it would.
+//   OIDC_CONFORM_ID_TOKEN_CLAIMS  (optional) "1": oidc-provider's default, the scopes' claims
+//                       (email, name, groups) only in the userinfo answer, the ID token holding
+//                       `sub` alone; otherwise they are in the ID token too.
 // Prints `listening http://127.0.0.1:PORT` on stdout once it accepts connections.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -43,6 +49,27 @@ const groupsOf = (login) => {
   return Array.isArray(map[login]) ? map[login] : [];
 };
 
+const claimsFile = process.env.OIDC_CLAIMS_FILE;
+const overridesOf = (login) => {
+  if (!claimsFile) return {};
+  const map = JSON.parse(readFileSync(claimsFile, 'utf8'));
+  return map[login] && typeof map[login] === 'object' ? map[login] : {};
+};
+const claimsOf = (id) => {
+  const claims = {
+    sub: id,
+    email: `${id}@example.test`,
+    email_verified: true,
+    name: id.charAt(0).toUpperCase() + id.slice(1),
+    groups: groupsOf(id),
+  };
+  for (const [claim, value] of Object.entries(overridesOf(id))) {
+    if (value === null) delete claims[claim];
+    else claims[claim] = value;
+  }
+  return claims;
+};
+
 const server = createServer();
 await new Promise((resolve) => server.listen(Number(process.env.OIDC_PORT || 0), '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
@@ -61,13 +88,7 @@ const provider = new Provider(issuer, {
   clients: [client(clientId), client(`${clientId}-other`)],
   findAccount: async (_ctx, id) => ({
     accountId: id,
-    claims: async () => ({
-      sub: id,
-      email: `${id}@example.test`,
-      email_verified: true,
-      name: id.charAt(0).toUpperCase() + id.slice(1),
-      groups: groupsOf(id),
-    }),
+    claims: async () => claimsOf(id),
   }),
   claims: {
     openid: ['sub'],
@@ -78,8 +99,9 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'email', 'profile', 'groups'],
   features: { devInteractions: { enabled: true } },
   pkce: { required: () => true },
-  // Claims in the ID token itself, so the relying party need not call userinfo.
-  conformIdTokenClaims: false,
+  // Claims in the ID token itself, so the relying party need not call userinfo (unless the
+  // test asks for oidc-provider's default).
+  conformIdTokenClaims: process.env.OIDC_CONFORM_ID_TOKEN_CLAIMS === '1',
   cookies: { keys: ['gpu-triage-test-provider-cookie-key'] },
   ttl: { AuthorizationCode: 60, IdToken: 300, Interaction: 600, Session: 600, Grant: 600 },
 });

@@ -1,14 +1,23 @@
 //! Signing people in through the team's OpenID Connect provider (issue 31): the authorization
 //! code flow with PKCE, `state` and `nonce`, the ID token's signature checked against the
 //! provider's published keys and its issuer, audience and times checked (openidconnect does
-//! the protocol; nothing here parses JOSE). The person's role comes from the token's `groups`
-//! claim through [`RoleMap`] at every sign-in; the person is stored and a portal session opened.
+//! the protocol; nothing here parses JOSE). The person's role comes from their `groups` claim
+//! (the ID token's, else the userinfo answer's) through [`RoleMap`] at every sign-in, or from
+//! the default role where it applies; the claims are cleaned first ([`claims`]: they are
+//! untrusted input). The person is stored and a portal session opened.
+//!
+//! Starting a sign-in stores a pending row; there are at most [`OidcSettings::max_pending`]
+//! live ones, and expired rows are removed at every start (the web layer limits how often an
+//! address may start one). The callback compares `state` before it changes anything, so a
+//! forged callback cannot spoil the real one.
 //!
 //! The provider's discovery document and keys are fetched at each sign-in step rather than
 //! cached: sign-ins are rare, key rotation needs no restart, and a provider that is down is
 //! found (and named) at once.
 
+pub mod claims;
 mod http;
+mod redeem;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,13 +29,14 @@ use openidconnect::core::{
     CoreTokenIntrospectionResponse, CoreTokenType,
 };
 use openidconnect::{
-    AdditionalClaims, AuthorizationCode, Client, ClientId, ClientSecret, CsrfToken,
-    EmptyExtraTokenFields, EndpointMaybeSet, EndpointNotSet, EndpointSet, IdTokenFields, IssuerUrl,
-    Nonce, PkceCodeChallenge, PkceCodeVerifier, RedirectUrl, RequestTokenError, Scope as OidcScope,
-    StandardErrorResponse, StandardTokenResponse, TokenResponse,
+    AdditionalClaims, Client, ClientId, ClientSecret, CsrfToken, EmptyExtraTokenFields,
+    EndpointMaybeSet, EndpointNotSet, EndpointSet, IdTokenFields, IssuerUrl, Nonce,
+    PkceCodeChallenge, RedirectUrl, Scope as OidcScope, StandardErrorResponse,
+    StandardTokenResponse,
 };
 use serde::{Deserialize, Serialize};
 
+pub use self::claims::{DefaultRole, Refusal};
 pub use self::http::Http;
 use super::tokens::NewSession;
 use crate::auth;
@@ -41,6 +51,11 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(60);
 const MAX_TOKEN_AGE: Duration = Duration::from_secs(600);
 /// How long a sign-in may stay at the provider before its callback is refused.
 pub const PENDING_MINUTES: i32 = 10;
+/// The most sign-ins under way kept at once (`OidcSettings::max_pending`'s default): a
+/// few thousand rows at most, whoever starts them.
+pub const MAX_PENDING: i64 = 3000;
+/// What a browser refused because the pending sign-ins are full is told to wait, in seconds.
+pub const FULL_RETRY_SECS: u64 = 60;
 
 /// The provider and client settings (`--oidc-*`).
 #[derive(Clone, Debug)]
@@ -53,10 +68,16 @@ pub struct OidcSettings {
     pub scopes: Vec<String>,
     /// Which groups give which role.
     pub roles: RoleMap,
+    /// The role of people the groups give none (`--oidc-default-role`,
+    /// `--oidc-allowed-domains`).
+    pub default_role: DefaultRole,
     /// Shown on the sign-in button: "Sign in with NAME".
     pub provider_name: String,
     /// `{public-url}/login/oidc/callback`.
     pub redirect_url: String,
+    /// The most sign-ins under way kept at once ([`MAX_PENDING`]); a start beyond it is
+    /// refused as [`OidcError::Full`].
+    pub max_pending: i64,
 }
 
 /// Why a sign-in through the provider did not happen.
@@ -69,9 +90,17 @@ pub enum OidcError {
     /// already used or issued to another client, an ID token for another audience.
     #[error("{0}")]
     Refused(String),
-    /// The person's groups map to no role (403).
+    /// The callback's `state` is not this browser's sign-in's (400): nothing was changed, and
+    /// the sign-in under way can still finish.
+    #[error("the provider's answer does not match this sign-in (state differs): start again")]
+    StateDiffers,
+    /// As many sign-ins are under way as the portal keeps (503).
+    #[error("too many sign-ins are under way; retry in {FULL_RETRY_SECS} s")]
+    Full,
+    /// The person's groups map to no role and the default role does not apply (403); what was
+    /// received, for the refusal page.
     #[error("no role: your groups at the identity provider give none of the portal's roles")]
-    NoRole,
+    NoRole(Box<Refusal>),
     /// An admin disabled the person (403).
     #[error("your account is disabled in this portal; ask an admin")]
     Disabled,
@@ -81,11 +110,13 @@ pub enum OidcError {
     Internal(#[source] anyhow::Error),
 }
 
-/// The `groups` claim of the ID token (absent: no groups).
+/// The `groups` claim of the ID token or userinfo answer, as sent: absent (then userinfo is
+/// asked), an array of names, or whatever else a provider sends ([`claims::groups_of`] reads
+/// it; a value of another shape does not spoil the whole token).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct GroupsClaim {
-    #[serde(default)]
-    pub groups: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<serde_json::Value>,
 }
 impl AdditionalClaims for GroupsClaim {}
 
@@ -169,13 +200,20 @@ pub struct Started {
 }
 
 /// Starts a sign-in: a fresh state, nonce and PKCE verifier, kept (under the browser cookie's
-/// hash) until the callback.
+/// hash) until the callback. Expired sign-ins are removed first; with
+/// [`OidcSettings::max_pending`] live ones the start is refused ([`OidcError::Full`]) before
+/// the provider is asked anything.
 #[tracing::instrument(name = "oidc::begin", skip_all, fields(issuer = %settings.issuer))]
 pub async fn begin(
     db: &Db,
     settings: Arc<OidcSettings>,
     next_path: Option<String>,
 ) -> Result<Started, OidcError> {
+    let max_pending = settings.max_pending;
+    // Checked again under the lock below; this spares the provider a request when full.
+    if store::count_live_pending(db.pool()).await? >= max_pending {
+        return Err(OidcError::Full);
+    }
     let (authorize_url, pending) = blocking(move || {
         let client = discover(&settings, &Http::new())?;
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
@@ -200,8 +238,21 @@ pub async fn begin(
     })
     .await?;
     let cookie = auth::generate().map_err(|e| OidcError::Internal(e.into()))?;
-    let mut conn = db.pool().acquire().await.map_err(DbError::from)?;
-    store::insert_pending(&mut conn, &cookie.hash, &pending, PENDING_MINUTES).await?;
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    store::lock_pending(&mut tx).await?;
+    let expired = store::delete_expired_pending(&mut *tx).await?;
+    if expired > 0 {
+        tracing::debug!(expired, "expired sign-ins removed");
+    }
+    let full = store::count_live_pending(&mut *tx).await? >= max_pending;
+    if !full {
+        store::insert_pending(&mut *tx, &cookie.hash, &pending, PENDING_MINUTES).await?;
+    }
+    // Committed either way: the expired rows stay removed.
+    tx.commit().await.map_err(DbError::from)?;
+    if full {
+        return Err(OidcError::Full);
+    }
     Ok(Started {
         authorize_url,
         cookie: cookie.token,
@@ -217,18 +268,11 @@ pub struct Finished {
     pub next_path: Option<String>,
 }
 
-/// What the provider's ID token says about the person.
-struct Claims {
-    subject: String,
-    email: String,
-    name: String,
-    groups: Vec<String>,
-}
-
-/// Finishes a sign-in at the callback: the browser's pending sign-in (by its cookie) is taken
-/// (so a code can be redeemed once), `state` compared, the code exchanged with the PKCE
-/// verifier, the ID token verified, the role mapped from its groups, the person stored and a
-/// session of `days` opened.
+/// Finishes a sign-in at the callback: the browser's pending sign-in (by its cookie) is read
+/// and `state` compared in constant time before anything changes (a forged callback leaves the
+/// real one able to finish), then the sign-in is taken (so a code is redeemed once), the code
+/// exchanged with the PKCE verifier, the ID token verified, the role decided from the groups
+/// (or the default role), the person stored and a session of `days` opened.
 #[tracing::instrument(name = "oidc::finish", skip_all, fields(issuer = %settings.issuer, person_id = tracing::field::Empty))]
 pub async fn finish(
     db: &Db,
@@ -245,30 +289,58 @@ pub async fn finish(
                 .into(),
         )
     };
-    let cookie = cookie.ok_or_else(expired)?;
-    let pending = store::take_pending(db.pool(), &auth::hash(cookie))
+    let cookie_hash = auth::hash(cookie.ok_or_else(expired)?);
+    let found = store::find_pending(db.pool(), &cookie_hash)
         .await?
         .ok_or_else(expired)?;
-    if !constant_time_eq(state.as_bytes(), pending.state.as_bytes()) {
-        return Err(OidcError::Refused(
-            "the provider's answer does not match this sign-in (state differs): start again".into(),
-        ));
+    if !constant_time_eq(state.as_bytes(), found.login.state.as_bytes()) {
+        return Err(OidcError::StateDiffers);
     }
-    let claims = {
+    // Taken whether live or not (an expired one is only removed), and at most once.
+    if !store::take_pending(db.pool(), &cookie_hash).await? || !found.live {
+        return Err(expired());
+    }
+    let PendingLogin {
+        nonce,
+        pkce_verifier,
+        next_path,
+        ..
+    } = found.login;
+    let who = {
         let settings = settings.clone();
-        blocking(move || redeem(&settings, code, pending.pkce_verifier, pending.nonce)).await?
+        blocking(move || redeem::redeem(&settings, code, pkce_verifier, nonce)).await?
     };
-    let role = settings
-        .roles
-        .role_of(&claims.groups)
-        .ok_or(OidcError::NoRole)?;
+    if who.groups_ignored > 0 {
+        tracing::warn!(
+            subject = ?who.subject,
+            ignored = who.groups_ignored,
+            "groups ignored: unsafe characters, over {} characters, or over {} groups",
+            claims::MAX_GROUP_CHARS,
+            claims::MAX_GROUPS
+        );
+    }
+    let role = match claims::decide_role(&settings.roles, &settings.default_role, &who) {
+        Ok(role) => role,
+        Err(refusal) => {
+            tracing::warn!(
+                subject = ?who.subject,
+                email = ?who.email,
+                email_verified = who.email_verified,
+                groups = ?who.groups,
+                groups_from = who.groups_source.as_str(),
+                no_default = ?refusal.no_default,
+                "sign-in refused: no role"
+            );
+            return Err(OidcError::NoRole(Box::new(refusal)));
+        }
+    };
     let person = store::upsert_signed_in(
         db.pool(),
         SignedIn {
             issuer: &settings.issuer,
-            subject: &claims.subject,
-            email: &claims.email,
-            name: &claims.name,
+            subject: &who.subject,
+            email: &who.email,
+            name: &who.name,
             role,
         },
     )
@@ -288,85 +360,7 @@ pub async fn finish(
         },
         name: person.name,
         role: person.role,
-        next_path: pending.next_path,
-    })
-}
-
-/// Exchanges the code and verifies the ID token (blocking I/O).
-fn redeem(
-    settings: &OidcSettings,
-    code: String,
-    verifier: String,
-    nonce: String,
-) -> Result<Claims, OidcError> {
-    let http = Http::new();
-    let client = discover(settings, &http)?;
-    let response = client
-        .exchange_code(AuthorizationCode::new(code))
-        .map_err(|e| OidcError::Unavailable(format!("the provider has no token endpoint: {e}")))?
-        .set_pkce_verifier(PkceCodeVerifier::new(verifier))
-        .request(&http)
-        .map_err(|e| match e {
-            RequestTokenError::ServerResponse(r) => OidcError::Refused(format!(
-                "the provider refused the sign-in code ({}{}): start again",
-                r.error(),
-                r.error_description()
-                    .map(|d| format!(": {d}"))
-                    .unwrap_or_default()
-            )),
-            RequestTokenError::Request(e) => OidcError::Unavailable(error_chain(&e)),
-            other => OidcError::Refused(format!(
-                "the provider's token answer could not be read: {}",
-                error_chain(&other)
-            )),
-        })?;
-    let id_token = response.id_token().ok_or_else(|| {
-        OidcError::Refused("the provider sent no ID token (is `openid` among the scopes?)".into())
-    })?;
-    let skew = chrono::Duration::from_std(CLOCK_SKEW).map_err(|e| OidcError::Internal(e.into()))?;
-    let max_age =
-        chrono::Duration::from_std(MAX_TOKEN_AGE).map_err(|e| OidcError::Internal(e.into()))?;
-    let verifier = client
-        .id_token_verifier()
-        // Expiry is compared with a clock `skew` behind ours: at most that late is accepted.
-        .set_time_fn(move || chrono::Utc::now() - skew)
-        .set_issue_time_verifier_fn(move |iat| {
-            let now = chrono::Utc::now();
-            if iat > now + skew {
-                Err(format!("issued in the future ({iat})"))
-            } else if iat < now - max_age {
-                Err(format!("issued too long ago ({iat})"))
-            } else {
-                Ok(())
-            }
-        });
-    let claims = id_token
-        .claims(&verifier, &Nonce::new(nonce))
-        .map_err(|e| {
-            OidcError::Refused(format!("the ID token was refused: {}", error_chain(&e)))
-        })?;
-    let email = claims
-        .email()
-        .map(|e| e.as_str().to_owned())
-        .unwrap_or_default();
-    let name = claims
-        .name()
-        .and_then(|n| n.get(None))
-        .map(|n| n.as_str().to_owned())
-        .or_else(|| claims.preferred_username().map(|u| u.as_str().to_owned()))
-        .filter(|n| !n.trim().is_empty())
-        .unwrap_or_else(|| {
-            if email.is_empty() {
-                claims.subject().as_str().to_owned()
-            } else {
-                email.clone()
-            }
-        });
-    Ok(Claims {
-        subject: claims.subject().as_str().to_owned(),
-        email,
-        name,
-        groups: claims.additional_claims().groups.clone(),
+        next_path,
     })
 }
 

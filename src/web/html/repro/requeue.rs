@@ -34,7 +34,7 @@ pub async fn requeue_job(
     user.require(&[Scope::Ingest, Scope::Admin])?;
     match repro::requeue(&state.queue, id, user.name()).await? {
         Requeue::Queued { job_id, report_id } => {
-            tracing::info!(job = id, new_job = job_id, by = %user.name(), "job re-queued");
+            tracing::info!(job = id, new_job = job_id, by = ?user.name(), "job re-queued");
             Ok(Redirect::to(&format!("/reports/{report_id}#job-{job_id}")).into_response())
         }
         Requeue::NotFinished { .. } => Err(AppError::Conflict(
