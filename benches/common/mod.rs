@@ -1,5 +1,6 @@
 //! What the HTTP benchmarks share: the spawned server that is killed on drop, a keep-alive
-//! HTTP/1.1 connection, percentiles and a process's memory from `/proc`.
+//! HTTP/1.1 connection, percentiles, a process's memory from `/proc`, and a database of its own
+//! on the `DATABASE_URL` server (so that a run starts empty and leaves nothing behind).
 
 #![allow(dead_code)] // Each benchmark uses its own part of this.
 
@@ -7,6 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 use std::time::Instant;
 
@@ -87,14 +89,77 @@ pub fn rss_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// A `gpu-triage` command on the data directory `data`, quiet, with no per-token rate limit
-/// (one token drives every client of a benchmark; the limit is for shared servers).
+/// The URL of the database [`fresh_database`] created, once it has.
+static FRESH_URL: OnceLock<String> = OnceLock::new();
+
+/// A database created for this run on the `DATABASE_URL` server, dropped with this value.
+pub struct FreshDatabase {
+    admin: sqlx::postgres::PgConnectOptions,
+    name: String,
+    /// Its URL, for the benchmark's own connections.
+    pub url: String,
+}
+
+impl Drop for FreshDatabase {
+    fn drop(&mut self) {
+        use sqlx::Connection;
+        let drop_it = async {
+            let mut conn = sqlx::PgConnection::connect_with(&self.admin).await?;
+            let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&mut conn)
+                .await?;
+            anyhow::Ok(())
+        };
+        if let Err(e) = tokio::runtime::Runtime::new()
+            .map_err(anyhow::Error::from)
+            .and_then(|rt| rt.block_on(drop_it))
+        {
+            eprintln!("could not drop the benchmark database {}: {e:#}", self.name);
+        }
+    }
+}
+
+/// With `DATABASE_URL` set, creates an empty database on that server for this run, which every
+/// [`command`] then uses (a benchmark must not measure, or fill, whatever that URL's database
+/// holds); `None` without it (the embedded cluster in the run's own data directory is new).
+pub fn fresh_database() -> anyhow::Result<Option<FreshDatabase>> {
+    let Some(url) = std::env::var("DATABASE_URL").ok().filter(|u| !u.is_empty()) else {
+        return Ok(None);
+    };
+    let admin: sqlx::postgres::PgConnectOptions = url.parse().context("DATABASE_URL")?;
+    let name = format!("bench_{}", std::process::id());
+    tokio::runtime::Runtime::new()?
+        .block_on(gpu_triage::storage::create_database(&admin, &name))?;
+    let (base, query) = url.split_once('?').unwrap_or((&url, ""));
+    let server = base.rsplit_once('/').map_or(base, |(server, _)| server);
+    let fresh = if query.is_empty() {
+        format!("{server}/{name}")
+    } else {
+        format!("{server}/{name}?{query}")
+    };
+    if FRESH_URL.set(fresh.clone()).is_err() {
+        bail!("fresh_database called twice");
+    }
+    Ok(Some(FreshDatabase {
+        admin,
+        name,
+        url: fresh,
+    }))
+}
+
+/// A `gpu-triage` command on the data directory `data` (and the [`fresh_database`], if one was
+/// made), quiet, with no per-token rate limit (one token drives every client of a benchmark;
+/// the limit is for shared servers).
 pub fn command(data: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpu-triage"));
     c.args(args)
         .env("GPU_TRIAGE_DATA", data)
         .env("GPU_TRIAGE_LOG", "warn")
         .env("GPU_TRIAGE_RATE_LIMIT", "0");
+    if let Some(url) = FRESH_URL.get() {
+        c.env("DATABASE_URL", url);
+    }
     c
 }
 

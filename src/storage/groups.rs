@@ -202,11 +202,26 @@ pub struct Similar {
 /// How many nearest signatures the index returns before the similarity floor is applied.
 const NEAREST: i64 = 50;
 
+/// A group's signature as the `groups_live_signature` index holds it (migration 0029): empty
+/// for a merged group. Must stay the index's expression, or the index cannot order the scan.
+const LIVE_SIGNATURE: &str = "(CASE WHEN g.merged_into IS NULL THEN g.signature ELSE '' END)";
+
 /// The groups other than `exclude` (and other than merged groups, whose failures are their
-/// targets' now) whose signature is at least `min_similarity` alike to
-/// `signature` (pg_trgm `similarity`), most alike first, at most `limit`. The GiST trigram
-/// index on `groups.signature` returns the nearest by `<->` distance, so this reads a few
+/// targets' now) whose signature is at least `min_similarity` alike to `signature` (pg_trgm
+/// `similarity`; a group with no trigram in common is never listed), most alike first, at most
+/// `limit`. The GiST trigram index returns the nearest by `<->` distance, so this reads a few
 /// dozen groups whatever their number.
+///
+/// The nearest-first scan carries no filter the planner must estimate (issue 42): before
+/// `groups` is analyzed, PostgreSQL guesses that `merged_into IS NULL` keeps 0.5% of the rows,
+/// fewer than the [`NEAREST`] read, and then prefers computing the distance to every group
+/// and sorting them to reading the index, so each upload of a new failure cost more as groups
+/// accumulated until autovacuum ran. Merged groups are instead kept out of the order itself:
+/// the index orders by [`LIVE_SIGNATURE`], empty for them, so they come after every group
+/// with a trigram in common and are dropped after the scan, with the empty signatures. The
+/// own group's `id <> $2` stays in the scan (the planner's guess for it is "nearly all rows").
+/// Planner settings (`SET LOCAL enable_seqscan = off`) would also force the index, but they
+/// would last for the rest of the upload's transaction and be baked into cached plans.
 pub async fn similar_groups(
     ex: impl PgExecutor<'_>,
     signature: &str,
@@ -220,10 +235,10 @@ pub async fn similar_groups(
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS}, g.sim FROM ( \
              SELECT g.*, similarity(g.signature, $1) AS sim FROM groups g \
-             WHERE g.id <> $2 AND g.signature <> '' AND g.merged_into IS NULL \
-             ORDER BY g.signature <-> $1 LIMIT {NEAREST}) g \
+             WHERE g.id <> $2 \
+             ORDER BY {LIVE_SIGNATURE} <-> $1 LIMIT {NEAREST}) g \
          {GROUP_STATS} \
-         WHERE g.sim >= $3 \
+         WHERE g.merged_into IS NULL AND g.signature <> '' AND g.sim > 0 AND g.sim >= $3 \
          ORDER BY g.sim DESC, coalesce(s.last_seen, g.first_seen) DESC, g.id DESC LIMIT $4"
     )))
     .bind(signature)

@@ -36,5 +36,6 @@ mod team_rules;
 mod tokens;
 mod triage;
 mod upload_cli;
+mod upload_plans;
 mod webhooks;
 mod worker;
