@@ -183,6 +183,7 @@ fn team_rules(n: usize) -> Vec<RuleSpec> {
                 pattern,
                 specificity: 60 + (i % 30) as u8,
                 consequence: false,
+                kind: None,
                 advice: vec!["See the team runbook for this kernel.".into()],
                 examples: vec![example],
                 counter_examples: vec![format!("{camel} ready")],

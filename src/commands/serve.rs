@@ -167,7 +167,20 @@ fn start_team_rules(
             }
             tokio::time::sleep(delay).await;
         }
+        // Reports stored before an upgrade that groups failures differently move to their
+        // groups now, in the background (uploads go on meanwhile).
+        let regroup = {
+            let (db, handle) = (db.clone(), handle.clone());
+            tokio::spawn(async move {
+                if let Err(e) =
+                    crate::app::team_rules::reclassify::regroup_if_needed(&db, &handle).await
+                {
+                    tracing::error!(error = %e, "regrouping stored reports failed; the next start tries again");
+                }
+            })
+        };
         crate::app::team_rules::watch_loop(db, handle).await;
+        regroup.abort();
     })
 }
 

@@ -26,6 +26,11 @@ pub use classify::culprit;
 pub use compile::{CheckFailure, Ruleset};
 pub use facts::Facts;
 
+/// How fingerprints group failures; raised whenever a change to the engine regroups stored
+/// reports (`serve` then regroups them once). 1: category, rule and failure line; 2: a
+/// program's failure also by its own frames, an environment's by its facts (issue 39).
+pub const GROUPING_SCHEME: i32 = 2;
+
 /// The shipped ruleset, embedded in the binary: the PyTorch/CUDA/NCCL core, the failures outside
 /// the GPU taxonomy, contexts and category advice in `builtin.toml`, then one file per further
 /// library family under `builtin/` (TOML arrays of tables concatenate).
@@ -310,6 +315,8 @@ pub struct Stats {
 mod tests;
 #[cfg(test)]
 mod tests_frameworks;
+#[cfg(test)]
+mod tests_judged;
 #[cfg(test)]
 mod tests_operations;
 #[cfg(test)]

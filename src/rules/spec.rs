@@ -48,6 +48,13 @@ pub struct RuleSpec {
     /// multi-rank run that is the first failing rank's error, and the others' timeouts follow.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub consequence: bool,
+    /// What the failure's group is keyed by: the program's own code (its frames) or the
+    /// environment (the message and the environment facts). Unset, the category decides
+    /// ([`FailureKind::of_category`]); a rule sets it where its category's default is wrong
+    /// (an NCCL socket or InfiniBand setup failure is the environment, a collective timeout the
+    /// program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FailureKind>,
     /// Next steps; `{name}` is replaced by the capture of that name.
     #[serde(default)]
     pub advice: Vec<String>,
@@ -57,6 +64,51 @@ pub struct RuleSpec {
     /// Lines that must not match.
     #[serde(default)]
     pub counter_examples: Vec<String>,
+}
+
+/// Whether a failure is the program's own or its environment's (issue 39 item 1): what its
+/// reports are grouped by, and whether another group's fix can apply to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A failure of the program itself (an index out of range, a mismatch, an illegal access,
+    /// out of memory, a collective that timed out, anything unknown): two programs hitting the
+    /// same error sentence are different bugs, so its group is keyed by the program's own frames
+    /// as well as the failure line.
+    Program,
+    /// A failure of the environment (driver, toolkit, GPU architecture, container runtime,
+    /// library builds, network setup): whatever code ran, one remedy fixes it, so its group is
+    /// keyed by the message and the environment facts that decide the fix.
+    Environment,
+}
+
+impl FailureKind {
+    /// The kind of a category's failures when the rule does not say.
+    #[must_use]
+    pub fn of_category(category: Category) -> FailureKind {
+        match category {
+            Category::DriverIssue | Category::LibraryError => FailureKind::Environment,
+            _ => FailureKind::Program,
+        }
+    }
+
+    /// The wire spelling.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Program => "program",
+            FailureKind::Environment => "environment",
+        }
+    }
+}
+
+impl RuleSpec {
+    /// The rule's failure kind: its own, else its category's.
+    #[must_use]
+    pub fn failure_kind(&self) -> FailureKind {
+        self.kind
+            .unwrap_or_else(|| FailureKind::of_category(self.category))
+    }
 }
 
 /// Rules at or below this specificity are fallbacks (any Python exception, a fatal signal, a

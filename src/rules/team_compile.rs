@@ -70,6 +70,7 @@ pub fn merge(builtin: &RuleFile, team: &[TeamEntry]) -> RuleFile {
                     spec.source.clone()
                 },
                 consequence: spec.consequence || rule.consequence,
+                kind: None,
                 ..spec.clone()
             }),
             _ => file.rule.push(rule.clone()),
@@ -311,6 +312,7 @@ mod tests {
             pattern: pattern.into(),
             specificity: 90,
             consequence: false,
+            kind: None,
             advice: vec!["Check code {code}.".into()],
             examples: examples.iter().map(|s| (*s).to_owned()).collect(),
             counter_examples: vec!["MyKernel started".into()],
@@ -401,6 +403,7 @@ mod tests {
                 title: "Our cluster's collective timeout".into(),
                 source: String::new(),
                 consequence: false,
+                kind: None,
                 ..original.clone()
             }),
             enabled: true,

@@ -441,3 +441,19 @@ pub async fn apply(
         Applied::Regrouped
     })
 }
+
+/// How the stored reports are grouped (`instance.grouping_scheme`, migration 0030).
+pub async fn grouping_scheme(ex: impl PgExecutor<'_>) -> Result<i32, DbError> {
+    Ok(sqlx::query_scalar("SELECT grouping_scheme FROM instance")
+        .fetch_one(ex)
+        .await?)
+}
+
+/// Records that the stored reports are grouped by `scheme`.
+pub async fn set_grouping_scheme(ex: impl PgExecutor<'_>, scheme: i32) -> Result<(), DbError> {
+    sqlx::query("UPDATE instance SET grouping_scheme = $1")
+        .bind(scheme)
+        .execute(ex)
+        .await?;
+    Ok(())
+}

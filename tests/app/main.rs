@@ -24,6 +24,7 @@ mod oidc;
 mod openapi;
 mod outcome;
 mod portal;
+mod regroup;
 mod repro_status;
 mod request_id;
 mod retention;

@@ -339,9 +339,13 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
     let t = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
     let b = sign_in(&app, &t).await;
     let ima = upload(&app, &t, "job.log", IMA_LOG, IMA_META).await;
+    // The same job failing again (its code moved a few lines): one group with the first.
     for run in 0..4 {
         let log = format!(
-            "run {run}\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+            "run {run}\nTraceback (most recent call last):\n  \
+             File \"/srv/vision/train.py\", line 6{run}, in <module>\n    loss.item()\n  \
+             File \"/srv/vision/model.py\", line 23, in forward\n    x = self.emb(idx)\n\
+             RuntimeError: CUDA error: an illegal memory access was encountered\n"
         );
         upload(&app, &t, "again.log", log.as_bytes(), b"{}").await;
     }

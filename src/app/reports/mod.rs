@@ -44,7 +44,7 @@ impl ReportContext {
     /// What fixed this failure before: its group's newest fix, else a close similar group's.
     #[must_use]
     pub fn known_fix(&self) -> Option<&groups::Fix> {
-        similar::known_fix(&self.fixes, &self.similar)
+        similar::known_fix(&self.fixes)
     }
 }
 

@@ -125,14 +125,11 @@ pub struct LogRemoval {
     pub after_days: Option<i32>,
 }
 
-/// What fixed this failure before: its group's newest fix, else a close similar group's.
+/// What fixed this failure before: its own group's newest fix (never a similar group's).
 #[derive(Clone, Debug)]
 pub struct KnownFix {
     /// The fix itself.
     pub fix: Fix,
-    /// When the fix was recorded for a similar group rather than the report's own: that
-    /// group's id and how alike the failures are, in percent.
-    pub similar: Option<(i64, u32)>,
 }
 
 /// Everything the report page shows, read for one view.
@@ -187,12 +184,7 @@ pub async fn page(
     } else {
         ReportedTrace::default()
     };
-    let known_fix = similar::known_fix(&detail.fixes, &detail.similar).map(|f| KnownFix {
-        similar: (detail.similar.iter())
-            .find(|s| s.group.id == f.group_id)
-            .map(|s| (s.group.id, s.percent())),
-        fix: f.clone(),
-    });
+    let known_fix = similar::known_fix(&detail.fixes).map(|f| KnownFix { fix: f.clone() });
     let workers_seen = if detail.jobs.iter().any(|j| !j.state.is_finished()) {
         Some(workers::seen_recently(db).await?)
     } else {

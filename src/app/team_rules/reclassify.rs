@@ -89,6 +89,36 @@ pub async fn start(
     Ok(run)
 }
 
+/// Regroups every stored report once when the engine groups failures differently from when
+/// they were stored (`instance.grouping_scheme` below [`crate::rules::GROUPING_SCHEME`]): a
+/// reclassification run by the service, then the scheme recorded. Returns whether it ran. A
+/// run already under way (another replica's, or a team rule change's) leaves it to the next
+/// start; an interrupted one is simply done again.
+#[tracing::instrument(name = "reclassify::regroup_if_needed", skip_all)]
+pub async fn regroup_if_needed(db: &Db, handle: &RulesetHandle) -> Result<bool, TeamRulesError> {
+    let wanted = crate::rules::GROUPING_SCHEME;
+    let stored = store::grouping_scheme(db.pool()).await?;
+    if stored >= wanted {
+        return Ok(false);
+    }
+    let Some(run) = open_run(db, handle.version(), &Actor::SERVICE).await? else {
+        tracing::info!("a reclassification is under way; regrouping waits for the next start");
+        return Ok(false);
+    };
+    tracing::info!(
+        run = run.id,
+        from = stored,
+        to = wanted,
+        "regrouping stored reports"
+    );
+    let outcome = run_all(db, handle, &run).await;
+    let failed = outcome.as_ref().err().map(ToString::to_string);
+    store::finish_run(db.pool(), &run, failed.as_deref()).await?;
+    outcome?;
+    store::set_grouping_scheme(db.pool(), wanted).await?;
+    Ok(true)
+}
+
 /// How long the final sweep waits for uploads that were in flight when the scan ended.
 const SETTLE: Duration = Duration::from_secs(60);
 

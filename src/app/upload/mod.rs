@@ -392,7 +392,7 @@ pub async fn upload(
     let similar =
         crate::app::similar::of_signature(&mut tx, &new.headline.signature, stored.group_id)
             .await?;
-    let known_fix = crate::app::similar::known_fix(&own_fixes, &similar).cloned();
+    let known_fix = crate::app::similar::known_fix(&own_fixes).cloned();
     // Announced in the same transaction: the outbox row commits with the report, or neither.
     let outcome = UploadOutcome {
         new_report: !stored.duplicate && !stored.replayed,

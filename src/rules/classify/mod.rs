@@ -12,11 +12,11 @@ use std::io::Read;
 pub use signature::culprit;
 
 use captures::{captures_with_wrap, context_settled, named};
-use signature::{fingerprint, signature};
+use signature::{environment_fingerprint, fingerprint, signature};
 
 use super::compile::PatternId;
 use super::scan::{self, CandidateLine};
-use super::spec::FALLBACK_SPECIFICITY;
+use super::spec::{FALLBACK_SPECIFICITY, FailureKind};
 use super::{
     Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
 };
@@ -346,7 +346,7 @@ impl Ruleset {
                 }
             }
         }
-        let (category, title, confidence, root_cause, fingerprint) = match root {
+        let (category, title, confidence, root_cause) = match root {
             Some(r) => {
                 let rule = &self.rules[r.rule].spec;
                 let confidence = match rule.specificity {
@@ -363,7 +363,6 @@ impl Ruleset {
                         text: r.text.clone(),
                         rule: rule.id.clone(),
                     }),
-                    fingerprint(rule.category, &rule.id, &r.text),
                 )
             }
             // No rule names a failure: the log is grouped by how it ends (its last line and
@@ -373,7 +372,6 @@ impl Ruleset {
                 "No known failure pattern found".to_owned(),
                 Confidence::Low,
                 None,
-                String::new(),
             ),
         };
         let (anchor, anchor_text) = match (root, &scanned.last_line) {
@@ -385,8 +383,30 @@ impl Ruleset {
             (None, None) => (0, String::new()),
         };
         let signature = signature(&anchor_text, frames.iter().chain(&tail_frames), anchor);
-        let fingerprint = if root.is_some() {
-            fingerprint
+        let fingerprint = if let Some(r) = root {
+            let rule = &self.rules[r.rule].spec;
+            match rule.failure_kind() {
+                FailureKind::Program => fingerprint(rule.category, &rule.id, &signature),
+                FailureKind::Environment => {
+                    let regex = self.rules[r.rule].m.regex();
+                    // The sentence the rule's message starts: what the library said, without
+                    // the prefix a logger or a re-raise put before it, or the advice after it.
+                    let message = regex.find(&r.text).map_or(r.text.as_str(), |m| {
+                        let end = r.text[m.end()..]
+                            .find(". ")
+                            .map_or(r.text.len(), |at| m.end() + at);
+                        &r.text[m.start()..end]
+                    });
+                    let message = message.trim_end_matches(['.', '`', '\'', '"', ' ']);
+                    environment_fingerprint(
+                        rule.category,
+                        &rule.id,
+                        message,
+                        &r.text,
+                        facts.arch.as_deref(),
+                    )
+                }
+            }
         } else if anchor_text.is_empty() {
             self::fingerprint(Category::Unknown, "", "")
         } else {

@@ -61,8 +61,13 @@ pub fn normalize_signature(text: &str) -> String {
 }
 
 /// The failure's shape: `text` normalized as for the fingerprint (cut to
-/// [`SIGNATURE_TEXT`]), then the user's own frames (not library code) among those within
-/// [`FRAME_REACH`] lines before `anchor`, as `file.py:function`, innermost last.
+/// [`SIGNATURE_TEXT`]), then the frames that name the program that failed, as
+/// `file.py:function`, innermost last. In order of preference: the user's own frames (not
+/// library code) within [`FRAME_REACH`] lines before `anchor`; the user's frames after it (a
+/// kernel's assert printed ahead of the Python traceback it causes); and where the log shows
+/// no frame of the user's at all (a library's own script, a stack printed from site-packages
+/// only), the library frames it failed in, before it or else after it, as Sentry falls back to
+/// all frames when none is the application's.
 pub(super) fn signature<'f>(
     text: &str,
     frames: impl Iterator<Item = &'f FrameHit>,
@@ -70,11 +75,30 @@ pub(super) fn signature<'f>(
 ) -> String {
     let mut out = normalize_signature(text);
     out.truncate(out.floor_char_boundary(SIGNATURE_TEXT));
+    let near = |f: &&FrameHit| f.line < anchor && f.line + FRAME_REACH >= anchor;
+    let after = |f: &&FrameHit| f.line > anchor && f.line <= anchor + FRAME_REACH;
+    let all: Vec<&FrameHit> = frames.collect();
+    let own: Vec<&FrameHit> = (all.iter().copied())
+        .filter(|f| !crate::ingest::traceback::is_library(&f.file))
+        .collect();
+    let chosen: Vec<&FrameHit> = [
+        (&own, &near as &dyn Fn(&&FrameHit) -> bool),
+        (&own, &after),
+        (&all, &near),
+        (&all, &after),
+    ]
+    .into_iter()
+    .map(|(frames, keep)| {
+        frames
+            .iter()
+            .copied()
+            .filter(|f| keep(f))
+            .collect::<Vec<_>>()
+    })
+    .find(|found| !found.is_empty())
+    .unwrap_or_default();
     let mut user: Vec<String> = Vec::new();
-    for f in frames.filter(|f| f.line < anchor && f.line + FRAME_REACH >= anchor) {
-        if crate::ingest::traceback::is_library(&f.file) {
-            continue;
-        }
+    for f in chosen {
         let base = f.file.rsplit(['/', '\\']).next().unwrap_or(&f.file);
         let name = format!("{base}:{}", f.function);
         // A frame repeated (recursion, every rank's copy of the stack) counts once, at its
@@ -106,14 +130,76 @@ pub fn culprit(signature: &str) -> Option<&str> {
         .then_some(last)
 }
 
-pub(super) fn fingerprint(category: Category, rule: &str, text: &str) -> String {
+/// The fingerprint of a program's failure (issue 39 item 1): its category, the rule that named
+/// it, and its [`signature`] (the failure line normalized, then the program's own innermost
+/// frames), so the same error sentence raised by two programs makes two groups, and the same
+/// failure re-run (other times, addresses, pids, sizes, line numbers) makes one.
+pub(super) fn fingerprint(category: Category, rule: &str, signature: &str) -> String {
     let mut h = Sha256::new();
     h.update(category.as_str());
     h.update([0]);
     h.update(rule);
     h.update([0]);
-    h.update(normalize_signature(text));
+    h.update(signature);
     hex::encode(h.finalize())
+}
+
+/// The fingerprint of an environment's failure: its category and rule, the message as the
+/// library said it (`message`: the sentence the rule's pattern matched in, from where it
+/// matched, so a logger's prefix, a log level, advice after it or a closing mark does not
+/// split a group), and what decides its fix
+/// where the log says it: the versions the line names (`libcudart.so.12`, `sm_90`,
+/// `compute_86`) and the GPU's architecture. Whatever code ran into it joins; the driver or
+/// CUDA version a log happens to print does not split it (a driver too old is one remedy,
+/// whichever old version it was).
+pub(super) fn environment_fingerprint(
+    category: Category,
+    rule: &str,
+    message: &str,
+    line: &str,
+    arch: Option<&str>,
+) -> String {
+    let mut h = Sha256::new();
+    h.update("environment");
+    h.update([0]);
+    h.update(category.as_str());
+    h.update([0]);
+    h.update(rule);
+    h.update([0]);
+    h.update(normalize_signature(message));
+    for token in deciding_versions(line) {
+        h.update([0]);
+        h.update(token);
+    }
+    h.update([0]);
+    h.update(arch.unwrap_or(""));
+    hex::encode(h.finalize())
+}
+
+/// The versions in an environment failure's line that decide its fix: a shared library's
+/// (`.so.12`) and a GPU architecture's (`sm_90`, `compute_86`), in line order.
+fn deciding_versions(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for (at, _) in line.match_indices(".so.") {
+        let rest = &line[at..];
+        let end = 4 + rest[4..]
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len() - 4);
+        out.push(rest[..end].trim_end_matches('.'));
+    }
+    for prefix in ["sm_", "compute_"] {
+        for (at, _) in line.match_indices(prefix) {
+            let rest = &line[at..];
+            let end = prefix.len()
+                + rest[prefix.len()..]
+                    .find(|c: char| !c.is_ascii_alphanumeric())
+                    .unwrap_or(rest.len() - prefix.len());
+            if end > prefix.len() {
+                out.push(&rest[..end]);
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

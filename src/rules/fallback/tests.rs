@@ -101,6 +101,7 @@ fn a_teams_rules_teach_the_fallback_a_family_it_did_not_know() {
         pattern: "frobnicator quuxed".into(),
         specificity: 60,
         consequence: false,
+        kind: None,
         advice: Vec::new(),
         examples: vec![
             "ZX9 runtime: frobnicator quuxed all blorps".into(),

@@ -80,6 +80,7 @@ impl RuleBody {
             pattern: self.pattern.clone().ok_or_else(|| missing("pattern"))?,
             specificity: self.specificity.unwrap_or(50),
             consequence: self.consequence.unwrap_or(false),
+            kind: None,
             advice: self.advice.clone().unwrap_or_default(),
             examples: self.examples.clone().unwrap_or_default(),
             counter_examples: self.counter_examples.clone().unwrap_or_default(),

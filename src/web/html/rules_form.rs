@@ -122,6 +122,7 @@ impl RuleForm {
             pattern: required(&self.pattern, "pattern")?,
             specificity,
             consequence: false,
+            kind: None,
             advice: lines(&self.advice),
             examples: lines(&self.examples),
             counter_examples: lines(&self.counter_examples),

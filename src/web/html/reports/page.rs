@@ -74,20 +74,18 @@ pub struct ReportPage {
     repro: ReproSection,
 }
 
-/// The "Fixed before" banner: the fix, its link text naming the target, and, when the fix
-/// was recorded for a similar group rather than the report's own, that group and how alike.
+/// The "Fixed before" banner: the report's own group's fix and its link text naming the
+/// target.
 #[derive(Debug)]
 struct FixedBefore {
     fix: Fix,
     target: String,
-    similar: Option<(i64, u32)>,
 }
 
 impl FixedBefore {
     fn new(known: KnownFix) -> FixedBefore {
         FixedBefore {
             target: link_text(&known.fix.link),
-            similar: known.similar,
             fix: known.fix,
         }
     }
