@@ -214,3 +214,23 @@ async fn concurrent_retries_with_one_idempotency_key_store_one_report() {
     assert_eq!(app.count("reports").await, 3);
     assert_eq!(app.count("idempotency_keys").await, 3);
 }
+
+#[tokio::test]
+async fn a_json_body_that_names_a_key_twice_is_refused_and_nothing_is_stored() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("admin", &[Scope::Admin]).await;
+    let before = app.count("tokens").await;
+    // serde_json alone would keep the last `scopes` (admin) while a reader of the first saw read.
+    let req = axum::http::Request::post("/api/v1/tokens")
+        .header("authorization", format!("Bearer {admin}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(
+            r#"{"name":"ci","scopes":["read"],"scopes":["admin"]}"#,
+        ))
+        .expect("request");
+    let res = app.send(req).await;
+    assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.body);
+    assert_eq!(res.error_code(), "bad_json");
+    assert!(res.body.contains("more than once"), "{}", res.body);
+    assert_eq!(app.count("tokens").await, before);
+}
