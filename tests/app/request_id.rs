@@ -3,14 +3,11 @@
 //! included, as the API document declares; and the log lines a request causes name it, its
 //! actor and the ids its use case works on.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use gpu_triage::auth::Scope;
 
-use crate::support::{TestApp, TestResponse};
+use crate::support::{Captured, TestApp, TestResponse};
 
 const OOM: &[u8] = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n";
 
@@ -162,50 +159,10 @@ async fn refusals_and_error_pages_carry_the_id_too() {
     }
 }
 
-/// Log output written to memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines(&self) -> Vec<String> {
-        let bytes = self.0.lock().unwrap().clone();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
 /// Uploads an out-of-memory log as `token` with `X-Request-Id: id` while capturing this
 /// thread's log lines in the server's own format; the answer and the lines.
 async fn upload_logged(app: &TestApp, token: &str, id: &[u8]) -> (TestResponse, Vec<String>) {
-    let captured = Captured::default();
-    // This test's thread only (the runtime is single-threaded): other tests log nowhere.
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .fmt_fields(gpu_triage::telemetry::SafeFields)
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
-    // Callsites that another test's thread registered for the first time while this subscriber
-    // was being registered cached "never" for good (tracing's interest cache is global), and the
-    // upload's `report stored` line was lost once in a full run: compute every cached interest
-    // again now that this subscriber is in the list.
-    tracing::callsite::rebuild_interest_cache();
-
+    let (captured, _logging) = Captured::start();
     let boundary = "request-id-test-boundary";
     let mut body = Vec::new();
     body.extend_from_slice(

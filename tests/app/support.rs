@@ -4,9 +4,10 @@
 
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -538,4 +539,64 @@ pub fn spawn_server_with(url: &str, flags: &[&str]) -> (KillOnDrop, u16) {
     let guard = KillOnDrop(child);
     assert!(wait_for_status(port, "/readyz", 200, 60), "server ready");
     (guard, port)
+}
+
+/// Log output written to memory, for this test's thread, in the server's own format
+/// (`gpu_triage::telemetry::SafeFields`).
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Captures what this thread logs at info and above until the guard is dropped (the
+    /// runtime of a `tokio::test` is this thread: the app's handlers log here).
+    pub fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        // While only one dispatcher is registered, tracing-core computes a callsite's interest
+        // from the dispatcher of the thread that meets it first (`has_just_one`): with this
+        // test's the only one, another test's thread meeting `signed in through the provider`
+        // first cached "never" for it, and the line was lost once in a full run. A second
+        // dispatcher, kept for the life of the process, makes interest computed over all.
+        static SECOND: OnceLock<tracing::Dispatch> = OnceLock::new();
+        SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .fmt_fields(gpu_triage::telemetry::SafeFields)
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        // Interest cached by another thread while this subscriber was registered would be
+        // "never" for good (see `request_id`): compute it again.
+        tracing::callsite::rebuild_interest_cache();
+        (captured, guard)
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// Every line captured so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.text().lines().map(str::to_owned).collect()
+    }
+
+    pub fn line_with(&self, what: &str) -> String {
+        let text = self.text();
+        text.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no line with {what:?} in:\n{text}"))
+            .to_owned()
+    }
 }

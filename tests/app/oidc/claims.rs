@@ -4,9 +4,6 @@
 //! without groups can give a default role to verified emails of allowed domains, and a refusal
 //! names what was received and is logged.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
-
 use axum::http::StatusCode;
 use gpu_triage::roles::PersonRole;
 use serde_json::json;
@@ -15,60 +12,7 @@ use super::{
     Jar, ProviderOptions, app_for, app_get, app_with, header_user, provider, provider_with,
     sign_in, signed_in,
 };
-use crate::support::TestApp;
-
-/// Log output written to memory, for this test's thread.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    /// Captures what this thread logs at info and above until the guard is dropped (the
-    /// runtime of a `tokio::test` is this thread: the app's handlers log here).
-    fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
-        // While only one dispatcher is registered, tracing-core computes a callsite's interest
-        // from the dispatcher of the thread that meets it first (`has_just_one`): with this
-        // test's the only one, another test's thread meeting `signed in through the provider`
-        // first cached "never" for it, and the line was lost once in a full run. A second
-        // dispatcher, kept for the life of the process, makes interest computed over all.
-        static SECOND: OnceLock<tracing::Dispatch> = OnceLock::new();
-        SECOND.get_or_init(|| tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default()));
-        let captured = Captured::default();
-        let writer = captured.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(move || writer.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        let guard = tracing::subscriber::set_default(subscriber);
-        // Interest cached by another thread while this subscriber was registered would be
-        // "never" for good (see `request_id`): compute it again.
-        tracing::callsite::rebuild_interest_cache();
-        (captured, guard)
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    fn line_with(&self, what: &str) -> String {
-        let text = self.text();
-        text.lines()
-            .find(|l| l.contains(what))
-            .unwrap_or_else(|| panic!("no line with {what:?} in:\n{text}"))
-            .to_owned()
-    }
-}
+use crate::support::{Captured, TestApp};
 
 async fn stored(app: &TestApp, subject: &str) -> (String, String, String) {
     sqlx::query_as("SELECT name, email, role FROM people WHERE subject = $1")
@@ -210,7 +154,8 @@ async fn a_refusal_names_the_groups_received_and_the_groups_needed_and_is_logged
     assert!(line.contains("WARN"), "{line}");
     assert!(line.contains(r#"subject="bo""#), "{line}");
     assert!(
-        line.contains(r#"groups=["contractors", "qa \"night\""]"#),
+        // The list is one quoted value in the server's format (`telemetry::SafeFields`).
+        line.contains(r#"groups="[\"contractors\", \"qa \\\"night\\\"\"]""#),
         "{line}"
     );
     assert!(line.contains(r#"groups_from="id_token""#), "{line}");
