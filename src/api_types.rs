@@ -22,7 +22,8 @@ pub use jobs::{
 pub mod people;
 mod reports;
 pub use reports::{
-    CategorySource, Fix, QueuedJob, ReportCreated, ReportDetail, Reproduction, SimilarFailure,
+    CategorySource, Fix, GroupStanding, QueuedJob, ReportCreated, ReportDetail, Reproduction,
+    SimilarFailure,
 };
 pub mod retention;
 pub mod rules;

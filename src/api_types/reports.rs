@@ -36,11 +36,16 @@ pub struct ReportCreated {
     /// The reproduction queued for an attached script.
     #[schema(required)]
     pub repro: Option<QueuedJob>,
-    /// What fixed this failure before: the newest fix of its group, else of the most similar
-    /// group at least 50% alike (its `group_id` then differs from the report's).
+    /// What fixed this failure before: the newest fix of its own group, or null; a similar
+    /// group's fix is never offered as this failure's (it is listed in `similar`).
     #[serde(default)]
     #[schema(required)]
     pub known_fix: Option<Fix>,
+    /// Where its group stands after this upload (a regression shows here at once); null
+    /// only from servers older than this field.
+    #[serde(default)]
+    #[schema(required)]
+    pub group_state: Option<GroupStanding>,
     /// Other groups whose failure has nearly the same shape, most alike first.
     #[serde(default)]
     #[schema(required)]
@@ -186,11 +191,15 @@ pub struct ReportDetail {
     pub log_lines: i64,
     pub has_script: bool,
     pub group_id: i64,
+    /// Where its group stands: open, resolved (in `resolved_in`), regressed or ignored, and
+    /// who it is assigned to, so a report read alone (from CI, a link) says whether its
+    /// failure is being handled or came back.
+    pub group_state: GroupStanding,
     /// The log's classification (DESIGN.md section 3).
     pub classification: Classification,
     pub fixes: Vec<Fix>,
-    /// What fixed this failure before: the newest of `fixes`, else the newest fix of the most
-    /// similar group at least 45% alike.
+    /// What fixed this failure before: the newest of `fixes` (its own group's), never a
+    /// similar group's.
     #[schema(required)]
     pub known_fix: Option<Fix>,
     /// Other groups whose failure has nearly the same shape, most alike first.
@@ -207,4 +216,26 @@ pub struct ReportDetail {
     #[serde(default)]
     #[schema(required)]
     pub log_removed: Option<retention::LogRemoved>,
+}
+
+impl GroupStanding {
+    /// How a person reads it: `open`, `resolved in v2.1.0`, `regressed`, `ignored`.
+    #[must_use]
+    pub fn words(&self) -> String {
+        if self.resolved_in.is_empty() || self.state != crate::api_types::GroupState::Resolved {
+            self.state.as_str().to_owned()
+        } else {
+            format!("resolved in {}", self.resolved_in)
+        }
+    }
+}
+
+/// A report's group as triage left it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct GroupStanding {
+    pub state: crate::api_types::GroupState,
+    /// The commit or version a resolution names; empty when none.
+    pub resolved_in: String,
+    /// The assignee's name; empty for nobody.
+    pub assignee: String,
 }

@@ -739,6 +739,7 @@ mod tests {
                 state: crate::api_types::JobState::Queued,
             }),
             known_fix: None,
+            group_state: None,
             similar: Vec::new(),
         };
         serde_json::to_string(&created).unwrap_or_default()

@@ -38,10 +38,13 @@ pub struct ReportContext {
     pub basis: Option<CategoryBasis>,
     /// Other groups whose failure has nearly the same shape, most alike first.
     pub similar: Vec<SimilarGroup>,
+    /// Its group's triage (state, the build it was resolved in, assignee), shown wherever the
+    /// report is (issue 39 item 3); `None` only if the group vanished meanwhile.
+    pub triage: Option<crate::storage::group_triage::Triage>,
 }
 
 impl ReportContext {
-    /// What fixed this failure before: its group's newest fix, else a close similar group's.
+    /// What fixed this failure before: its own group's newest fix (never a similar group's).
     #[must_use]
     pub fn known_fix(&self) -> Option<&groups::Fix> {
         similar::known_fix(&self.fixes)
@@ -60,6 +63,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
     let jobs = reads::report_jobs(&mut tx, id).await?;
     let basis = reads::category_basis(&mut *tx, id, false).await?;
     let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
+    let triage = crate::storage::group_triage::get_triage(&mut *tx, report.group_id).await?;
     tx.rollback().await.map_err(DbError::from)?;
     let jobs = with_outcomes(jobs).await?;
     Ok(ReportContext {
@@ -69,6 +73,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
         jobs,
         basis,
         similar,
+        triage,
     })
 }
 

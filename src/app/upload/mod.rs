@@ -266,11 +266,13 @@ pub struct Uploaded {
     pub job: Option<QueuedJob>,
     /// The stored report's classification (the first upload's, for a duplicate or replay).
     pub classification: Classification,
-    /// The known fix of this failure: the newest fix of the report's group, else of the most
-    /// similar group close enough (`app::similar::known_fix`).
+    /// The known fix of this failure: the newest fix of the report's own group; a similar
+    /// group's fix is never offered (`app::similar::known_fix`).
     pub known_fix: Option<crate::api_types::Fix>,
     /// Other groups whose failure has nearly the same shape.
     pub similar: Vec<crate::app::similar::SimilarGroup>,
+    /// Where the report's group stands after the upload (issue 39 item 3).
+    pub group_state: Option<crate::storage::group_triage::Triage>,
 }
 
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
@@ -389,6 +391,8 @@ pub async fn upload(
         new.classification
     };
     let own_fixes = crate::storage::groups::group_fixes(&mut *tx, stored.group_id).await?;
+    // Read after the regression rule ran: a report that reopened its group says so at once.
+    let triage = crate::storage::group_triage::get_triage(&mut *tx, stored.group_id).await?;
     let similar =
         crate::app::similar::of_signature(&mut tx, &new.headline.signature, stored.group_id)
             .await?;
@@ -417,6 +421,7 @@ pub async fn upload(
         "report stored"
     );
     Ok(Uploaded {
+        group_state: triage,
         known_fix,
         similar,
         report_id: stored.report_id,

@@ -41,6 +41,28 @@ pub fn render(log: &Path, created: &ReportCreated, report_url: &str) -> String {
         }
         out += "\n";
     }
+    if let Some(standing) = &created.group_state
+        && standing.state == crate::api_types::GroupState::Regressed
+    {
+        out += &format!(
+            "**Regressed**: this failure's group was resolved{} and has come back",
+            if standing.resolved_in.is_empty() {
+                String::new()
+            } else {
+                format!(" in {}", code(&standing.resolved_in))
+            }
+        );
+        if !standing.assignee.is_empty() {
+            out += &format!("; assigned to {}", escape(&standing.assignee));
+        }
+        out += "\n\n";
+    } else if let Some(standing) = &created.group_state {
+        out += &format!("**Group**: {}", escape(&standing.words()));
+        if !standing.assignee.is_empty() {
+            out += &format!(", assigned to {}", escape(&standing.assignee));
+        }
+        out += "\n\n";
+    }
     if let Some(fix) = &created.known_fix {
         out += &format!(
             "**Known fix**: {} ({}, {})",
@@ -142,6 +164,7 @@ mod tests {
             classification: ruleset.classify_bytes("train.log", log.as_bytes()),
             repro: None,
             known_fix: None,
+            group_state: None,
             similar: Vec::new(),
         }
     }
@@ -237,5 +260,26 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(code(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn a_regression_is_said_before_the_known_fix_and_other_states_in_a_word() {
+        use crate::api_types::{GroupStanding, GroupState};
+        let mut c = created("step 9\nIndexError: Target 10 is out of bounds.\n");
+        c.group_state = Some(GroupStanding {
+            state: GroupState::Regressed,
+            resolved_in: "v2.1.0".into(),
+            assignee: "alice".into(),
+        });
+        let md = render(Path::new("train.log"), &c, "https://t/reports/42");
+        let regressed = md.find("**Regressed**: this failure's group was resolved in `v2.1.0` and has come back; assigned to alice");
+        assert!(regressed.is_some(), "{md}");
+        c.group_state = Some(GroupStanding {
+            state: GroupState::Resolved,
+            resolved_in: "v2.1.0".into(),
+            assignee: String::new(),
+        });
+        let md = render(Path::new("train.log"), &c, "https://t/reports/42");
+        assert!(md.contains("**Group**: resolved in v2\\.1\\.0\n"), "{md}");
     }
 }

@@ -109,6 +109,7 @@ pub async fn create_report(
         classification: uploaded.classification,
         repro: uploaded.job,
         known_fix: uploaded.known_fix,
+        group_state: uploaded.group_state.map(standing),
         similar: similar_failures(&state.public_url, uploaded.similar),
     };
     Ok((StatusCode::CREATED, Json(body)))
@@ -164,6 +165,14 @@ pub async fn show_report(
 ) -> Result<Json<wire::ReportDetail>, AppError> {
     let d = reports::detail(&state.db, id).await?;
     let known_fix = d.known_fix().cloned();
+    let group_state = d.triage.map_or(
+        wire::GroupStanding {
+            state: crate::api_types::GroupState::Open,
+            resolved_in: String::new(),
+            assignee: String::new(),
+        },
+        standing,
+    );
     let r = d.report;
     Ok(Json(wire::ReportDetail {
         id: r.id,
@@ -180,6 +189,7 @@ pub async fn show_report(
         log_lines: r.log_lines,
         has_script: r.script.is_some(),
         group_id: r.group_id,
+        group_state,
         classification: r.classification,
         fixes: d.fixes,
         known_fix,
@@ -253,5 +263,14 @@ fn reproduction(j: &JobView) -> wire::Reproduction {
         dead_reason: text(&j.dead_reason),
         error: text(&j.last_error),
         requeued_from: j.requeued_from,
+    }
+}
+
+/// A group's triage as report answers show it.
+fn standing(t: crate::storage::group_triage::Triage) -> wire::GroupStanding {
+    wire::GroupStanding {
+        state: t.state,
+        resolved_in: t.resolved_in,
+        assignee: t.assignee,
     }
 }

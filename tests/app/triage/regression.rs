@@ -293,3 +293,91 @@ async fn concurrent_reports_reopen_a_resolved_group_once() {
     let reopened = history(&g).iter().filter(|e| e.3 == "regressed").count();
     assert_eq!(reopened, 1, "{:?}", history(&g));
 }
+
+#[tokio::test]
+async fn a_report_says_where_its_group_stands_and_a_regression_is_a_banner_above_its_fix() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
+    let (first, id) = upload(&app, &alice, &device_log("india"), Value::Null).await;
+    let res = app
+        .post_json(
+            &alice,
+            &format!("/api/v1/groups/{id}/fixes"),
+            &json!({"summary": "move the mask to the model's device"}),
+        )
+        .await;
+    assert_eq!(res.status, StatusCode::CREATED, "{}", res.body);
+    let res = patch(&app, &alice, id, json!({"assignee": "alice"})).await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    resolve(&app, &alice, id, "v2.1.0").await;
+    let detail = app
+        .get_as(&alice, &format!("/api/v1/reports/{first}"))
+        .await
+        .json();
+    assert_eq!(
+        detail["group_state"],
+        json!({"state": "resolved", "resolved_in": "v2.1.0", "assignee": "alice"})
+    );
+    let b = crate::browse::sign_in(&app, &alice).await;
+    let html = crate::browse::page(&app, &b.cookie, &format!("/reports/{first}"))
+        .await
+        .body;
+    assert_eq!(
+        crate::browse::texts(&html, "#report-group-state"),
+        ["resolved in v2.1.0"]
+    );
+    assert!(crate::browse::texts(&html, "#regressed").is_empty());
+
+    // A build that should hold the fix fails the same way: the group regressed, and the new
+    // report's page says so above the fix it was resolved with.
+    let meta = json!({"version": "2.2.0"}).to_string();
+    let log = device_log("india");
+    let answer = app
+        .upload(
+            &alice,
+            &[
+                ("log", Some("run.log"), log.as_bytes()),
+                ("meta", None, meta.as_bytes()),
+            ],
+            None,
+        )
+        .await
+        .json();
+    // The upload's own answer (what CI prints) already says so.
+    assert_eq!(answer["group_state"]["state"], "regressed", "{answer}");
+    let (again, same) = (
+        answer["id"].as_i64().expect("report id"),
+        answer["group_id"].as_i64().expect("group id"),
+    );
+    assert_eq!(same, id);
+    let detail = app
+        .get_as(&alice, &format!("/api/v1/reports/{again}"))
+        .await
+        .json();
+    assert_eq!(detail["group_state"]["state"], "regressed");
+    let html = crate::browse::page(&app, &b.cookie, &format!("/reports/{again}"))
+        .await
+        .body;
+    let banner = crate::browse::texts(&html, "#regressed");
+    assert_eq!(banner.len(), 1, "{html}");
+    assert!(
+        banner[0].contains("resolved in v2.1.0 and has come back; assigned to alice"),
+        "{banner:?}"
+    );
+    let (regressed_at, fix_at) = (
+        html.find("id=\"regressed\""),
+        html.find("id=\"fixed-before\""),
+    );
+    assert!(
+        regressed_at.is_some() && fix_at.is_some() && regressed_at < fix_at,
+        "the regression comes before the fix"
+    );
+    // The group's state is also kept for the report that came before.
+    let first_page = crate::browse::page(&app, &b.cookie, &format!("/reports/{first}"))
+        .await
+        .body;
+    assert_eq!(
+        crate::browse::texts(&first_page, "#report-group-state"),
+        ["regressed"]
+    );
+}

@@ -60,6 +60,9 @@ pub struct ReportPage {
     fixes: Vec<Fix>,
     /// The known fix, shown right under the root cause.
     fixed_before: Option<FixedBefore>,
+    /// Where the group stands (open, resolved in X, regressed, ignored; assignee): a
+    /// regression is a banner above any fix.
+    group_state: Option<crate::storage::group_triage::Triage>,
     /// Other groups whose failure has nearly the same shape.
     similar: Vec<SimilarGroup>,
     /// Each similar group offers to merge it into this report's group (the session may).
@@ -127,6 +130,7 @@ impl ReportPage {
             jobs,
             basis,
             similar,
+            triage,
         } = detail;
         let id = r.id;
         let c = r.classification;
@@ -179,6 +183,7 @@ impl ReportPage {
             group_id: r.group_id,
             group_count: group.map_or(1, |g| g.report_count),
             fixed_before: known_fix.map(FixedBefore::new),
+            group_state: triage,
             unmatched: c.root_cause.is_none(),
             similar,
             can_merge: can_write,
