@@ -112,6 +112,15 @@ pub struct GroupFacts {
     pub id: i64,
     pub category: Category,
     pub title: String,
+    /// Where the group stands after the event (upload events: `open` for a new group,
+    /// `regressed` for a regression, with the build it had been resolved in and its
+    /// assignee); null where the event does not read it (a reproduction's end).
+    #[serde(default)]
+    pub state: Option<super::GroupState>,
+    #[serde(default)]
+    pub resolved_in: String,
+    #[serde(default)]
+    pub assignee: String,
 }
 
 /// The fix known for the failure.

@@ -374,6 +374,8 @@ async fn every_event_arrives_signed_after_two_failed_attempts_and_the_log_shows_
 
     let regression = body_of("regression");
     assert_eq!(regression["report"]["id"], again["id"]);
+    // The group's state rides with it (issue 39 item 3).
+    assert_eq!(regression["group"]["state"], "regressed");
     assert_eq!(regression["known_fix"]["summary"], "clamp the targets");
     assert_eq!(regression["known_fix"]["link"], "https://example.com/pr/1");
     assert_eq!(regression["known_fix"]["author"], "ci");

@@ -408,7 +408,13 @@ pub async fn upload(
         (&new.project, &new.branch, &new.commit_sha, &new.job_url),
         &classification,
     );
-    let events = upload_events(outcome, report, stored.group_id, known_fix.as_ref());
+    let events = upload_events(
+        outcome,
+        report,
+        stored.group_id,
+        triage.as_ref(),
+        known_fix.as_ref(),
+    );
     crate::app::webhooks::enqueue(&mut tx, &events).await?;
     tx.commit().await.map_err(DbError::from)?;
     tracing::info!(

@@ -35,6 +35,7 @@ pub fn upload_events(
     upload: UploadOutcome,
     report: ReportFacts,
     group_id: i64,
+    triage: Option<&crate::storage::group_triage::Triage>,
     known_fix: Option<&Fix>,
 ) -> Vec<Event> {
     let kind = if upload.new_report && upload.new_group {
@@ -48,6 +49,9 @@ pub fn upload_events(
         id: group_id,
         category: report.category,
         title: report.title.clone(),
+        state: triage.map(|t| t.state),
+        resolved_in: triage.map(|t| t.resolved_in.clone()).unwrap_or_default(),
+        assignee: triage.map(|t| t.assignee.clone()).unwrap_or_default(),
     };
     vec![Event {
         report: Some(report),
@@ -120,6 +124,9 @@ pub fn reproduction_event(
             id: report.group_id,
             category: report.category,
             title: report.title.clone(),
+            state: None,
+            resolved_in: String::new(),
+            assignee: String::new(),
         }),
         report: Some(facts),
         reproduction: Some(reproduction),

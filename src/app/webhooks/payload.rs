@@ -175,6 +175,18 @@ fn slack(event: &Event, env: Envelope<'_>) -> serde_json::Value {
         }
         lines.push(format!("<{base}/reports/{}|Report {}>", r.id, r.id));
     }
+    if let Some(g) = &event.group
+        && g.state == Some(crate::api_types::GroupState::Regressed)
+    {
+        let mut line = "Regressed: it had been resolved".to_owned();
+        if !g.resolved_in.is_empty() {
+            line += &format!(" in `{}`", slack_escape(&g.resolved_in.replace('`', "'")));
+        }
+        if !g.assignee.is_empty() {
+            line += &format!("; assigned to {}", slack_escape(&g.assignee));
+        }
+        lines.push(line);
+    }
     if let Some(f) = &event.known_fix {
         let link = if f.link.is_empty() {
             String::new()
@@ -274,6 +286,7 @@ mod tests {
             report,
             7,
             None,
+            None,
         );
         events.remove(0)
     }
@@ -340,6 +353,31 @@ mod tests {
         assert_ne!(
             signature("whsec_other", 1_700_000_000, br#"{"a":1}"#),
             signature("whsec_test", 1_700_000_000, br#"{"a":1}"#)
+        );
+    }
+
+    #[test]
+    fn a_regression_carries_the_groups_state_and_slack_says_where_it_had_been_resolved() {
+        let mut e = event();
+        e.event = crate::api_types::webhooks::EventKind::Regression;
+        if let Some(g) = e.group.as_mut() {
+            g.state = Some(crate::api_types::GroupState::Regressed);
+            g.resolved_in = "v2.1.0".into();
+            g.assignee = "alice".into();
+        }
+        let body: serde_json::Value =
+            serde_json::from_slice(&render(&e, env(), Format::Json)).expect("json");
+        assert_eq!(body["group"]["state"], "regressed");
+        assert_eq!(body["group"]["resolved_in"], "v2.1.0");
+        assert_eq!(body["group"]["assignee"], "alice");
+        let slack: serde_json::Value =
+            serde_json::from_slice(&render(&e, env(), Format::Slack)).expect("json");
+        let text = slack["blocks"][0]["text"]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(
+            text.contains("Regressed: it had been resolved in `v2.1.0`; assigned to alice"),
+            "{text}"
         );
     }
 }
