@@ -524,6 +524,15 @@ async fn a_synchronous_reproduction_moves_the_error_and_the_report_follows_it() 
     let html = page(&app, &b.cookie, &format!("/reports/{report}")).await;
     assert_eq!(html.status, StatusCode::OK);
     let body = &html.body;
+    // The true line is known now: no more "re-run with CUDA_LAUNCH_BLOCKING=1" (issue 39 item 7).
+    assert!(select(body, "#async-warning").is_empty(), "{body}");
+    assert!(
+        select(body, "ol.steps li")
+            .iter()
+            .all(|s| !s.contains("CUDA_LAUNCH_BLOCKING")),
+        "{:?}",
+        select(body, "ol.steps li")
+    );
     assert_eq!(
         select(body, ".moved"),
         vec![

@@ -152,6 +152,21 @@ impl ReportPage {
             server_url,
             now: layout.now,
         });
+        // Once a reproduction has named the true line, "re-run with CUDA_LAUNCH_BLOCKING=1"
+        // is done: the synchronous trace is on this page (issue 39 item 7).
+        let reproduced = jobs.iter().any(|j| {
+            (j.reproduction.as_ref())
+                .and_then(|r| r.run.outcome.as_ref())
+                .is_some_and(|d| d.outcome == crate::rules::outcome::Outcome::Reproduced)
+        });
+        let async_hint = c.async_hint && !reproduced;
+        let next_steps: Vec<String> = if reproduced {
+            (c.next_steps.into_iter())
+                .filter(|s| !s.contains("CUDA_LAUNCH_BLOCKING"))
+                .collect()
+        } else {
+            c.next_steps
+        };
         let repro = repro::section(jobs, basis.as_ref(), &reported, can_write, status.as_ref());
         ReportPage {
             layout,
@@ -178,8 +193,8 @@ impl ReportPage {
             },
             log_mode,
             facts: fact_rows(&c.facts),
-            next_steps: steps_beside_warning(c.next_steps, c.async_hint),
-            async_hint: c.async_hint,
+            next_steps: steps_beside_warning(next_steps, async_hint),
+            async_hint,
             group_id: r.group_id,
             group_count: group.map_or(1, |g| g.report_count),
             fixed_before: known_fix.map(FixedBefore::new),
