@@ -277,27 +277,12 @@ async fn the_api_document_declares_the_id_on_every_answer() {
     }
 }
 
-/// The raw answer of `GET /api/v1/openapi.json` with `headers` extra headers sent to the real
-/// server at `port`: (status line, head).
+/// The answer of the real server at `port` to `GET /api/v1/openapi.json` with `headers` and
+/// a request id: (status line, head in lower case).
 fn raw_get_with_headers(port: u16, headers: &[(String, String)]) -> (String, String) {
-    use std::io::{Read, Write as _};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .expect("timeout");
-    let extra: String = headers
-        .iter()
-        .map(|(name, value)| format!("{name}: {value}\r\n"))
-        .collect();
-    write!(
-        stream,
-        "GET /api/v1/openapi.json HTTP/1.1\r\nHost: localhost\r\nX-Request-Id: big-head-1\r\n\
-         {extra}Connection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let mut sent: Vec<(&str, &str)> = vec![("X-Request-Id", "big-head-1")];
+    sent.extend(headers.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+    let raw = crate::support::http_get_raw(port, "/api/v1/openapi.json", &sent).unwrap_or_default();
     let head = raw.split_once("\r\n\r\n").map_or(raw.as_str(), |(h, _)| h);
     let status = head.lines().next().unwrap_or_default().to_owned();
     (status, head.to_ascii_lowercase())

@@ -368,6 +368,14 @@ pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 
 /// `GET path` with extra request headers: (status, body).
 pub fn http_get_with(port: u16, path: &str, headers: &[(&str, &str)]) -> Option<(u16, String)> {
+    let raw = http_get_raw(port, path, headers)?;
+    let status = raw.split(' ').nth(1)?.parse().ok()?;
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// `GET path` with extra request headers: the whole answer as text, head included.
+pub fn http_get_raw(port: u16, path: &str, headers: &[(&str, &str)]) -> Option<String> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream
@@ -382,11 +390,11 @@ pub fn http_get_with(port: u16, path: &str, headers: &[(&str, &str)]) -> Option<
         "GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n"
     )
     .ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
-    let status = raw.split(' ').nth(1)?.parse().ok()?;
-    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
-    Some((status, body))
+    // A server that answers before reading the whole request (a 431) may reset the
+    // connection after its answer: keep what arrived.
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    (!raw.is_empty()).then(|| String::from_utf8_lossy(&raw).into_owned())
 }
 
 /// How often the waits below look at their condition again.

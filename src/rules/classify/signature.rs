@@ -75,28 +75,22 @@ pub(super) fn signature<'f>(
 ) -> String {
     let mut out = normalize_signature(text);
     out.truncate(out.floor_char_boundary(SIGNATURE_TEXT));
-    let near = |f: &&FrameHit| f.line < anchor && f.line + FRAME_REACH >= anchor;
-    let after = |f: &&FrameHit| f.line > anchor && f.line <= anchor + FRAME_REACH;
+    let before = |f: &FrameHit| f.line < anchor && f.line + FRAME_REACH >= anchor;
+    let after = |f: &FrameHit| f.line > anchor && f.line <= anchor + FRAME_REACH;
     let all: Vec<&FrameHit> = frames.collect();
     let own: Vec<&FrameHit> = (all.iter().copied())
         .filter(|f| !crate::ingest::traceback::is_library(&f.file))
         .collect();
-    let chosen: Vec<&FrameHit> = [
-        (&own, &near as &dyn Fn(&&FrameHit) -> bool),
-        (&own, &after),
-        (&all, &near),
-        (&all, &after),
-    ]
-    .into_iter()
-    .map(|(frames, keep)| {
-        frames
-            .iter()
-            .copied()
-            .filter(|f| keep(f))
-            .collect::<Vec<_>>()
-    })
-    .find(|found| !found.is_empty())
-    .unwrap_or_default();
+    let mut chosen = pick(&own, before);
+    if chosen.is_empty() {
+        chosen = pick(&own, after);
+    }
+    if chosen.is_empty() {
+        chosen = pick(&all, before);
+    }
+    if chosen.is_empty() {
+        chosen = pick(&all, after);
+    }
     let mut user: Vec<String> = Vec::new();
     for f in chosen {
         let base = f.file.rsplit(['/', '\\']).next().unwrap_or(&f.file);
@@ -112,6 +106,11 @@ pub(super) fn signature<'f>(
         out.push_str(name);
     }
     out
+}
+
+/// The frames of `frames` that `keep` takes, in order.
+fn pick<'f>(frames: &[&'f FrameHit], keep: impl Fn(&FrameHit) -> bool) -> Vec<&'f FrameHit> {
+    frames.iter().copied().filter(|f| keep(f)).collect()
 }
 
 /// The innermost of the user's own frames that a [`signature`] ends with (`train.py:forward`),
