@@ -160,25 +160,35 @@ pub struct TagCount {
 }
 
 /// A group's reports counted by where they come from: the ten most frequent values of each
-/// tag, most frequent first. A tag with no data is an empty list.
+/// tag, most frequent first. A tag with no data is an empty list. GPU, driver, CUDA and torch
+/// versions are the failing upload's own (its log, else the environment text it was sent
+/// with), never those of a worker that reproduced it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct GroupTags {
     pub project: Vec<TagCount>,
     pub branch: Vec<TagCount>,
     pub environment: Vec<TagCount>,
     pub gpu: Vec<TagCount>,
+    /// The NVIDIA driver version.
+    #[serde(default)]
+    pub driver_version: Vec<TagCount>,
+    /// The CUDA version (of the log, else the one PyTorch was built with).
+    #[serde(default)]
+    pub cuda_version: Vec<TagCount>,
     pub torch_version: Vec<TagCount>,
 }
 
 impl GroupTags {
     /// The tags with their wire names, in the order pages show them.
     #[must_use]
-    pub fn named(&self) -> [(&'static str, &[TagCount]); 5] {
+    pub fn named(&self) -> [(&'static str, &[TagCount]); 7] {
         [
             ("project", &self.project),
             ("branch", &self.branch),
             ("environment", &self.environment),
             ("gpu", &self.gpu),
+            ("driver_version", &self.driver_version),
+            ("cuda_version", &self.cuda_version),
             ("torch_version", &self.torch_version),
         ]
     }
@@ -190,6 +200,8 @@ impl GroupTags {
             "branch" => Some(&mut self.branch),
             "environment" => Some(&mut self.environment),
             "gpu" => Some(&mut self.gpu),
+            "driver_version" => Some(&mut self.driver_version),
+            "cuda_version" => Some(&mut self.cuda_version),
             "torch_version" => Some(&mut self.torch_version),
             _ => None,
         }

@@ -1,10 +1,12 @@
-//! The wire shape of `GET /api/v1/search`: one page of ranked results with where each matched,
-//! its snippet as marked segments, the count (exact up to the cap, else a lower bound) and the
+//! The wire shape of `GET /api/v1/search`: one page of ranked results, one per group (its best
+//! match with where it matched and its snippet as marked segments, and the group's report count,
+//! state and culprit), the count of groups (exact up to the cap, else a lower bound) and the
 //! spelling help. Declared here, as typed structs, so the handler and the OpenAPI document read
 //! the same fields.
 
 use serde::{Deserialize, Serialize};
 
+use super::GroupState;
 use crate::rules::Category;
 use crate::time::Timestamp;
 
@@ -45,7 +47,27 @@ pub struct Snippet {
     pub segments: Vec<SnippetSegment>,
 }
 
-/// One search result.
+/// The group a search result stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct SearchGroup {
+    pub id: i64,
+    pub title: String,
+    pub category: Category,
+    pub state: GroupState,
+    /// The program's innermost frame in the failure (`train.py:forward`), when the group's
+    /// signature names one; null for environment failures and logs without frames.
+    #[schema(required)]
+    pub culprit: Option<String>,
+    /// Its reports (those retention deleted included).
+    pub report_count: i64,
+    pub last_seen: Timestamp,
+    /// The group page.
+    pub url: String,
+}
+
+/// One search result: a group, through its best match (the report, the group itself or a fix
+/// whose match ranks first among the group's). The fields before `group` describe that match,
+/// as they did when results were hits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct SearchHit {
     pub kind: SearchHitKind,
@@ -64,6 +86,8 @@ pub struct SearchHit {
     pub url: String,
     pub matched: MatchTier,
     pub snippet: Snippet,
+    /// The group this result stands for.
+    pub group: SearchGroup,
 }
 
 /// `GET /api/v1/search` response: one page of results.
@@ -85,12 +109,14 @@ pub struct SearchResults {
     pub project: Option<String>,
     pub page: u32,
     pub per_page: u32,
-    /// Results in all, counted up to 1,000; with `total_exact: false`, at least this many.
+    /// Results (groups) in all, counted up to 1,000; with `total_exact: false`, at least this
+    /// many.
     pub total: i64,
     pub total_exact: bool,
     #[schema(required)]
     pub next_page: Option<u32>,
     #[schema(required)]
     pub prev_page: Option<u32>,
+    /// One per group, best match first.
     pub results: Vec<SearchHit>,
 }

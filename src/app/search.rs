@@ -1,5 +1,5 @@
 //! Search the knowledge base (issue 18 item 1): checks the request (the same rules for the API
-//! and the portal), finds one page of hits, and helps with what people misremember: a word
+//! and the portal), finds one page of rows, one per group (issue 39 item 6), and helps with what people misremember: a word
 //! search does not know gets a "did you mean" (the nearest known word by spelling), and when
 //! the words asked find nothing, the corrected words are searched instead and the page says
 //! so. Words that find nothing are tried as prefixes of longer words, then as a literal
@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::Deserialize;
 
-pub use crate::storage::search::{Hit, HitKind, Tier, Total};
+pub use crate::storage::search::{Hit, HitGroup, HitKind, Tier, Total};
 
 use super::Error;
 use super::upload::search_doc::{is_vocabulary_word, vocabulary_words};
@@ -40,7 +40,7 @@ pub struct SearchRequest {
     /// 1-based page (1-1000).
     #[param(minimum = 1, maximum = 1000)]
     pub page: Option<u32>,
-    /// Results per page (1-100, default 20).
+    /// Rows (groups) per page (1-100, default 20).
     #[param(minimum = 1, maximum = 100)]
     pub per_page: Option<u32>,
 }
@@ -60,8 +60,9 @@ pub struct HitPage {
     pub project: Option<String>,
     pub page: u32,
     pub per_page: u32,
-    /// Hits in all, exact or "at least" ([`find::COUNT_CAP`]).
+    /// Groups that match, exact or "at least" ([`find::COUNT_CAP`]).
     pub total: Total,
+    /// One row per group: the group's best hit, with the group.
     pub hits: Vec<Hit>,
     pub next_page: Option<u32>,
     pub prev_page: Option<u32>,
@@ -120,7 +121,7 @@ fn check(p: &SearchRequest) -> Result<Checked, Error> {
     })
 }
 
-/// Searches reports, groups and fixes. A page past the last hit is an empty page. When the
+/// Searches reports, groups and fixes, answering one row per group. A page past the last hit is an empty page. When the
 /// words asked find nothing, the next tries are, in order: their spelling correction (the page
 /// says so), the words as prefixes of longer words (`IndexSelect`, a short commit), the text as
 /// a literal substring (at least 3 characters: the trigram index needs them).

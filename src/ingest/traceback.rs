@@ -126,8 +126,8 @@ pub fn user_frame(tb: &Traceback) -> Option<&Frame> {
         .or(tb.frames.last())
 }
 
-/// Whether `file` belongs to a library (site-packages, the standard library, torch, conda
-/// `pkgs`, `<frozen ...>`) rather than the user's own code.
+/// Whether `file` belongs to a library (site-packages, the standard library, torch and its C++
+/// sources `c10/` and `aten/`, conda `pkgs`, `<frozen ...>`) rather than the user's own code.
 #[must_use]
 pub fn is_library(file: &str) -> bool {
     let path = file.replace('\\', "/").to_ascii_lowercase();
@@ -137,7 +137,7 @@ pub fn is_library(file: &str) -> bool {
         || path.contains("/lib/python3")
         || path
             .split('/')
-            .any(|part| part == "torch" || part == "pkgs")
+            .any(|part| matches!(part, "torch" | "pkgs" | "c10" | "aten"))
 }
 
 /// A traceback being read, and the unknown prefix its frame lines carried.
@@ -520,6 +520,24 @@ mod tests {
         ];
         for input in cases {
             assert_eq!(parse(input), Vec::new(), "{input:?}");
+        }
+    }
+
+    #[test]
+    fn pytorchs_cpp_sources_are_library_code_and_a_users_are_not() {
+        for file in [
+            "../c10/cuda/CUDAException.cpp",
+            "/pytorch/c10/hip/HIPFunctions.cpp",
+            "../aten/src/ATen/native/cuda/Indexing.cu",
+        ] {
+            assert!(is_library(file), "{file}");
+        }
+        for file in [
+            "csrc/my_kernel.cu",
+            "/srv/ext/ops.cpp",
+            "/home/u/catena/train.py",
+        ] {
+            assert!(!is_library(file), "{file}");
         }
     }
 

@@ -28,8 +28,10 @@ pub use facts::Facts;
 
 /// How fingerprints group failures; raised whenever a change to the engine regroups stored
 /// reports (`serve` then regroups them once). 1: category, rule and failure line; 2: a
-/// program's failure also by its own frames, an environment's by its facts (issue 39).
-pub const GROUPING_SCHEME: i32 = 2;
+/// program's failure also by its own frames, an environment's by its facts (issue 39); 3:
+/// Rich-traceback frames and C++ raise sites count as frames, cuDNN/cuBLAS run-time statuses
+/// are the program's, and the index of a dimension stays in the failure line.
+pub const GROUPING_SCHEME: i32 = 3;
 
 /// The shipped ruleset, embedded in the binary: the PyTorch/CUDA/NCCL core, the failures outside
 /// the GPU taxonomy, contexts and category advice in `builtin.toml`, then one file per further
@@ -321,3 +323,5 @@ mod tests_judged;
 mod tests_operations;
 #[cfg(test)]
 mod tests_outside;
+#[cfg(test)]
+mod tests_variants;

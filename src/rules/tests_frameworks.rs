@@ -244,3 +244,61 @@ fn a_runtime_with_its_own_steps_gets_no_pytorch_training_advice() {
         }
     }
 }
+
+/// A driver, architecture or library failure is told without naming PyTorch when the log comes
+/// from another framework or runtime (issue 39 item 7): the rule names the failure, and the
+/// failure is the same whichever library ran into it.
+#[test]
+fn titles_of_logs_from_other_frameworks_do_not_name_torch() {
+    for (log, framework) in [
+        (
+            "E0506 10:59:05.932885 1 model_repository_manager.cc:1234] failed to load 'densenet_onnx' version 1: Internal: onnx runtime error 1: /workspace/onnxruntime/onnxruntime/core/providers/cuda/cuda_call.cc:122 bool onnxruntime::CudaCall(ERRTYPE, const char*, const char*, ERRTYPE, const char*) [with ERRTYPE = cudaError; bool THRW = true] CUDA failure 35: CUDA driver version is insufficient for CUDA runtime version",
+            "onnxruntime",
+        ),
+        (
+            "offload_ffn_split: applying augmentation to model - please wait ...\nCUDA error 222 at /home/test/PowerInfer/ggml-cuda.cu:9635: the provided PTX was compiled with an unsupported toolchain.\ncurrent device: 0\n",
+            "llama.cpp",
+        ),
+        (
+            "2019-11-13 15:03:24.658577: W tensorflow/stream_executor/platform/default/dso_loader.cc:55] Could not load dynamic library 'libcuda.so.1'; dlerror: libcuda.so.1: cannot open shared object file: No such file or directory\n2019-11-13 15:03:24.658655: E tensorflow/stream_executor/cuda/cuda_driver.cc:318] failed call to cuInit: UNKNOWN ERROR (303)\n",
+            "tensorflow",
+        ),
+    ] {
+        let c = classify(log);
+        assert_eq!(c.framework.as_deref(), Some(framework), "{log}");
+        assert!(c.root_cause.is_some(), "{log}");
+        assert!(
+            !c.title.to_ascii_lowercase().contains("torch"),
+            "{framework}: {}",
+            c.title
+        );
+    }
+}
+
+/// No built-in rule whose examples include another framework's or a bare CUDA wording names
+/// torch in its title: such a title would be shown for TensorFlow, JAX or llama.cpp logs.
+#[test]
+fn rules_whose_wording_is_not_pytorchs_have_titles_without_torch() {
+    let others = [
+        "tensorflow",
+        "jax",
+        "xla",
+        "ggml",
+        "llama",
+        "onnx",
+        "paddle",
+        "tensorrt",
+    ];
+    for rule in RULES.rules.iter().map(|r| &r.spec) {
+        let foreign = (rule.examples.iter())
+            .any(|e| others.iter().any(|o| e.to_ascii_lowercase().contains(o)));
+        if foreign {
+            assert!(
+                !rule.title.to_ascii_lowercase().contains("torch"),
+                "{}: {}",
+                rule.id,
+                rule.title
+            );
+        }
+    }
+}

@@ -329,12 +329,13 @@ pub async fn group_events(
         .collect()
 }
 
-/// Group `id`'s reports counted by project, branch, environment, GPU and torch version: the ten
-/// most frequent values of each, most frequent first. The environment counts only as a short
-/// single-line label (`staging`, `ci-a100`); GPU and torch version come from the log's facts,
-/// else from `collect_env` output in the environment metadata, else from the report's latest
-/// reproduction run. Reports retention deleted still count by project (migration 0020 keeps
-/// their number per project); their other tags went with them.
+/// Group `id`'s reports counted by project, branch, environment, GPU, driver, CUDA and torch
+/// version: the ten most frequent values of each, most frequent first. The environment counts
+/// only as a short single-line label (`staging`, `ci-a100`). GPU and versions are the failing
+/// upload's (issue 39 item 7): the log's facts, else the `collect_env` output the upload was
+/// sent with, never the worker that reproduced it (a CPU worker's "cpu" and its own torch say
+/// nothing about where the failure happens). Reports retention deleted still count by project
+/// (migration 0020 keeps their number per project); their other tags went with them.
 pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, DbError> {
     let rows: Vec<(String, String, i64)> = sqlx::query_as(
         "WITH r AS ( \
@@ -345,19 +346,23 @@ pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, D
                  coalesce(nullif(btrim(r.classification -> 'facts' ->> 'gpu'), ''), \
                      nullif(btrim(substring(r.environment \
                          FROM 'GPU models and configuration: (?:GPU 0: )?([^\\n(]{1,100})')), ''), \
-                     nullif(btrim(substring(r.environment FROM 'GPU 0: ([^\\n(]{1,100})')), ''), \
-                     nullif(btrim(p.environment ->> 'device'), '')) AS gpu, \
+                     nullif(btrim(substring(r.environment FROM 'GPU 0: ([^\\n(]{1,100})')), '')) \
+                     AS gpu, \
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'driver_version'), ''), \
+                     substring(r.environment FROM '(?:Nvidia|NVIDIA) driver version: (\\S{1,60})'), \
+                     substring(r.environment FROM 'Driver Version: (\\S{1,60})')) \
+                     AS driver_version, \
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'cuda_version'), ''), \
+                     substring(r.environment FROM 'CUDA used to build PyTorch: ([0-9]\\S{0,59})')) \
+                     AS cuda_version, \
                  coalesce(nullif(btrim(r.classification -> 'facts' ->> 'torch_version'), ''), \
-                     substring(r.environment FROM 'PyTorch version: (\\S{1,60})'), \
-                     nullif(btrim(p.environment ->> 'torch'), '')) AS torch_version, \
+                     substring(r.environment FROM 'PyTorch version: (\\S{1,60})')) \
+                     AS torch_version, \
                  1::int8 AS n \
              FROM reports r \
-             LEFT JOIN LATERAL (SELECT environment FROM reproductions \
-                 WHERE report_id = r.id AND environment IS NOT NULL \
-                 ORDER BY id DESC LIMIT 1) p ON true \
              WHERE r.group_id = $1 \
              UNION ALL \
-             SELECT e.project, NULL, NULL, NULL, NULL, e.reports \
+             SELECT e.project, NULL, NULL, NULL, NULL, NULL, NULL, e.reports \
              FROM group_expired_reports e WHERE e.group_id = $1), \
          counted AS ( \
              SELECT v.tag, left(v.value, 200) AS value, sum(r.n)::int8 AS n, \
@@ -365,6 +370,7 @@ pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, D
                      ORDER BY sum(r.n) DESC, left(v.value, 200)) AS rank \
              FROM r CROSS JOIN LATERAL (VALUES ('project', r.project), ('branch', r.branch), \
                  ('environment', r.environment), ('gpu', r.gpu), \
+                 ('driver_version', r.driver_version), ('cuda_version', r.cuda_version), \
                  ('torch_version', r.torch_version)) v(tag, value) \
              WHERE btrim(v.value) <> '' \
              GROUP BY v.tag, left(v.value, 200)) \

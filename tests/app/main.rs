@@ -39,4 +39,5 @@ mod triage;
 mod upload_cli;
 mod upload_plans;
 mod webhooks;
+mod where_it_happens;
 mod worker;

@@ -1,7 +1,8 @@
 //! Search over what people remember (issue 18 item 1), against the real database: logs uploaded
 //! through the API are found by traceback file names, `file.py:NN`, functions, words only in the
 //! log body, commit, branch, job URL and fix text; misspellings are corrected; root-cause matches
-//! rank first; counts, pages, snippets and filters; the portal page shows all of it.
+//! rank first; one row per group with its count, state and culprit; counts, pages, snippets and
+//! filters; the portal page shows all of it.
 
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
@@ -265,25 +266,49 @@ async fn root_cause_matches_outrank_newer_log_mentions_and_filters_take_any_case
     assert_eq!(report_ids(&found), vec![oob["id"].as_i64().unwrap()]);
 }
 
+/// An out-of-memory raised in `job{n}.py`: each `n` is another program, so another group.
+fn oom_in(n: usize, run: usize) -> String {
+    format!(
+        "run {run} starting\nTraceback (most recent call last):\n  \
+         File \"/srv/jobs/job{n}.py\", line {}, in step\n    y = model(x)\n\
+         torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {run}.00 MiB. GPU 0 has a \
+         total capacity of 79.15 GiB of which 1.06 GiB is free.\n",
+        10 + run
+    )
+}
+
 #[tokio::test]
-async fn counts_and_pages_cover_every_hit_exactly_once() {
+async fn search_answers_one_row_per_group_with_its_count_state_and_culprit() {
     let app = TestApp::spawn().await;
     let t = app.token("root", &[Scope::Admin]).await;
-    let mut ids = Vec::new();
-    for run in 0..23 {
-        let log = format!(
-            "run {run} starting\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate {run}.00 MiB. GPU 0 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
-        );
-        let up = upload(&app, &t, "oom.log", log.as_bytes(), br#"{"project":"nlp"}"#).await;
-        ids.push(up["id"].as_i64().unwrap());
+    // 23 programs run out of memory; each fails twice (another size, another line): 46
+    // reports in 23 groups.
+    let mut groups: Vec<i64> = Vec::new();
+    for n in 0..23 {
+        for run in 0..2 {
+            let log = oom_in(n, run);
+            let up = upload(&app, &t, "oom.log", log.as_bytes(), br#"{"project":"nlp"}"#).await;
+            if run == 0 {
+                groups.push(up["group_id"].as_i64().unwrap());
+            } else {
+                assert_eq!(up["group_id"], groups[n], "the re-run joins its group");
+            }
+        }
     }
-    // 23 reports and their one group.
-    let mut seen: Vec<(String, i64)> = Vec::new();
+    let resolved = crate::triage::patch(
+        &app,
+        &t,
+        groups[22],
+        serde_json::json!({"state": "resolved"}),
+    )
+    .await;
+    assert_eq!(resolved.status, StatusCode::OK, "{}", resolved.body);
+    let mut seen: Vec<i64> = Vec::new();
     let mut page_no = Some(1);
     let mut pages = 0;
     while let Some(n) = page_no {
         let found = search(&app, &t, &format!("q=out+of+memory&per_page=10&page={n}")).await;
-        assert_eq!(found["total"], 24, "{found}");
+        assert_eq!(found["total"], 23, "{found}");
         assert_eq!(found["total_exact"], true);
         assert_eq!(found["page"], n);
         assert_eq!(
@@ -294,37 +319,50 @@ async fn counts_and_pages_cover_every_hit_exactly_once() {
                 Value::Null
             }
         );
-        seen.extend(results(&found).iter().map(|r| {
-            (
-                r["kind"].as_str().unwrap().to_owned(),
-                r["id"].as_i64().unwrap(),
-            )
-        }));
+        for r in results(&found) {
+            let group = &r["group"];
+            assert_eq!(group["id"], r["group_id"], "{r}");
+            assert_eq!(group["report_count"], 2, "{r}");
+            let i = groups.iter().position(|g| *g == group["id"]).unwrap();
+            assert_eq!(group["culprit"], format!("job{i}.py:step"), "{r}");
+            let state = if i == 22 { "resolved" } else { "open" };
+            assert_eq!(group["state"], state, "{r}");
+            assert!(
+                (group["url"].as_str().unwrap()).ends_with(&format!("/groups/{}", group["id"]))
+            );
+            // The row's match is the group's newest report, its root cause marked.
+            assert_eq!(r["kind"], "report", "{r}");
+            assert_eq!(r["matched"], "root_cause", "{r}");
+            assert!(
+                r["snippet"]["segments"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| {
+                        s["marked"] == true
+                            && s["text"]
+                                .as_str()
+                                .unwrap()
+                                .eq_ignore_ascii_case("out of memory")
+                    })
+            );
+            seen.push(group["id"].as_i64().unwrap());
+        }
         page_no = found["next_page"].as_u64();
         pages += 1;
         assert!(pages <= 3, "{found}");
     }
     assert_eq!(pages, 3);
-    assert_eq!(seen.len(), 24, "{seen:?}");
-    let mut reports: Vec<i64> = seen
-        .iter()
-        .filter(|(k, _)| k == "report")
-        .map(|(_, id)| *id)
-        .collect();
-    // Newest first within the tier, no duplicates, no gaps.
-    let mut newest_first = ids.clone();
+    // Every group once, the most recently failing first, no gaps.
+    let mut newest_first = groups.clone();
     newest_first.reverse();
-    let order: Vec<i64> = reports.clone();
-    assert_eq!(order, newest_first);
-    reports.sort_unstable();
-    reports.dedup();
-    assert_eq!(reports.len(), 23);
+    assert_eq!(seen, newest_first);
 
     // A page past the end is empty, not an error; a page size out of bounds is.
     let past = search(&app, &t, "q=out+of+memory&per_page=10&page=7").await;
     assert!(results(&past).is_empty());
     assert_eq!(past["next_page"], Value::Null);
-    assert_eq!(past["total"], 24);
+    assert_eq!(past["total"], 23);
     let bad = app
         .get_as(&t, "/api/v1/search?q=out+of+memory&per_page=101")
         .await;
@@ -340,14 +378,18 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
     let b = sign_in(&app, &t).await;
     let ima = upload(&app, &t, "job.log", IMA_LOG, IMA_META).await;
     // The same job failing again (its code moved a few lines): one group with the first.
+    let again = String::from_utf8_lossy(IMA_LOG).replace("line 57", "line 61");
+    let repeat = upload(&app, &t, "again.log", again.as_bytes(), b"{}").await;
+    assert_eq!(repeat["group_id"], ima["group_id"]);
+    // Four other programs failing the same way: four more groups.
     for run in 0..4 {
         let log = format!(
             "run {run}\nTraceback (most recent call last):\n  \
-             File \"/srv/vision/train.py\", line 6{run}, in <module>\n    loss.item()\n  \
-             File \"/srv/vision/model.py\", line 23, in forward\n    x = self.emb(idx)\n\
+             File \"/srv/tool{run}/main.py\", line 6{run}, in <module>\n    loss.item()\n  \
+             File \"/srv/tool{run}/net{run}.py\", line 23, in forward\n    x = self.emb(idx)\n\
              RuntimeError: CUDA error: an illegal memory access was encountered\n"
         );
-        upload(&app, &t, "again.log", log.as_bytes(), b"{}").await;
+        upload(&app, &t, "other.log", log.as_bytes(), b"{}").await;
     }
 
     let res = page(&app, &b.cookie, "/search?q=ilegal+memory+acess&per_page=2").await;
@@ -360,9 +402,19 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
         attr(&res.body, "p.corrected a", "href").as_deref(),
         Some("/search?q=illegal+memory+access&per_page=2")
     );
-    // 5 reports and their group (one fingerprint): a count, two hits per page, marks.
-    assert_eq!(texts(&res.body, "p.count"), vec!["6 results"]);
+    // 6 reports in 5 groups: a count of groups, two rows per page, marks.
+    assert_eq!(texts(&res.body, "p.count"), vec!["5 results"]);
     assert_eq!(texts(&res.body, ".hit").len(), 2);
+    // Each row is a group: its title links to it, with its state, culprit and report count.
+    assert_eq!(texts(&res.body, ".hit .state"), vec!["open", "open"]);
+    assert_eq!(
+        texts(&res.body, ".hit code.culprit"),
+        vec!["net3.py:forward", "net2.py:forward"]
+    );
+    assert_eq!(
+        texts(&res.body, ".hit .reports"),
+        vec!["1 report", "1 report"]
+    );
     let marks = texts(&res.body, ".hit mark");
     assert!(
         marks
@@ -398,7 +450,24 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
     .await;
     assert_eq!(past.status, StatusCode::OK);
     assert_eq!(texts(&past.body, ".hit").len(), 0);
-    assert_eq!(texts(&past.body, "p.count"), vec!["6 results"]);
+    assert_eq!(texts(&past.body, "p.count"), vec!["5 results"]);
+
+    // The first program's row counts its two reports, under its culprit.
+    let last = page(
+        &app,
+        &b.cookie,
+        "/search?q=illegal+memory+access&page=3&per_page=2",
+    )
+    .await;
+    assert_eq!(
+        texts(&last.body, ".hit code.culprit"),
+        vec!["model.py:forward"]
+    );
+    assert_eq!(texts(&last.body, ".hit .reports"), vec!["2 reports"]);
+    assert_eq!(
+        attr(&last.body, ".hit a.group-link", "href"),
+        Some(format!("/groups/{}", ima["group_id"]))
+    );
     assert_eq!(
         texts(&past.body, "p.muted")
             .iter()
@@ -415,9 +484,10 @@ async fn the_search_page_shows_counts_corrections_marks_and_page_links() {
     );
     assert_eq!(texts(&suggested.body, "p.count"), vec!["1 result"]);
     assert_eq!(
-        attr(&suggested.body, ".hit a", "href"),
-        // A hit in the log opens the lines with the marked words.
-        Some(format!("/reports/{}?grep=resnet50#log", ima["id"]))
+        attr(&suggested.body, ".hit a.match-link", "href"),
+        // A hit in the log opens the lines with the marked words, in the group's newest
+        // report that has them.
+        Some(format!("/reports/{}?grep=resnet50#log", repeat["id"]))
     );
     let marks = texts(&suggested.body, ".hit mark");
     assert_eq!(marks, vec!["resnet50"]);

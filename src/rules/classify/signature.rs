@@ -9,13 +9,31 @@ use crate::rules::Category;
 
 /// The signature of a root cause with everything that varies between runs removed: numbers,
 /// addresses, paths (kept to their file name), so the same failure in the same place groups.
+/// The index of a dimension or axis stays (`at non-singleton dimension 1`): it says which axis
+/// of the program's tensors disagree, which a re-run with other sizes does not change.
 pub fn normalize_signature(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    let mut after_axis_word = false;
     for token in text.split_inclusive([' ', '\t']) {
         let (word, sep) = match token.strip_suffix([' ', '\t']) {
             Some(w) => (w, &token[w.len()..]),
             None => (token, ""),
         };
+        let axis_index = after_axis_word
+            && (1..=3).contains(&word.len())
+            && word
+                .trim_end_matches(['.', ',', ';', ')', ':'])
+                .chars()
+                .all(|c| c.is_ascii_digit());
+        after_axis_word = matches!(
+            word.to_ascii_lowercase().as_str(),
+            "dimension" | "dim" | "axis"
+        );
+        if axis_index {
+            out.push_str(word);
+            out.push_str(sep);
+            continue;
+        }
         // Units of byte counts vary with the count (512.00 MiB vs 2.00 GiB).
         let unit = word.trim_end_matches(['.', ',', ';', ')']);
         if matches!(
@@ -203,7 +221,30 @@ fn deciding_versions(line: &str) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::culprit;
+    use super::{culprit, normalize_signature};
+
+    #[test]
+    fn the_index_of_a_dimension_stays_and_sizes_go() {
+        let at = |a: u32, b: u32, dim: u32| {
+            normalize_signature(&format!(
+                "The size of tensor a ({a}) must match the size of tensor b ({b}) at non-singleton dimension {dim}"
+            ))
+        };
+        assert_eq!(at(4015, 8030, 1), at(40, 56, 1));
+        assert_ne!(at(40, 56, 1), at(40, 56, 0));
+        assert!(at(4, 3, 2).ends_with("dimension 2"), "{}", at(4, 3, 2));
+        assert_eq!(
+            normalize_signature(
+                "Dimension out of range (expected to be in range of [-2, 1], but got 3) on dim 1, axis 0."
+            ),
+            "Dimension out of range (expected to be in range of [-#, #], but got #) on dim 1, axis 0."
+        );
+        // A count after the word is not an index.
+        assert_eq!(
+            normalize_signature("dimension 12345 too large"),
+            "dimension # too large"
+        );
+    }
 
     #[test]
     fn the_culprit_is_the_innermost_user_frame_a_signature_ends_with() {

@@ -1,6 +1,7 @@
 //! Search over reports, groups and fixes (migration 0016): each report's bounded search
 //! document in `report_search`, the vocabulary behind "did you mean" in `search_words`, and the
-//! search itself ([`engine`]). User input is only ever a bound parameter: words go through
+//! search itself ([`engine`]), which answers one row per group: the group's best match, with
+//! the group's report count, state and culprit (issue 39 item 6). User input is only ever a bound parameter: words go through
 //! `websearch_to_tsquery`, and a literal substring match escapes LIKE wildcards so `%` and `_`
 //! match themselves.
 
@@ -11,6 +12,7 @@ use sqlx::{PgConnection, PgExecutor};
 pub use engine::{parts_query, search};
 
 use super::DbError;
+use crate::api_types::GroupState;
 use crate::rules::Category;
 use crate::time::Timestamp;
 
@@ -68,7 +70,8 @@ pub enum Total {
     AtLeast(i64),
 }
 
-/// Hits are counted up to this many, and ranked and paged up to this many.
+/// Groups are counted up to this many, and ranked and paged up to this many; each tier ranks
+/// up to this many hits to find them.
 pub const COUNT_CAP: i64 = 1000;
 
 /// What a hit is.
@@ -124,7 +127,31 @@ pub struct SnippetPiece {
     pub marked: bool,
 }
 
-/// One hit.
+/// The group a search row stands for, as the row shows it.
+#[derive(Clone, Debug)]
+pub struct HitGroup {
+    pub id: i64,
+    pub title: String,
+    pub category: Category,
+    pub state: GroupState,
+    /// Its reports, those retention deleted included (as the group page counts them).
+    pub report_count: i64,
+    pub last_seen: Timestamp,
+    /// The failure's signature: normalized text, then the program's own frames.
+    pub signature: String,
+}
+
+impl HitGroup {
+    /// The program's innermost frame in the failure (`train.py:forward`), if its signature
+    /// names one: what tells look-alike groups apart.
+    #[must_use]
+    pub fn culprit(&self) -> Option<&str> {
+        crate::rules::culprit(&self.signature)
+    }
+}
+
+/// One search row: a group, through its best hit (the report, the group itself or a fix whose
+/// match ranks first among the group's).
 #[derive(Clone, Debug)]
 pub struct Hit {
     pub kind: HitKind,
@@ -142,14 +169,17 @@ pub struct Hit {
     pub tier: Tier,
     /// The matching text around the match, with the match marked.
     pub snippet: Vec<SnippetPiece>,
+    /// The group the hit belongs to: what the row stands for.
+    pub group: HitGroup,
 }
 
-/// One page of hits.
+/// One page of rows, one per group.
 #[derive(Clone, Debug)]
 pub struct Found {
     pub hits: Vec<Hit>,
+    /// Groups that match, exact or "at least".
     pub total: Total,
-    /// Hits follow this page (within [`COUNT_CAP`]).
+    /// Rows follow this page (within [`COUNT_CAP`]).
     pub more: bool,
 }
 

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 
 use crate::api_types::search::{
-    MatchTier, SearchHit, SearchHitKind, SearchResults, Snippet, SnippetSegment,
+    MatchTier, SearchGroup, SearchHit, SearchHitKind, SearchResults, Snippet, SnippetSegment,
 };
 use crate::api_types::{ErrorBody, ErrorCode, Fix, GroupDetail, GroupReport};
 use crate::app::group_triage;
@@ -19,10 +19,13 @@ use crate::web::extract::{GroupId, JsonShape, QueryParams, ShapedJson};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
 use crate::web::{AppError, AppState};
 
-/// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`: reports, groups
-/// and fixes that match, ranked.
+/// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`: the groups whose
+/// reports, own root cause or fixes match, one result per group, ranked by its best match.
 ///
-/// `total` counts every hit up to 1,000 (`total_exact: false` means "at least `total`");
+/// Each result describes that best match (`kind`, `id`, `title`, `matched`, `snippet`, ...,
+/// as before results were collapsed) and the `group` it stands for: its report count, triage
+/// `state` and `culprit` frame. `total` counts groups up to 1,000 (`total_exact: false` means
+/// "at least `total`");
 /// `corrected` names the words whose results these are when the words asked found nothing,
 /// `suggestion` a spelling correction to offer otherwise. Each result says where it `matched`
 /// (`root_cause`, `fix`, `symptom` or `log`, the order results are ranked in) and carries its
@@ -34,8 +37,9 @@ use crate::web::{AppError, AppState};
     tag = "search",
     params(SearchRequest),
     responses(
-        (status = 200, description = "One page of results, ranked root cause > fix > symptom > \
-            log, newest first within each.", body = SearchResults),
+        (status = 200, description = "One page of results, one per group, ranked by the \
+            group's best match: root cause > fix > symptom > log, newest first within each.",
+            body = SearchResults),
         (status = 400, description = "`bad_query`: a missing or empty `q`, an unknown \
             parameter, category or page out of range.", body = ErrorBody),
     ),
@@ -92,6 +96,16 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
         Tier::Symptom => MatchTier::Symptom,
         Tier::Log => MatchTier::Log,
     };
+    let group = SearchGroup {
+        culprit: h.group.culprit().map(str::to_owned),
+        id: h.group.id,
+        title: h.group.title,
+        category: h.group.category,
+        state: h.group.state,
+        report_count: h.group.report_count,
+        last_seen: h.group.last_seen,
+        url: format!("{public_url}/groups/{}", h.group.id),
+    };
     let text: String = h.snippet.iter().map(|s| s.text.as_str()).collect();
     let segments = (h.snippet.into_iter())
         .map(|s| SnippetSegment {
@@ -110,6 +124,7 @@ fn search_hit(public_url: &str, h: Hit) -> SearchHit {
         url,
         matched,
         snippet: Snippet { text, segments },
+        group,
     }
 }
 

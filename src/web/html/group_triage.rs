@@ -484,6 +484,8 @@ fn tag_views(tags: &GroupTags, report_count: i64) -> Vec<TagView> {
         ("branch", "Branch"),
         ("environment", "Environment"),
         ("gpu", "GPU"),
+        ("driver_version", "Driver"),
+        ("cuda_version", "CUDA"),
         ("torch_version", "torch"),
     ];
     (tags.named().into_iter())

@@ -1,6 +1,7 @@
 //! The portal's search page: the form, the result count, "did you mean" (or "showing results
-//! for" when the corrected words were searched instead), hits with their matches marked, and
-//! links to the previous and next pages. Everything shown is typed or escaped text: matches are
+//! for" when the corrected words were searched instead), one row per group (its title, state,
+//! culprit and report count, then its best match with the matches marked), and links to the
+//! previous and next pages. Everything shown is typed or escaped text: matches are
 //! segments the template wraps in `<mark>`.
 
 use askama::Template;
@@ -16,12 +17,18 @@ use crate::web::extract::QueryParams;
 use crate::web::scope::{Read, ScopedUser};
 use crate::web::{AppState, PageError};
 
-/// A hit as the page shows it.
+/// A row as the page shows it: the group, then its best hit.
 pub struct HitView {
     pub hit: Hit,
     pub url: String,
     /// Where it matched, in words.
     pub matched: &'static str,
+    /// The group's culprit frame, if its signature names one.
+    pub culprit: Option<String>,
+    /// "1 report", "12 reports".
+    pub reports: String,
+    /// The hit is the group itself (its title and link are the row's already).
+    pub is_group: bool,
 }
 
 /// `GET /search`
@@ -183,8 +190,12 @@ impl SearchPage {
 
 impl HitView {
     fn of(hit: Hit) -> HitView {
+        let n = hit.group.report_count;
         HitView {
             url: hit_url(&hit),
+            culprit: hit.group.culprit().map(str::to_owned),
+            reports: format!("{n} report{}", if n == 1 { "" } else { "s" }),
+            is_group: hit.kind == HitKind::Group,
             matched: match hit.tier {
                 Tier::RootCause => "in the root cause",
                 Tier::Fix => "in a fix",
@@ -221,7 +232,7 @@ fn hit_url(hit: &Hit) -> String {
     }
 }
 
-/// "No results", "1 result", "1,234 results", "1,000+ results".
+/// "No results", "1 result", "1,234 results", "1,000+ results" (a result is a group).
 fn count_text(total: Total) -> String {
     let (n, plus) = match total {
         Total::Exact(n) => (n, ""),

@@ -1,6 +1,7 @@
-//! The total: reports counted up to [`COUNT_CAP`] by a bounded newest-first walk or through the
-//! index, whichever the probe says proves it cheaply, else the lower bound the walk did prove,
-//! plus the groups and fixes that match; and how such a total adds up and reads.
+//! The total, in groups (one search row each): the groups of the matching reports, found up to
+//! [`COUNT_CAP`] reports by a bounded newest-first walk or through the index, whichever the
+//! probe says proves it cheaply (else the lower bound the walk did prove), with the groups and
+//! the fixes' groups that match; and how such a total adds up and reads.
 
 use sqlx::PgConnection;
 
@@ -9,7 +10,8 @@ use super::terms::Terms;
 use crate::storage::DbError;
 use crate::storage::search::{COUNT_CAP, Total};
 
-/// The total, counting reports up to [`COUNT_CAP`] (then "at least").
+/// The total in groups, reading matching reports up to [`COUNT_CAP`] (beyond them "at least"
+/// the groups those hold).
 pub(super) async fn count(
     tx: &mut PgConnection,
     t: &Terms,
@@ -17,42 +19,45 @@ pub(super) async fn count(
 ) -> Result<Total, DbError> {
     let access = probe.count_access();
     set_access(tx, access).await?;
-    let reports = if access == Access::Walk {
+    let (reports, mut groups): (i64, Vec<i64>) = if access == Access::Walk {
         // Newest first (the recent pages are the ones in memory), a bounded number of rows.
-        let found: i64 = bind_terms!(sqlx::query_scalar(COUNT_WALK), t)
+        bind_terms!(sqlx::query_as(COUNT_WALK), t)
             .bind(COUNT_CAP)
             .bind(COUNT_WALK_ROWS)
             .fetch_one(&mut *tx)
-            .await?;
-        // Fewer matches than the cap: exact when the walk read the whole filtered set.
-        let complete = found >= COUNT_CAP
+            .await?
+    } else {
+        // In physical order, stopping after enough rows of the bitmap.
+        bind_terms!(sqlx::query_as(COUNT_INDEX), t)
+            .bind(COUNT_CAP)
+            .fetch_one(&mut *tx)
+            .await?
+    };
+    // Every matching report was read: fewer than the cap, and (for a walk) the walk read the
+    // whole filtered set.
+    let complete = reports < COUNT_CAP
+        && (access != Access::Walk
             || sqlx::query_scalar::<_, i64>(COUNT_ROWS)
                 .bind(t.category)
                 .bind(&t.project)
                 .bind(COUNT_WALK_ROWS + 1)
                 .fetch_one(&mut *tx)
                 .await?
-                <= COUNT_WALK_ROWS;
-        if complete {
-            Total::Exact(found)
-        } else {
-            Total::AtLeast(found)
-        }
-    } else {
-        // In physical order, stopping after enough rows of the bitmap.
-        Total::Exact(
-            bind_terms!(sqlx::query_scalar(COUNT_INDEX), t)
-                .bind(COUNT_CAP)
-                .fetch_one(&mut *tx)
-                .await?,
-        )
-    };
+                <= COUNT_WALK_ROWS);
     set_access(tx, Access::Planner).await?;
-    let others: i64 = bind_terms!(sqlx::query_scalar(COUNT_OTHERS), t)
+    let others: Vec<i64> = bind_terms!(sqlx::query_scalar(COUNT_OTHERS), t)
         .bind(COUNT_CAP)
         .fetch_one(&mut *tx)
         .await?;
-    Ok(reports.plus(others))
+    groups.extend(others);
+    groups.sort_unstable();
+    groups.dedup();
+    let n = groups.len() as i64;
+    Ok(if complete {
+        Total::Exact(0).plus(n)
+    } else {
+        Total::AtLeast(n).plus(0)
+    })
 }
 
 impl Total {
@@ -76,37 +81,44 @@ fn round_down(n: i64) -> i64 {
     n / unit * unit
 }
 
+/// Matching reports (up to $6 of the newest $7 of the filtered set) and their groups.
 const COUNT_WALK: &str = concat!(
-    "SELECT count(*)::int8 FROM (SELECT 1 FROM (SELECT * FROM report_search s WHERE ",
+    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT r.group_id), '{}') \
+     FROM (SELECT s.report_id FROM (SELECT * FROM report_search s WHERE ",
     filters!(),
     newest!(),
     " LIMIT $7) s WHERE ",
     any_match!(),
-    " LIMIT $6) x"
+    " LIMIT $6) x CROSS JOIN LATERAL (SELECT r.group_id FROM reports r \
+       WHERE r.id = x.report_id) r"
 );
 /// Rows of the filtered set ($1 category, $2 project), up to $3 (from the recency indexes).
 const COUNT_ROWS: &str = "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s \
      WHERE ($1::text IS NULL OR s.category = $1) AND ($2::text IS NULL OR s.project = lower($2)) \
      LIMIT $3) x";
+/// Matching reports (up to $6) and their groups.
 const COUNT_INDEX: &str = concat!(
-    "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s WHERE ",
+    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT r.group_id), '{}') \
+     FROM (SELECT s.report_id FROM report_search s WHERE ",
     any_match!(),
     " AND ",
     filters!(),
-    " LIMIT $6) x"
+    " LIMIT $6) x CROSS JOIN LATERAL (SELECT r.group_id FROM reports r \
+       WHERE r.id = x.report_id) r"
 );
+/// The matching groups, and the groups of the matching fixes (up to $6 each).
 const COUNT_OTHERS: &str = concat!(
-    "SELECT (SELECT count(*) FROM (",
-    "SELECT 1 FROM groups g \
+    "SELECT array(",
+    "SELECT g.id FROM groups g \
      WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
             AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
        AND g.merged_into IS NULL \
-       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) x) \
-     + (SELECT count(*) FROM (\
-     SELECT 1 FROM fixes f JOIN groups g ON g.id = f.group_id \
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) \
+     || array(\
+     SELECT f.group_id FROM fixes f JOIN groups g ON g.id = f.group_id \
      WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
             AND (f.summary ILIKE $2 OR f.details ILIKE $2))) \
-       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) y)"
+       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6)"
 );
 
 #[cfg(test)]

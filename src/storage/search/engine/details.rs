@@ -1,6 +1,7 @@
-//! The page's hits made readable: titles, categories and dates read for the ranked ids of the
-//! page alone, and snippets with the matches marked, split into segments the pages and the API
-//! render without parsing markup.
+//! The page's rows made readable: titles, categories and dates of each row's best hit and the
+//! row's group (its report count, state and signature), read for the page alone, and snippets
+//! with the matches marked, split into segments the pages and the API render without parsing
+//! markup.
 
 use std::collections::HashMap;
 
@@ -11,7 +12,8 @@ use super::rank::Ranked;
 use super::terms::Terms;
 use crate::rules::Category;
 use crate::storage::DbError;
-use crate::storage::search::{Hit, HitKind, SnippetPiece, Tier};
+use crate::storage::groups::{GROUP_COLUMNS, GROUP_STATS};
+use crate::storage::search::{Hit, HitGroup, HitKind, SnippetPiece, Tier};
 use crate::time::Timestamp;
 
 /// Marks a snippet's matches: a window around the first occurrence of the text as typed, when it
@@ -63,7 +65,7 @@ const FIX_DETAILS: &str = concat!(
 
 type DetailRow = (i64, i64, String, Category, String, Timestamp, String);
 
-/// The page's hits with their titles and snippets, in rank order.
+/// The page's rows: each best hit with its title and snippet and its group, in rank order.
 pub(super) async fn details(
     tx: &mut PgConnection,
     t: &Terms,
@@ -98,12 +100,14 @@ pub(super) async fn details(
         };
         rows.extend(found.into_iter().map(|row| ((kind, row.0), row)));
     }
+    let mut groups = groups_of(tx, page).await?;
     // A row gone since it was ranked (a group deleted by reclassification) is left out.
     Ok(page
         .iter()
         .filter_map(|r| {
             let (id, group_id, title, category, project, created_at, snippet) =
                 rows.remove(&(r.kind, r.id))?;
+            let group = groups.remove(&r.group)?;
             Some(Hit {
                 kind: r.kind,
                 id,
@@ -114,9 +118,42 @@ pub(super) async fn details(
                 created_at,
                 tier: r.tier,
                 snippet: segments(&snippet),
+                group,
             })
         })
         .collect())
+}
+
+/// The groups of the page's rows, by id, counted as the group page counts them.
+async fn groups_of(
+    tx: &mut PgConnection,
+    page: &[Ranked],
+) -> Result<HashMap<i64, HitGroup>, DbError> {
+    let ids: Vec<i64> = page.iter().map(|r| r.group).collect();
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {GROUP_COLUMNS}, g.state FROM groups g {GROUP_STATS} WHERE g.id = ANY($1)"
+    )))
+    .bind(&ids)
+    .fetch_all(&mut *tx)
+    .await?;
+    let mut out = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        use sqlx::Row;
+        let g: crate::storage::groups::Group = sqlx::FromRow::from_row(row)?;
+        out.insert(
+            g.id,
+            HitGroup {
+                id: g.id,
+                title: g.title,
+                category: g.category,
+                state: row.try_get("state")?,
+                report_count: g.report_count,
+                last_seen: g.last_seen,
+                signature: g.signature,
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// Splits a marked snippet (`\x01` starts a match, `\x02` ends it) into segments, with runs of

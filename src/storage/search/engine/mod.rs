@@ -1,5 +1,6 @@
 //! The search itself: hits ranked by tier (root cause, fix, symptom, log), newest first within a
-//! tier, counted up to [`COUNT_CAP`], with snippets.
+//! tier, collapsed to one row per group (the group's best hit; issue 39 item 6: a recurring
+//! failure is one answer, not a page of copies), counted up to [`COUNT_CAP`], with snippets.
 //!
 //! Finding "the newest matches" fast over a million reports needs two different walks, and the
 //! planner cannot tell which one a query needs: it estimates words as independent, and the
@@ -22,6 +23,8 @@ mod details;
 mod plan;
 mod rank;
 mod terms;
+
+use std::collections::HashSet;
 
 use sqlx::PgConnection;
 
@@ -55,7 +58,7 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
             more: false,
         });
     }
-    // Hits are ranked up to the cap: a page past it is empty.
+    // Rows (groups) are ranked up to the cap: a page past it is empty.
     let end = (q.offset + q.limit).min(COUNT_CAP) + 1;
     // A literal search comes after words and prefixes found nothing: what it looks for is rare,
     // and testing substrings row by row costs ten times a vector test, so it uses the trigram
@@ -68,29 +71,62 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
     } else {
         plan::probe(tx, &terms).await?
     };
-    let mut ranked: Vec<Ranked> = Vec::new();
+    let mut rows: Vec<Ranked> = Vec::new();
+    let mut seen: HashSet<i64> = HashSet::new();
     let mut exhausted = true;
     for tier in [Tier::RootCause, Tier::Fix, Tier::Symptom, Tier::Log] {
-        let want = end - ranked.len() as i64;
-        if want <= 0 {
+        let need = end - rows.len() as i64;
+        if need <= 0 {
             exhausted = false;
             break;
         }
-        let found = rank::tier_hits(tx, &terms, &probe, tier, want).await?;
-        exhausted &= (found.len() as i64) < want;
-        ranked.extend(found);
+        let (found, complete) = tier_groups(tx, &terms, &probe, tier, need, &seen).await?;
+        exhausted &= complete;
+        for hit in found {
+            if seen.insert(hit.group) {
+                rows.push(hit);
+            }
+        }
     }
     let total = if exhausted {
-        Total::Exact(ranked.len() as i64)
+        Total::Exact(rows.len() as i64)
     } else {
         count::count(tx, &terms, &probe).await?
     };
-    let more = ranked.len() as i64 > q.offset + q.limit && q.offset + q.limit < COUNT_CAP;
-    let page: Vec<Ranked> = ranked
+    let more = rows.len() as i64 > q.offset + q.limit && q.offset + q.limit < COUNT_CAP;
+    let page: Vec<Ranked> = rows
         .into_iter()
         .skip(usize::try_from(q.offset).unwrap_or(usize::MAX))
         .take(usize::try_from(q.limit).unwrap_or(0))
         .collect();
     let hits = details::details(tx, &terms, &page).await?;
     Ok(Found { hits, total, more })
+}
+
+/// The newest hit of each of up to `need` groups not in `seen` that `tier` matches, newest first,
+/// and whether the tier holds no more hits. It ranks `need` hits, then four times as many while
+/// they fall in fewer new groups (one group's reports filling them), up to [`COUNT_CAP`] hits:
+/// a group whose reports are all older than that many hits of others is left to later pages'
+/// count, not searched for.
+async fn tier_groups(
+    tx: &mut PgConnection,
+    terms: &terms::Terms,
+    probe: &Probe,
+    tier: Tier,
+    need: i64,
+    seen: &HashSet<i64>,
+) -> Result<(Vec<Ranked>, bool), DbError> {
+    let mut want = need.min(COUNT_CAP);
+    loop {
+        let hits = rank::tier_hits(tx, terms, probe, tier, want).await?;
+        let complete = (hits.len() as i64) < want;
+        let mut new: HashSet<i64> = HashSet::new();
+        let firsts: Vec<Ranked> = (rank::with_groups(tx, hits).await?.into_iter())
+            .filter(|h| !seen.contains(&h.group) && new.insert(h.group))
+            .collect();
+        if complete || firsts.len() as i64 >= need || want >= COUNT_CAP {
+            return Ok((firsts, complete));
+        }
+        want = (want * 4).min(COUNT_CAP);
+    }
 }

@@ -1,6 +1,7 @@
 //! The ranking: the newest hits of one tier at a time (root cause, fix, symptom, log), reports
 //! through the access path the probe chose, groups and fixes through the planner's, as ids and
 //! timestamps only; their titles and snippets are read for the page alone ([`super::details`]).
+//! Each hit then learns its group ([`with_groups`]), which the search collapses its rows by.
 
 use sqlx::PgConnection;
 
@@ -17,6 +18,8 @@ pub(super) struct Ranked {
     pub(super) id: i64,
     /// Microseconds since the epoch.
     at: i64,
+    /// The group it belongs to (a group's own id); 0 until [`with_groups`] reads it.
+    pub(super) group: i64,
 }
 
 /// The newest `want` hits of one tier.
@@ -32,6 +35,7 @@ pub(super) async fn tier_hits(
         kind: HitKind::Report,
         id,
         at,
+        group: 0,
     };
     match tier {
         Tier::RootCause => {
@@ -49,6 +53,7 @@ pub(super) async fn tier_hits(
                 kind: HitKind::Group,
                 id,
                 at,
+                group: id,
             }));
             // Newest first; a report before its group when both were stored at once.
             hits.sort_by(|a, b| {
@@ -61,17 +66,18 @@ pub(super) async fn tier_hits(
         }
         Tier::Fix => {
             set_access(tx, Access::Planner).await?;
-            let fixes: Vec<(i64, i64)> = bind_terms!(sqlx::query_as(FIX_ROWS), t)
+            let fixes: Vec<(i64, i64, i64)> = bind_terms!(sqlx::query_as(FIX_ROWS), t)
                 .bind(want)
                 .fetch_all(&mut *tx)
                 .await?;
             Ok(fixes
                 .into_iter()
-                .map(|(id, at)| Ranked {
+                .map(|(id, at, group)| Ranked {
                     tier,
                     kind: HitKind::Fix,
                     id,
                     at,
+                    group,
                 })
                 .collect())
         }
@@ -140,7 +146,7 @@ const GROUP_ROWS: &str = concat!(
 const FIX_ROWS: &str = concat!(
     "SELECT f.id, ",
     micros!("f.created_at"),
-    " FROM fixes f JOIN groups g ON g.id = f.group_id \
+    ", f.group_id FROM fixes f JOIN groups g ON g.id = f.group_id \
      WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
             AND (f.summary ILIKE $2 OR f.details ILIKE $2))) \
        AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL \
@@ -157,4 +163,33 @@ async fn report_rows(
         .bind(want)
         .fetch_all(&mut *tx)
         .await?)
+}
+
+/// `hits` with the group of each report read (reports hold their group, the one a merge moved
+/// them to); a report deleted since it was ranked is left out.
+pub(super) async fn with_groups(
+    tx: &mut PgConnection,
+    mut hits: Vec<Ranked>,
+) -> Result<Vec<Ranked>, DbError> {
+    let reports: Vec<i64> = (hits.iter())
+        .filter(|h| h.kind == HitKind::Report)
+        .map(|h| h.id)
+        .collect();
+    if reports.is_empty() {
+        return Ok(hits);
+    }
+    let groups: std::collections::HashMap<i64, i64> =
+        sqlx::query_as("SELECT id, group_id FROM reports WHERE id = ANY($1)")
+            .bind(&reports)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+    hits.retain_mut(|h| {
+        if h.kind != HitKind::Report {
+            return true;
+        }
+        groups.get(&h.id).map(|g| h.group = *g).is_some()
+    });
+    Ok(hits)
 }
