@@ -434,7 +434,16 @@ fn the_knowledge_base_in_a_real_browser() {
         d.wait_for_page("the search results", |url| url.contains("q="), "p.count");
     };
     search("resnet.py");
-    assert!(d.count(".hits .hit-report") >= 3, "{}", d.text(".hits"));
+    // One row per group: the regressed group (two reports) and its look-alike from another
+    // checkout, each with its culprit frame and its count.
+    assert_eq!(d.count(".hits .hit"), 2, "{}", d.text(".hits"));
+    assert_eq!(d.count(".hits .hit-report"), 2, "{}", d.text(".hits"));
+    let rows = d.text(".hits");
+    assert_eq!(rows.matches("resnet.py:forward").count(), 2, "{rows}");
+    assert!(
+        rows.contains("2 reports") && rows.contains("1 report"),
+        "{rows}"
+    );
     assert!(d.text(".hits mark").to_lowercase().contains("resnet"));
     search("out of memroy");
     assert!(
@@ -442,7 +451,7 @@ fn the_knowledge_base_in_a_real_browser() {
         "{}",
         d.text("p.corrected")
     );
-    assert!(d.count(".hits .hit-report") >= 3);
+    assert_eq!(d.count(".hits .hit"), 2, "{}", d.text(".hits"));
     search("batch size layer4");
     assert!(d.count(".hits .hit-fix") >= 1, "{}", d.text(".hits"));
     assert!(

@@ -385,7 +385,7 @@ async fn a_search_hit_in_the_log_opens_the_lines_that_matched() {
     let b = sign_in(&app, &token).await;
     let found = page(&app, &b.cookie, "/search?q=frobnicator").await;
     assert_eq!(found.status, StatusCode::OK);
-    let href = attr(&found.body, ".hits .hit-report a", "href").expect("a report hit");
+    let href = attr(&found.body, ".hits .hit-report a.match-link", "href").expect("a report hit");
     assert!(
         href.starts_with(&format!("/reports/{id}?grep=")) && href.ends_with("#log"),
         "{href}"

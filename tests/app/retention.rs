@@ -138,11 +138,28 @@ async fn log_bytes_of(app: &TestApp, ids: &[i64]) -> i64 {
     .unwrap()
 }
 
-/// The report ids `GET /api/v1/search?q=query` finds.
+/// The reports search finds for `query`, one per group (each group's best match).
 async fn found_reports(app: &TestApp, token: &str, query: &str) -> Vec<i64> {
-    let res = app
-        .get_as(token, &format!("/api/v1/search?q={query}&per_page=50"))
-        .await;
+    ids_of_reports(
+        app.get_as(token, &format!("/api/v1/search?q={query}&per_page=50"))
+            .await,
+    )
+}
+
+/// The reports search finds for `query` in `project`: search answers one row per group, so the
+/// project narrows it to that project's report where two projects share a group.
+async fn found_in(app: &TestApp, token: &str, project: &str, query: &str) -> Vec<i64> {
+    ids_of_reports(
+        app.get_as(
+            token,
+            &format!("/api/v1/search?q={query}&project={project}&per_page=50"),
+        )
+        .await,
+    )
+}
+
+/// The ids of the reports a search answer's rows stand for, sorted.
+fn ids_of_reports(res: crate::support::TestResponse) -> Vec<i64> {
     assert_eq!(res.status, StatusCode::OK, "{}", res.body);
     let mut ids: Vec<i64> = res.json()["results"]
         .as_array()
@@ -394,9 +411,10 @@ async fn an_expired_log_leaves_the_report_and_its_classification_and_search_forg
         .json();
     assert!(before["log_removed"].is_null());
     assert_eq!(
-        found_reports(&app, &t, "train.py").await,
-        vec![id(&vision), id(&nlp)]
+        found_in(&app, &t, "vision", "train.py").await,
+        vec![id(&vision)]
     );
+    assert_eq!(found_in(&app, &t, "nlp", "train.py").await, vec![id(&nlp)]);
 
     let summary = pass(&app, &settings).await;
     assert_eq!((summary.removed.logs, summary.removed.reports), (1, 0));
@@ -416,12 +434,17 @@ async fn an_expired_log_leaves_the_report_and_its_classification_and_search_forg
     assert_eq!(after["log_removed"]["after_days"], 7, "{after}");
     assert!(after["log_removed"]["at"].is_string());
     // Log lines (excerpt) and frames are no longer searchable; the classification still is.
-    assert!(found_reports(&app, &t, "quokka").await.is_empty());
-    assert_eq!(found_reports(&app, &t, "wombat").await, vec![id(&nlp)]);
-    assert_eq!(found_reports(&app, &t, "train.py").await, vec![id(&nlp)]);
+    assert!(found_in(&app, &t, "vision", "quokka").await.is_empty());
+    assert_eq!(found_in(&app, &t, "nlp", "wombat").await, vec![id(&nlp)]);
+    assert!(found_in(&app, &t, "vision", "train.py").await.is_empty());
+    assert_eq!(found_in(&app, &t, "nlp", "train.py").await, vec![id(&nlp)]);
     assert_eq!(
-        found_reports(&app, &t, "illegal+memory+access").await,
-        vec![id(&vision), id(&nlp)]
+        found_in(&app, &t, "vision", "illegal+memory+access").await,
+        vec![id(&vision)]
+    );
+    assert_eq!(
+        found_in(&app, &t, "nlp", "illegal+memory+access").await,
+        vec![id(&nlp)]
     );
 
     // The page shows the classification and says the log was removed; the download is gone.

@@ -388,13 +388,19 @@ async fn a_merged_group_is_no_search_hit_of_its_own_and_its_reports_name_the_tar
     let alice = app.token("alice", &[Scope::Ingest, Scope::Read]).await;
     let (report, a) = upload(&app, &alice, &device_log("quebec"), Value::Null).await;
     let (_, b) = upload(&app, &alice, &device_log("romeo"), Value::Null).await;
-    let hits = |v: Value, kind: &str| -> Vec<(i64, i64)> {
+    // One row per group: (kind of its best match, that match's id, the group's id).
+    let rows = |v: Value| -> Vec<(String, i64, i64)> {
         v["results"]
             .as_array()
             .unwrap()
             .iter()
-            .filter(|h| h["kind"] == kind)
-            .map(|h| (h["id"].as_i64().unwrap(), h["group_id"].as_i64().unwrap()))
+            .map(|h| {
+                (
+                    h["kind"].as_str().unwrap().to_owned(),
+                    h["id"].as_i64().unwrap(),
+                    h["group"]["id"].as_i64().unwrap(),
+                )
+            })
             .collect()
     };
     let search = async || {
@@ -405,10 +411,16 @@ async fn a_merged_group_is_no_search_hit_of_its_own_and_its_reports_name_the_tar
         res.json()
     };
     let before = search().await;
-    assert_eq!(hits(before.clone(), "group"), [(a, a)], "{before}");
-    assert_eq!(hits(before, "report"), [(report, a)]);
+    let found = rows(before.clone());
+    assert_eq!(found.len(), 1, "{before}");
+    assert_eq!(found[0].2, a, "{before}");
     assert_eq!(merge(&app, &alice, a, b).await.status, StatusCode::OK);
     let after = search().await;
-    assert_eq!(hits(after.clone(), "group"), [], "{after}");
-    assert_eq!(hits(after, "report"), [(report, b)]);
+    // The merged group's own entry is gone; its report now stands for the target.
+    assert_eq!(
+        rows(after.clone()),
+        [("report".to_owned(), report, b)],
+        "{after}"
+    );
+    assert_eq!(after["results"][0]["group_id"], b, "{after}");
 }
