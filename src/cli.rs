@@ -27,6 +27,9 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate(DatabaseArgs),
+    /// Maintain the stored data (move raw logs between PostgreSQL and an object store).
+    #[command(subcommand)]
+    Db(crate::commands::db::DbCommand),
     /// Create, list or revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),

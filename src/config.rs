@@ -140,6 +140,77 @@ pub struct ServeArgs {
 
     #[command(flatten)]
     pub oidc: OidcArgs,
+
+    #[command(flatten)]
+    pub log_store: LogStoreArgs,
+
+    /// Refuse to start when the log store cannot be written, read and deleted from (else the
+    /// server starts, says so, and answers uploads 503 until the store is back).
+    #[arg(long = "require-log-store", env = "GPU_TRIAGE_REQUIRE_LOG_STORE")]
+    pub require_log_store: bool,
+
+    /// Seconds between sweeps of the log store (objects of uploads that never committed, logs
+    /// retention removed).
+    #[arg(long = "log-store-sweep-secs", env = "GPU_TRIAGE_LOG_STORE_SWEEP_SECS",
+          default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub log_store_sweep_secs: u64,
+}
+
+/// Where raw logs are kept: PostgreSQL (the default), or an S3-compatible object store with
+/// endpoint, region and credentials from the AWS environment variables.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct LogStoreArgs {
+    /// `s3://BUCKET/PREFIX`: new logs go to this object store (PostgreSQL keeps the reports,
+    /// their index and the chunk map). Unset: logs stay in PostgreSQL.
+    #[arg(
+        long = "log-store",
+        env = "GPU_TRIAGE_LOG_STORE",
+        value_name = "s3://BUCKET/PREFIX"
+    )]
+    pub log_store_url: Option<String>,
+
+    /// Seconds one request to the log store may take (then it is retried twice, and the
+    /// upload or page answers 503).
+    #[arg(long = "log-store-timeout-secs", env = "GPU_TRIAGE_LOG_STORE_TIMEOUT_SECS",
+          default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub log_store_timeout_secs: u64,
+
+    /// Seconds an upload's objects may wait for its report to be stored before the sweeper
+    /// removes them as those of an upload that never committed.
+    #[arg(long = "log-store-grace-secs", env = "GPU_TRIAGE_LOG_STORE_GRACE_SECS",
+          default_value_t = 3600, value_parser = clap::value_parser!(u64).range(0..=604_800))]
+    pub log_store_grace_secs: u64,
+}
+
+impl LogStoreArgs {
+    /// The store these flags name, opened (nothing sent yet), or `None` without `--log-store`.
+    pub fn open(
+        &self,
+    ) -> Result<
+        Option<std::sync::Arc<crate::storage::objects::LogObjects>>,
+        crate::storage::objects::StoreError,
+    > {
+        self.open_url(self.log_store_url.as_deref())
+    }
+
+    /// Like [`LogStoreArgs::open`], for the store at `url`.
+    pub fn open_url(
+        &self,
+        url: Option<&str>,
+    ) -> Result<
+        Option<std::sync::Arc<crate::storage::objects::LogObjects>>,
+        crate::storage::objects::StoreError,
+    > {
+        let Some(url) = url.filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        let store = crate::storage::objects::LogObjects::open(
+            url,
+            std::time::Duration::from_secs(self.log_store_timeout_secs),
+        )?
+        .with_grace(std::time::Duration::from_secs(self.log_store_grace_secs));
+        Ok(Some(std::sync::Arc::new(store)))
+    }
 }
 
 /// Signing people in through an OpenID Connect provider (issue 31); off unless `--oidc-issuer`

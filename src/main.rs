@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => run_async(commands::serve::serve(*args)),
         Command::Migrate(args) => run_async(commands::db::migrate(args)),
+        Command::Db(cmd) => run_async(commands::db::run(cmd)),
         Command::Token(cmd) => run_async(commands::token::run(cmd)),
         Command::Classify(args) => commands::classify::run(args),
         Command::Eval(args) => commands::eval::run(args),

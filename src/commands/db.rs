@@ -36,3 +36,82 @@ pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
     println!("migrations applied; instance {}", instance.id);
     Ok(())
 }
+
+/// `gpu-triage db ...`: maintenance of the stored data.
+#[derive(Debug, clap::Subcommand)]
+pub enum DbCommand {
+    /// Move stored raw logs between PostgreSQL and an S3-compatible object store, one report
+    /// at a time, each chunk verified by its SHA-256. Interrupted, it loses nothing: run it
+    /// again to go on. Objects it leaves behind are removed at its end (and by `serve`'s
+    /// sweeper).
+    MoveLogs {
+        /// `s3://BUCKET/PREFIX` to move the logs stored in PostgreSQL into that store, or
+        /// `postgres` to move the logs in the store (--log-store) back into PostgreSQL.
+        #[arg(long, value_name = "s3://BUCKET/PREFIX|postgres")]
+        to: String,
+        #[command(flatten)]
+        log_store: crate::config::LogStoreArgs,
+        #[command(flatten)]
+        database: DatabaseArgs,
+    },
+}
+
+/// Runs one `db` subcommand.
+pub async fn run(cmd: DbCommand) -> anyhow::Result<()> {
+    match cmd {
+        DbCommand::MoveLogs {
+            to,
+            log_store,
+            database,
+        } => move_logs(&to, &log_store, &database).await,
+    }
+}
+
+async fn move_logs(
+    to: &str,
+    log_store: &crate::config::LogStoreArgs,
+    database: &DatabaseArgs,
+) -> anyhow::Result<()> {
+    use crate::app::log_objects::moving::{Destination, move_logs};
+    let (destination, url) = match to {
+        "postgres" | "postgresql" => (Destination::Database, log_store.log_store_url.as_deref()),
+        url if url.starts_with("s3://") => (Destination::Store, Some(url)),
+        other => {
+            return Err(super::BadInput(format!(
+                "--to must be s3://BUCKET/PREFIX or postgres, got {other:?}"
+            ))
+            .into());
+        }
+    };
+    let Some(store) = log_store.open_url(url).context("the log store")? else {
+        return Err(super::BadInput(
+            "--to postgres reads the logs from the store named by --log-store \
+             (GPU_TRIAGE_LOG_STORE), which is unset"
+                .into(),
+        )
+        .into());
+    };
+    crate::app::log_objects::check(&store)
+        .await
+        .with_context(|| format!("checking the log store {}", store.url()))?;
+    let url = store.url().to_owned();
+    let moved = with_database(database, async |db| {
+        let db = db.clone().with_log_store(store);
+        move_logs(&db, destination, |id, so_far| {
+            tracing::debug!(report_id = id, reports = so_far.reports, "moved");
+        })
+        .await
+        .context("moving logs")
+    })
+    .await?;
+    let place = match destination {
+        Destination::Store => url.as_str(),
+        Destination::Database => "PostgreSQL",
+    };
+    println!(
+        "moved the logs of {} reports ({} chunks, each verified by SHA-256) to {place}; \
+         {} skipped (changed meanwhile), {} object prefixes removed",
+        moved.reports, moved.chunks, moved.skipped, moved.swept
+    );
+    Ok(())
+}

@@ -17,7 +17,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("opening the database")?;
     tracing::info!(database = %opened.description, "using database");
-    let db = opened.db.clone();
+    let mut db = opened.db.clone();
+    let log_store = args.log_store.open().context("the --log-store setting")?;
+    if let Some(store) = log_store.clone() {
+        check_log_store(&store, args.require_log_store).await?;
+        db = db.with_log_store(store);
+    }
     let cluster = opened
         .cluster
         .map(storage::embedded::EmbeddedPostgres::supervise);
@@ -93,6 +98,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     state.retention = args.retention.settings();
     let retention = crate::app::retention::spawn(db.clone(), state.retention.clone());
+    let sweeper = log_store.is_some().then(|| {
+        crate::app::log_objects::spawn_sweeper(
+            db.clone(),
+            std::time::Duration::from_secs(args.log_store_sweep_secs),
+        )
+    });
     state.ruleset.set_corpus(args.eval_corpus.clone());
     state.oidc = args
         .oidc
@@ -133,6 +144,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     rules_watch.abort();
     webhooks.abort();
     retention.abort();
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
     db.close().await;
     if let Some(cluster) = cluster {
         // Supervision ends first, so this stop is not restarted as if it were a crash.
@@ -142,6 +156,41 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .context("stopping the embedded PostgreSQL")?;
     }
     Ok(())
+}
+
+/// Checks the log store at start. With `require`, a store that fails stops the start with the
+/// error naming what failed; without, the error is logged, the server starts (uploads answer
+/// 503 while the store is unreachable) and a background task says when the store answers.
+async fn check_log_store(
+    store: &std::sync::Arc<storage::objects::LogObjects>,
+    require: bool,
+) -> anyhow::Result<()> {
+    match crate::app::log_objects::check(store).await {
+        Ok(()) => {
+            tracing::info!(store = store.url(), "raw logs go to the object store");
+            Ok(())
+        }
+        Err(e) if require => Err(anyhow::Error::new(e).context(format!(
+            "the log store {} (--require-log-store)",
+            store.url()
+        ))),
+        Err(e) => {
+            tracing::error!(error = %e, "the log store failed its check; uploads answer 503 until it works");
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut delay = std::time::Duration::from_secs(1);
+                loop {
+                    tokio::time::sleep(delay).await;
+                    if crate::app::log_objects::check(&store).await.is_ok() {
+                        tracing::info!(store = store.url(), "the log store works now");
+                        return;
+                    }
+                    delay = (delay * 2).min(std::time::Duration::from_secs(60));
+                }
+            });
+            Ok(())
+        }
+    }
 }
 
 /// Loads the stored team rules once the database is migrated, then keeps them current

@@ -8,6 +8,8 @@ pub mod group_merge;
 pub mod group_triage;
 pub mod groups;
 pub mod jobs;
+pub mod log_objects;
+pub mod objects;
 pub mod people;
 pub mod reclassify_runs;
 pub mod reports;
@@ -58,6 +60,9 @@ pub enum DbError {
     /// Any other database error.
     #[error("database error: {0}")]
     Sqlx(sqlx::Error),
+    /// The object store that holds raw logs failed (`--log-store`).
+    #[error(transparent)]
+    LogStore(#[from] objects::StoreError),
 }
 
 impl DbError {
@@ -78,7 +83,11 @@ impl DbError {
     /// which the edges answer with 503 and `Retry-After` rather than 500.
     #[must_use]
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, DbError::Unavailable(_))
+        match self {
+            DbError::Unavailable(_) => true,
+            DbError::LogStore(e) => e.is_transient(),
+            _ => false,
+        }
     }
 }
 
@@ -107,11 +116,13 @@ fn is_unavailable(err: &sqlx::Error) -> bool {
     }
 }
 
-/// The application's handle on PostgreSQL: a pool plus whether migrations have been applied.
+/// The application's handle on PostgreSQL: a pool plus whether migrations have been applied,
+/// and the object store raw logs go to when one is configured (`--log-store`).
 #[derive(Clone, Debug)]
 pub struct Db {
     pool: PgPool,
     migrated: Arc<AtomicBool>,
+    logs: Option<Arc<objects::LogObjects>>,
 }
 
 impl Db {
@@ -129,7 +140,28 @@ impl Db {
         Db {
             pool,
             migrated: Arc::new(AtomicBool::new(false)),
+            logs: None,
         }
+    }
+
+    /// The same handle, with new logs written to `store` (and stored logs read from it).
+    #[must_use]
+    pub fn with_log_store(mut self, store: Arc<objects::LogObjects>) -> Db {
+        self.logs = Some(store);
+        self
+    }
+
+    /// The object store for raw logs, when one is configured.
+    pub fn log_store(&self) -> Option<&Arc<objects::LogObjects>> {
+        self.logs.as_ref()
+    }
+
+    /// The object store for raw logs, or the error saying none is configured.
+    pub fn require_log_store(&self) -> Result<&Arc<objects::LogObjects>, DbError> {
+        Ok(self
+            .logs
+            .as_ref()
+            .ok_or(objects::StoreError::NotConfigured)?)
     }
 
     /// The underlying pool, for the storage functions.

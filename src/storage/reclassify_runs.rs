@@ -5,9 +5,9 @@
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::DbError;
 use super::reports::Headline;
 use super::reports::rfc3339;
+use super::{Db, DbError};
 use crate::actor::{Actor, ActorKind};
 use crate::rules::Classification;
 
@@ -245,20 +245,28 @@ pub struct StoredLog {
 
 /// The next reports after `after_id` that still have their log, in id order (a report whose log
 /// retention removed keeps the classification it has: there is nothing to read again).
-pub async fn next_reports(
-    ex: impl PgExecutor<'_>,
-    after_id: i64,
-    limit: i64,
-) -> Result<Vec<StoredLog>, DbError> {
-    Ok(sqlx::query_as(concat!(
+pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<StoredLog>, DbError> {
+    let mut logs: Vec<StoredLog> = sqlx::query_as(concat!(
         "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
         " AS log_gz FROM reports WHERE id > $1 AND log_removed_at IS NULL ORDER BY id LIMIT $2"
     ))
     .bind(after_id)
     .bind(limit)
-    .fetch_all(ex)
-    .await?)
+    .fetch_all(db.pool())
+    .await?;
+    let empty: Vec<i64> = logs
+        .iter()
+        .filter(|r| r.log_gz.is_empty())
+        .map(|r| r.id)
+        .collect();
+    let mut stored = super::reports::logs_from_store(db, &empty).await?;
+    for r in &mut logs {
+        if let Some(log) = stored.remove(&r.id) {
+            r.log_gz = log;
+        }
+    }
+    Ok(logs)
 }
 
 /// The transaction-id horizon now: every transaction that may still commit a report whose id
@@ -292,18 +300,27 @@ pub async fn ids_upto(ex: impl PgExecutor<'_>, upto: i64) -> Result<Vec<i64>, Db
 }
 
 /// The reports with these ids (those still stored with their log), in id order.
-pub async fn reports_by_id(
-    ex: impl PgExecutor<'_>,
-    ids: &[i64],
-) -> Result<Vec<StoredLog>, DbError> {
-    Ok(sqlx::query_as(concat!(
+pub async fn reports_by_id(db: &Db, ids: &[i64]) -> Result<Vec<StoredLog>, DbError> {
+    let mut logs: Vec<StoredLog> = sqlx::query_as(concat!(
         "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
         " AS log_gz FROM reports WHERE id = ANY($1) AND log_removed_at IS NULL ORDER BY id"
     ))
     .bind(ids)
-    .fetch_all(ex)
-    .await?)
+    .fetch_all(db.pool())
+    .await?;
+    let empty: Vec<i64> = logs
+        .iter()
+        .filter(|r| r.log_gz.is_empty())
+        .map(|r| r.id)
+        .collect();
+    let mut stored = super::reports::logs_from_store(db, &empty).await?;
+    for r in &mut logs {
+        if let Some(log) = stored.remove(&r.id) {
+            r.log_gz = log;
+        }
+    }
+    Ok(logs)
 }
 
 /// Stores a report's new classification in the caller's transaction (which holds the report's

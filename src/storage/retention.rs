@@ -165,7 +165,8 @@ pub async fn delete_reports(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, D
 /// Compressed bytes of the stored log chunks of `ids` (read from the values' headers).
 async fn chunk_bytes(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, DbError> {
     Ok(sqlx::query_scalar(
-        "SELECT coalesce(sum(octet_length(data)), 0)::int8 FROM report_log_chunks \
+        "SELECT coalesce(sum(coalesce(octet_length(data), stored_bytes)), 0)::int8 \
+         FROM report_log_chunks \
          WHERE report_id = ANY($1)",
     )
     .bind(ids)

@@ -335,7 +335,8 @@ pub async fn recent_log_sizes(
 ) -> Result<(Vec<(i64, i64)>, i64), DbError> {
     let mut conn = conn.acquire().await?;
     let sizes = sqlx::query_as(
-        "SELECT id, (SELECT sum(octet_length(c.data)) FROM report_log_chunks c \
+        "SELECT id, (SELECT sum(coalesce(octet_length(c.data), c.stored_bytes)) \
+                     FROM report_log_chunks c \
                      WHERE c.report_id = reports.id)::bigint FROM reports \
          WHERE log_removed_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $1",
     )
@@ -349,18 +350,27 @@ pub async fn recent_log_sizes(
 }
 
 /// The gzip-compressed logs of `ids` (those still stored), in the order given.
-pub async fn logs_by_id(
-    ex: impl PgExecutor<'_>,
-    ids: &[i64],
-) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
-    Ok(sqlx::query_as(concat!(
+pub async fn logs_by_id(db: &Db, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
+    let mut logs: Vec<(i64, Vec<u8>)> = sqlx::query_as(concat!(
         "SELECT id, ",
         super::reports::whole_log_gz!(),
         " FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)"
     ))
     .bind(ids)
-    .fetch_all(ex)
-    .await?)
+    .fetch_all(db.pool())
+    .await?;
+    let empty: Vec<i64> = logs
+        .iter()
+        .filter(|r| r.1.is_empty())
+        .map(|r| r.0)
+        .collect();
+    let mut stored = super::reports::logs_from_store(db, &empty).await?;
+    for r in &mut logs {
+        if let Some(log) = stored.remove(&r.0) {
+            r.1 = log;
+        }
+    }
+    Ok(logs)
 }
 
 /// A dedicated connection listening on [`CHANNEL`]: wakes replicas when an edit commits.

@@ -18,6 +18,7 @@ mod health;
 mod jobs;
 mod likely;
 mod limits;
+mod log_store;
 mod logviewer;
 mod migrations;
 mod oidc;

@@ -104,7 +104,7 @@ impl Passes {
                 }
             };
             // A report deleted meanwhile reads as chunks with no lines.
-            let chunk = match store::log_chunk(db.pool(), id, seqs[at]).await {
+            let chunk = match store::log_chunk(&db, id, seqs[at]).await {
                 Ok(chunk) => chunk,
                 Err(e) => {
                     for r in riders.drain(..) {

@@ -24,7 +24,7 @@ pub(super) async fn log_lines(
 ) -> Result<Vec<u8>, Error> {
     let (first, last) = (first.max(1), last.max(first.max(1)));
     let as_i64 = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    let chunks = store::log_chunks_for_lines(db.pool(), id, as_i64(first), as_i64(last)).await?;
+    let chunks = store::log_chunks_for_lines(db, id, as_i64(first), as_i64(last)).await?;
     if chunks.is_empty() && store::log_chunk_count(db.pool(), id).await? == 0 {
         return Err(no_log(db, id).await);
     }
@@ -59,7 +59,7 @@ pub async fn log_stream(
     // The download goes on after the handler returned: it keeps the request's span.
     let read = async move {
         for seq in 0..count {
-            let next = match store::log_chunk(db.pool(), id, seq).await {
+            let next = match store::log_chunk(&db, id, seq).await {
                 // A report deleted meanwhile ends its download early.
                 Ok(None) => break,
                 Ok(Some(chunk)) => blocking(move || logstore::decompress(&chunk))
@@ -163,7 +163,7 @@ async fn pick_lines(
             continue;
         }
         // A report deleted meanwhile ends the reading early.
-        let Some(chunk) = store::log_chunk(db.pool(), id, seq).await? else {
+        let Some(chunk) = store::log_chunk(db, id, seq).await? else {
             break;
         };
         let keep = keep.clone();

@@ -369,7 +369,7 @@ pub(super) async fn scan_reports(
         ..ReportsDryRun::default()
     };
     for ids in batches_by_size(&sizes, PREVIEW_BATCH_BYTES) {
-        let logs = store::logs_by_id(db.pool(), &ids).await?;
+        let logs = store::logs_by_id(db, &ids).await?;
         let (sets, id) = (sets.clone(), id.to_owned());
         reports = tokio::task::spawn_blocking(move || {
             let [before, after, alone] = &sets;

@@ -161,7 +161,7 @@ pub async fn run_all(
     seen.sort_unstable();
     let missed = not_seen(&store::ids_upto(db.pool(), after).await?, &seen);
     for ids in missed.chunks(BATCH as usize) {
-        let batch = store::reports_by_id(db.pool(), ids).await?;
+        let batch = store::reports_by_id(db, ids).await?;
         process(db, handle, batch, &mut tally).await?;
         store::record_progress(db.pool(), run, tally.done, tally.changed, tally.regrouped).await?;
     }
@@ -179,7 +179,7 @@ async fn scan_from(
     tally: &mut Tally,
 ) -> Result<i64, TeamRulesError> {
     loop {
-        let batch = store::next_reports(db.pool(), after, BATCH).await?;
+        let batch = store::next_reports(db, after, BATCH).await?;
         let Some(last) = batch.last() else {
             return Ok(after);
         };

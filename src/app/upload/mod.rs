@@ -361,11 +361,29 @@ pub async fn upload(
             request_sha256: h.finalize().to_vec(),
         }
     });
+    // With `--log-store`, the chunks go to the object store now, before the transaction.
+    super::log_objects::place(db, &mut new).await?;
+    let result = store_report(db, &uploader, &new, idem.as_ref()).await;
+    if result.is_err() {
+        // What was written for a report that was not stored goes at the next sweep.
+        super::log_objects::abandon(db, &new.log_place).await;
+    }
+    result
+}
+
+/// Stores a prepared report in one transaction (see [`upload`]).
+async fn store_report(
+    db: &Db,
+    uploader: &Uploader,
+    new: &store::NewReport,
+    idem: Option<&IdempotencyRecord>,
+) -> Result<Uploaded, Error> {
+    let span = tracing::Span::current();
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    if !credentials_hold(&mut tx, &uploader).await? {
+    if !credentials_hold(&mut tx, uploader).await? {
         return Err(Error::Revoked);
     }
-    let stored = match store::insert_report(&mut tx, &new, idem.as_ref()).await? {
+    let stored = match store::insert_report(&mut tx, new, idem).await? {
         InsertOutcome::Stored(s) => s,
         InsertOutcome::KeyReused => {
             tx.rollback().await.map_err(DbError::from)?;
@@ -386,9 +404,9 @@ pub async fn upload(
         // The stored report's own classification (the first upload's), not this request's.
         store::get_report(&mut *tx, stored.report_id)
             .await?
-            .map_or(new.classification, |r| r.classification)
+            .map_or_else(|| new.classification.clone(), |r| r.classification)
     } else {
-        new.classification
+        new.classification.clone()
     };
     let own_fixes = crate::storage::groups::group_fixes(&mut *tx, stored.group_id).await?;
     // Read after the regression rule ran: a report that reopened its group says so at once.

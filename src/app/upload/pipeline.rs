@@ -69,6 +69,7 @@ pub fn prepare(
         log_bytes: i64::try_from(total).unwrap_or(i64::MAX),
         log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
         log,
+        log_place: crate::storage::reports::LogPlace::Database,
         script,
         search,
         search_words,

@@ -5,7 +5,7 @@
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::log::{LogChunk, insert_log};
+use super::log::{LogChunk, LogPlace, discard_objects, insert_log};
 use crate::api_types::{JobState, QueuedJob};
 use crate::rules::{Category, Classification, Confidence};
 use crate::storage::DbError;
@@ -36,6 +36,9 @@ pub struct NewReport {
     pub log_lines: i64,
     /// The scrubbed log, in independently compressed chunks of whole lines.
     pub log: Vec<LogChunk>,
+    /// Where those chunks are kept (`app::log_objects::place` writes them to the object store
+    /// before the transaction when one is configured).
+    pub log_place: LogPlace,
     /// The attached minimal reproduction script, if any (queues a job).
     pub script: Option<String>,
     /// Runs the job asks for (1-5).
@@ -155,6 +158,7 @@ pub async fn insert_report(
                 {
                     stored.group_id = now;
                 }
+                discard_objects(&mut *tx, &report.log_place).await?;
                 return Ok(InsertOutcome::Stored(Stored {
                     job,
                     replayed: true,
@@ -191,6 +195,9 @@ pub async fn insert_report(
         }
         None => insert_new(&mut *tx, report).await?,
     };
+    if stored.duplicate {
+        discard_objects(&mut *tx, &report.log_place).await?;
+    }
     if let Some(idem) = idempotency {
         sqlx::query(
             "INSERT INTO idempotency_keys (token_id, key, request_sha256, status, response) \
@@ -339,7 +346,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.version)
     .fetch_one(&mut *tx)
     .await?;
-    insert_log(&mut *tx, report_id, &r.log).await?;
+    insert_log(&mut *tx, report_id, &r.log, &r.log_place).await?;
     crate::storage::search::insert_document(&mut *tx, report_id, &r.search, &r.search_words)
         .await?;
     let job = match &r.script {

@@ -1,10 +1,13 @@
 //! A report's stored log: its chunks (migration 0010), written with the report and read back
-//! by line range, by position or whole, and whether retention removed it.
+//! by line range, by position or whole, and whether retention removed it. A chunk's bytes are
+//! in its row or, with `--log-store`, in the object store (migration 0039): the readers here
+//! fetch what they return from wherever it is, checking each object against its recorded hash.
 
 use sqlx::PgExecutor;
 
 use super::rfc3339;
-use crate::storage::DbError;
+use crate::storage::objects::StoreError;
+use crate::storage::{Db, DbError};
 
 /// One stored piece of a report's log: whole lines, gzip-compressed on their own (migration
 /// 0010). Chunks concatenated in `seq` order are a multi-member gzip stream of the whole log.
@@ -20,67 +23,186 @@ pub struct LogChunk {
     pub data: Vec<u8>,
 }
 
+/// Where a new report's chunks are kept: in their rows, or already written to the object
+/// store as `{prefix}{seq}`, with the SHA-256 of each chunk's bytes in `seq` order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum LogPlace {
+    /// In `report_log_chunks.data`.
+    #[default]
+    Database,
+    /// In the object store, under `prefix` (recorded in `log_object_sweeps` before the first
+    /// object was written).
+    Objects {
+        prefix: String,
+        sha256: Vec<Vec<u8>>,
+    },
+}
+
+/// The object key of chunk `seq` of a log stored under `prefix`.
+#[must_use]
+pub fn object_key(prefix: &str, seq: i32) -> String {
+    format!("{prefix}{seq}")
+}
+
 pub(super) async fn insert_log(
     tx: &mut sqlx::PgConnection,
     report_id: i64,
     chunks: &[LogChunk],
+    place: &LogPlace,
 ) -> Result<(), DbError> {
+    let (prefix, hashes) = match place {
+        LogPlace::Database => (None, None),
+        LogPlace::Objects { prefix, sha256 } => {
+            // The objects are this report's now: no sweep for them. A row the sweeper took
+            // means it removed them (the upload outlasted the grace period).
+            let claimed = sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
+                .bind(prefix)
+                .execute(&mut *tx)
+                .await?;
+            if claimed.rows_affected() != 1 {
+                return Err(StoreError::Expired.into());
+            }
+            (Some(prefix.as_str()), Some(sha256))
+        }
+    };
     // A batch of chunks per statement: one round trip for most logs, and a bounded parameter
     // size for the largest.
-    for batch in chunks.chunks(32) {
+    for (n, batch) in chunks.chunks(32).enumerate() {
         let seq: Vec<i32> = batch.iter().map(|c| c.seq).collect();
         let first: Vec<i64> = batch.iter().map(|c| c.first_line).collect();
         let lines: Vec<i64> = batch.iter().map(|c| c.lines).collect();
-        let data: Vec<&[u8]> = batch.iter().map(|c| &c.data[..]).collect();
+        let size: Vec<i64> = batch
+            .iter()
+            .map(|c| i64::try_from(c.data.len()).unwrap_or(i64::MAX))
+            .collect();
+        let data: Vec<Option<&[u8]>> = batch
+            .iter()
+            .map(|c| prefix.is_none().then_some(&c.data[..]))
+            .collect();
+        let sha: Vec<Option<&[u8]>> = (0..batch.len())
+            .map(|i| hashes.and_then(|h| h.get(n * 32 + i)).map(|h| &h[..]))
+            .collect();
         sqlx::query(
-            "INSERT INTO report_log_chunks (report_id, seq, first_line, lines, data) \
-             SELECT $1, * FROM UNNEST($2::int4[], $3::int8[], $4::int8[], $5::bytea[])",
+            "INSERT INTO report_log_chunks \
+                 (report_id, seq, first_line, lines, data, stored_bytes, sha256, object_prefix) \
+             SELECT $1, s, f, l, d, CASE WHEN $8::text IS NULL THEN NULL ELSE b END, h, $8 \
+             FROM UNNEST($2::int4[], $3::int8[], $4::int8[], $5::bytea[], $6::int8[], \
+                         $7::bytea[]) AS u(s, f, l, d, b, h)",
         )
         .bind(report_id)
         .bind(seq)
         .bind(first)
         .bind(lines)
         .bind(data)
+        .bind(size)
+        .bind(sha)
+        .bind(prefix)
         .execute(&mut *tx)
         .await?;
     }
     Ok(())
 }
 
+/// Objects written for a log that was not stored after all (the upload turned out to be a
+/// duplicate, or replayed an idempotency key): the sweeper removes them at its next pass.
+pub(super) async fn discard_objects(
+    tx: &mut sqlx::PgConnection,
+    place: &LogPlace,
+) -> Result<(), DbError> {
+    if let LogPlace::Objects { prefix, .. } = place {
+        sqlx::query("UPDATE log_object_sweeps SET due = now() WHERE prefix = $1")
+            .bind(prefix)
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A chunk's row: its bytes, or where they are in the object store.
+#[derive(sqlx::FromRow)]
+struct ChunkRow {
+    seq: i32,
+    first_line: i64,
+    lines: i64,
+    data: Option<Vec<u8>>,
+    object_prefix: Option<String>,
+    sha256: Option<Vec<u8>>,
+}
+
+const CHUNK_COLUMNS: &str = "seq, first_line, lines, data, object_prefix, sha256";
+
+/// The chunk of `row`, its bytes read from the object store when they are there (and checked
+/// against the recorded hash).
+async fn resolve(db: &Db, row: ChunkRow) -> Result<LogChunk, DbError> {
+    let data = match (row.data, row.object_prefix) {
+        (Some(data), _) => data,
+        (None, Some(prefix)) => {
+            let store = db.require_log_store()?;
+            let key = object_key(&prefix, row.seq);
+            let bytes = store.get(&key).await?;
+            if row.sha256.as_deref() != Some(&sha2::Sha256::digest(&bytes)[..]) {
+                return Err(StoreError::Corrupt {
+                    url: store.url().to_owned(),
+                    key,
+                }
+                .into());
+            }
+            bytes
+        }
+        (None, None) => Vec::new(),
+    };
+    Ok(LogChunk {
+        seq: row.seq,
+        first_line: row.first_line,
+        lines: row.lines,
+        data,
+    })
+}
+
+async fn resolve_all(db: &Db, rows: Vec<ChunkRow>) -> Result<Vec<LogChunk>, DbError> {
+    let mut chunks = Vec::with_capacity(rows.len());
+    for row in rows {
+        chunks.push(resolve(db, row).await?);
+    }
+    Ok(chunks)
+}
+
+use sha2::Digest as _;
+
 /// The chunks of report `id`'s log that hold lines `first..=last` (1-based), in order; empty
 /// when the report does not exist.
 pub async fn log_chunks_for_lines(
-    ex: impl PgExecutor<'_>,
+    db: &Db,
     id: i64,
     first: i64,
     last: i64,
 ) -> Result<Vec<LogChunk>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT seq, first_line, lines, data FROM report_log_chunks \
+    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CHUNK_COLUMNS} FROM report_log_chunks \
          WHERE report_id = $1 AND first_line <= $3 AND first_line + lines > $2 \
-         ORDER BY seq",
-    )
+         ORDER BY seq"
+    )))
     .bind(id)
     .bind(first)
     .bind(last)
-    .fetch_all(ex)
-    .await?)
+    .fetch_all(db.pool())
+    .await?;
+    resolve_all(db, rows).await
 }
 
 /// Chunk `seq` of report `id`'s log, if there is one.
-pub async fn log_chunk(
-    ex: impl PgExecutor<'_>,
-    id: i64,
-    seq: i32,
-) -> Result<Option<LogChunk>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT seq, first_line, lines, data FROM report_log_chunks \
-         WHERE report_id = $1 AND seq = $2",
-    )
+pub async fn log_chunk(db: &Db, id: i64, seq: i32) -> Result<Option<LogChunk>, DbError> {
+    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT {CHUNK_COLUMNS} FROM report_log_chunks WHERE report_id = $1 AND seq = $2"
+    )))
     .bind(id)
     .bind(seq)
-    .fetch_optional(ex)
-    .await?)
+    .fetch_optional(db.pool())
+    .await?;
+    match row {
+        Some(row) => Ok(Some(resolve(db, row).await?)),
+        None => Ok(None),
+    }
 }
 
 /// Where each chunk of report `id`'s log starts and how many lines it holds, in order, as
@@ -124,6 +246,7 @@ pub async fn log_chunk_count(ex: impl PgExecutor<'_>, id: i64) -> Result<i32, Db
 
 /// A column expression: a report's whole log as one multi-member gzip stream, for the few
 /// readers that need every line (reclassification, rule previews). `reports` must be in scope.
+/// Chunks in the object store give nothing here: [`logs_from_store`] reads them.
 macro_rules! whole_log_gz {
     () => {
         "coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq) \
@@ -131,3 +254,35 @@ macro_rules! whole_log_gz {
     };
 }
 pub(crate) use whole_log_gz;
+
+/// The whole compressed logs (see [`whole_log_gz`]) of those of reports `ids` whose chunks are
+/// in the object store, by report id; fill in the logs that [`whole_log_gz`] left empty.
+pub async fn logs_from_store(
+    db: &Db,
+    ids: &[i64],
+) -> Result<std::collections::HashMap<i64, Vec<u8>>, DbError> {
+    let mut logs = std::collections::HashMap::new();
+    if ids.is_empty() {
+        return Ok(logs);
+    }
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        report_id: i64,
+        #[sqlx(flatten)]
+        chunk: ChunkRow,
+    }
+    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT report_id, {CHUNK_COLUMNS} FROM report_log_chunks \
+         WHERE report_id = ANY($1) AND object_prefix IS NOT NULL ORDER BY report_id, seq"
+    )))
+    .bind(ids)
+    .fetch_all(db.pool())
+    .await?;
+    for row in rows {
+        let chunk = resolve(db, row.chunk).await?;
+        logs.entry(row.report_id)
+            .or_insert_with(Vec::new)
+            .extend_from_slice(&chunk.data);
+    }
+    Ok(logs)
+}

@@ -9,7 +9,8 @@ mod read;
 pub use insert::{Headline, IdempotencyRecord, InsertOutcome, NewReport, Stored, insert_report};
 pub(crate) use log::whole_log_gz;
 pub use log::{
-    LogChunk, log_chunk, log_chunk_count, log_chunk_index, log_chunks_for_lines, log_removed_at,
+    LogChunk, LogPlace, log_chunk, log_chunk_count, log_chunk_index, log_chunks_for_lines,
+    log_removed_at, logs_from_store, object_key,
 };
 pub use read::{
     Report, ReportSummary, counts_by_category, get_report, group_reports, list_reports,
