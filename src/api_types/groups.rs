@@ -220,6 +220,25 @@ pub struct GroupListItem {
     #[schema(required)]
     pub assignee_id: Option<i64>,
     pub has_fix: bool,
+    /// The program's own innermost frame the failure is raised in (`train.py:forward`), when
+    /// the group's signature names one: what tells apart groups of one error sentence raised
+    /// by different code.
+    #[serde(default)]
+    #[schema(required)]
+    pub culprit: Option<String>,
+    /// The projects of its newest reports (up to 200), most frequent first, at most eight.
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// The frameworks their logs come from (`pytorch`, `llama.cpp`), most frequent first.
+    #[serde(default)]
+    pub frameworks: Vec<String>,
+    /// Where they ran: the short environment labels they were uploaded with (`ci-a100`),
+    /// most frequent first, at most eight.
+    #[serde(default)]
+    pub environments: Vec<String>,
+    /// The distributed ranks their logs name, ascending, at most eight.
+    #[serde(default)]
+    pub ranks: Vec<u32>,
 }
 
 /// `GET /api/v1/groups` response: one page of groups and where the next begins.

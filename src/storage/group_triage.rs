@@ -34,7 +34,8 @@ const TRIAGE_COLUMNS: &str = concat!(
     " AS state_changed"
 );
 
-/// A line of the group list: the group, its triage and whether a fix is recorded.
+/// A line of the group list: the group, its triage, whether a fix is recorded, and what tells
+/// it apart from look-alikes (read apart, by [`super::group_facets::facets`]).
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ListedGroup {
     #[sqlx(flatten)]
@@ -42,6 +43,8 @@ pub struct ListedGroup {
     #[sqlx(flatten)]
     pub triage: Triage,
     pub has_fix: bool,
+    #[sqlx(skip)]
+    pub facets: super::group_facets::Facets,
 }
 
 /// The order of the group list, newest or largest first (ties: the newer group first).
@@ -70,7 +73,8 @@ impl GroupSort {
 /// Which groups the list shows; `None` leaves a filter out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupFilter {
-    pub state: Option<GroupState>,
+    /// Groups in any of these states; empty: any state.
+    pub states: Vec<GroupState>,
     /// Groups with at least one report of this project (any letter case).
     pub project: Option<String>,
     pub category: Option<Category>,
@@ -89,7 +93,7 @@ pub struct GroupFilter {
 }
 
 /// Merged groups are never listed: their reports, fixes and history are their targets'.
-const FILTER: &str = "g.merged_into IS NULL AND ($1::text IS NULL OR g.state = $1) \
+const FILTER: &str = "g.merged_into IS NULL AND ($1::text[] IS NULL OR g.state = ANY($1)) \
      AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r \
           WHERE lower(r.project) = lower($2) AND r.group_id = g.id) \
           OR EXISTS (SELECT 1 FROM group_expired_reports e \
@@ -108,7 +112,10 @@ const FILTER: &str = "g.merged_into IS NULL AND ($1::text IS NULL OR g.state = $
 macro_rules! bind_filter {
     ($query:expr, $f:expr) => {
         $query
-            .bind($f.state.map(GroupState::as_str))
+            .bind(
+                (!$f.states.is_empty())
+                    .then(|| $f.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+            )
             .bind(&$f.project)
             .bind($f.category.map(Category::as_str))
             .bind($f.has_fix)

@@ -156,7 +156,7 @@ pub fn router(state: AppState) -> Router {
         .route("/reports/{id}", get(html::reports::show_report))
         .route("/reports/{id}/raw", get(html::reports::raw_log))
         .route("/jobs/{id}/requeue", post(html::repro::requeue_job))
-        .route("/groups", get(html::group_triage::list_groups))
+        .route("/groups", get(html::group_list::list_groups))
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/groups/{id}/state", post(html::group_triage::update_state))

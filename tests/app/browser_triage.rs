@@ -124,7 +124,8 @@ fn the_triage_portal_works_in_a_real_browser() {
     assert!(d.text("tr.group-row .culprit").contains(".py:forward"));
     check_axe(&s, axe.as_ref(), "groups list at 1400 px");
     d.screenshot("groups-40-1400");
-    // One click resolves a group and comes back to the list at its row.
+    // One click resolves a group and comes back to the list, which shows unresolved groups
+    // only: the row is gone.
     let row = d.run_js(
         "return document.querySelector('tr.group-row').id;",
         json!([]),
@@ -134,8 +135,14 @@ fn the_triage_portal_works_in_a_real_browser() {
     d.wait_for_page(
         "the list after resolving",
         |u| u.ends_with(&format!("#{row}")),
-        &format!("#{row} span.state-resolved"),
+        "table.groups",
     );
+    assert_eq!(
+        d.count(&format!("#{row}")),
+        0,
+        "a resolved group is not listed"
+    );
+    assert_eq!(d.count("tr.group-row"), 39);
     // At phone width the rows stack and nothing is wider than the screen.
     d.resize(400, 900);
     d.go(&format!("{}/groups?per_page=50", s.base));

@@ -42,7 +42,8 @@ pub const SERVICE_ACTOR: &str = crate::actor::SERVICE_NAME;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct GroupListRequest {
-    /// `open`, `resolved`, `ignored` or `regressed`.
+    /// `unresolved` (open or regressed: the default), `open`, `resolved`, `ignored`,
+    /// `regressed`, or `any`.
     #[param(schema_with = crate::api_types::filters::group_state)]
     pub state: Option<String>,
     /// Groups with a report of this project (any letter case).
@@ -131,6 +132,27 @@ fn narrow_to(filter: &mut GroupFilter, mine: Mine, me: &Actor) -> Result<(), Err
     Ok(())
 }
 
+/// The state filter's word for the groups someone should look at, open or regressed: what the
+/// list shows when no state is asked for.
+pub const UNRESOLVED: &str = "unresolved";
+/// The state filter's word for every state.
+pub const ANY_STATE: &str = "any";
+
+/// The states a list's `state` filter asks for (empty: any): none given is [`UNRESOLVED`].
+fn state_filter(given: Option<&str>) -> Result<Vec<GroupState>, String> {
+    match given {
+        None | Some(UNRESOLVED) => Ok(vec![GroupState::Open, GroupState::Regressed]),
+        Some(ANY_STATE) => Ok(Vec::new()),
+        Some(s) => GroupState::parse(s).map(|s| vec![s]).ok_or_else(|| {
+            format!(
+                "unknown state {:?}: expected unresolved (the default: open or regressed), \
+                 open, resolved, ignored, regressed or any",
+                s.chars().take(40).collect::<String>()
+            )
+        }),
+    }
+}
+
 /// A person's id as a query string spells it: a positive integer of at most 18 digits, without
 /// a sign or leading zeros (exactly what the OpenAPI document's pattern allows).
 fn person_id(text: &str) -> Option<i64> {
@@ -147,14 +169,7 @@ fn list_query(
     me: &Actor,
 ) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
     let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
-    let state = match given(&r.state) {
-        Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
-            bad(format!(
-                "unknown state {s:?}: expected open, resolved, ignored or regressed"
-            ))
-        })?),
-        None => None,
-    };
+    let states = state_filter(given(&r.state)).map_err(bad)?;
     let category = match given(&r.category) {
         Some(c) => Some(c.parse::<Category>().map_err(bad)?),
         None => None,
@@ -219,7 +234,7 @@ fn list_query(
         return Err(bad("page must be 1-1000 and per_page 1-100".into()));
     }
     let mut filter = GroupFilter {
-        state,
+        states,
         project,
         category,
         has_fix,
@@ -233,9 +248,10 @@ fn list_query(
     Ok((filter, sort, page, per_page))
 }
 
-/// The groups that pass the request's filters, one page in its order, for `me` (whose groups
-/// `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
-/// bounds. The page and the total are read in one snapshot, so they agree.
+/// The groups that pass the request's filters (the unresolved ones unless a state is asked
+/// for), one page in its order with what tells each apart from look-alikes, for `me` (whose
+/// groups `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
+/// bounds. The page, its facets and the total are read in one snapshot, so they agree.
 #[tracing::instrument(name = "group_triage::list", skip_all, fields(actor = me.name(), state = ?request.state, project = ?request.project))]
 pub async fn list(
     db: &Db,
@@ -251,9 +267,14 @@ pub async fn list(
     let offset = i64::from(page - 1) * i64::from(per_page);
     let mut groups =
         store::list_groups(&mut *tx, &filter, sort, i64::from(per_page) + 1, offset).await?;
-    tx.rollback().await.map_err(DbError::from)?;
     let more = groups.len() > per_page as usize;
     groups.truncate(per_page as usize);
+    let ids: Vec<i64> = groups.iter().map(|l| l.group.id).collect();
+    let mut facets = crate::storage::group_facets::facets(&mut *tx, &ids).await?;
+    tx.rollback().await.map_err(DbError::from)?;
+    for listed in &mut groups {
+        listed.facets = facets.remove(&listed.group.id).unwrap_or_default();
+    }
     Ok(FilteredGroups {
         groups,
         page,
@@ -764,7 +785,13 @@ mod tests {
         assert_eq!((f.fixed_by_person, f.fixed_by_token), (Some(7), None));
         let f = ask("recorded", &ci).expect("valid");
         assert_eq!(f.fixed_by_token, Some((3, "ci".to_owned())));
-        assert_eq!(ask("", &ci).expect("any"), GroupFilter::default());
+        assert_eq!(
+            ask("", &ci).expect("any"),
+            GroupFilter {
+                states: vec![GroupState::Open, GroupState::Regressed],
+                ..GroupFilter::default()
+            }
+        );
         for refused in [ask("theirs", &ci), ask("assigned", &Actor::SERVICE)] {
             assert!(
                 matches!(refused, Err(Error::Malformed(ErrorCode::BadQuery, _))),
@@ -825,6 +852,28 @@ mod tests {
     }
 
     #[test]
+    fn the_list_shows_unresolved_groups_unless_another_state_or_any_is_asked_for() {
+        use GroupState::{Ignored, Open, Regressed};
+        let cases: [(Option<&str>, Option<Vec<GroupState>>); 7] = [
+            (None, Some(vec![Open, Regressed])),
+            (Some(""), Some(vec![Open, Regressed])),
+            (Some(" unresolved "), Some(vec![Open, Regressed])),
+            (Some("any"), Some(vec![])),
+            (Some("ignored"), Some(vec![Ignored])),
+            (Some("all"), None),
+            (Some("Open"), None),
+        ];
+        for (state, want) in cases {
+            let r = GroupListRequest {
+                state: state.map(str::to_owned),
+                ..GroupListRequest::default()
+            };
+            let got = list_query(&r, &Actor::SERVICE).ok().map(|(f, ..)| f.states);
+            assert_eq!(got, want, "{state:?}");
+        }
+    }
+
+    #[test]
     fn list_requests_are_checked_and_empty_filters_left_out() {
         let ok = GroupListRequest {
             state: Some("regressed".into()),
@@ -839,7 +888,7 @@ mod tests {
             name: "ci".into(),
         };
         let (filter, sort, page, per_page) = list_query(&ok, &me).expect("valid");
-        assert_eq!(filter.state, Some(GroupState::Regressed));
+        assert_eq!(filter.states, [GroupState::Regressed]);
         assert_eq!(filter.project.as_deref(), Some("Vision"));
         assert_eq!((filter.category, filter.has_fix), (None, Some(false)));
         assert_eq!((sort, page, per_page), (GroupSort::Count, 1, 50));

@@ -41,6 +41,7 @@ pub async fn list_groups(
     Ok(Json(GroupList {
         groups: (found.groups.into_iter())
             .map(|l| GroupListItem {
+                culprit: l.group.culprit().map(str::to_owned),
                 id: l.group.id,
                 url: format!("{}/groups/{}", state.public_url, l.group.id),
                 category: l.group.category,
@@ -55,6 +56,10 @@ pub async fn list_groups(
                 assignee: l.triage.assignee,
                 assignee_id: l.triage.assignee_person_id,
                 has_fix: l.has_fix,
+                projects: l.facets.projects,
+                frameworks: l.facets.frameworks,
+                environments: l.facets.environments,
+                ranks: l.facets.ranks,
             })
             .collect(),
         page: found.page,

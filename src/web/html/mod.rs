@@ -2,6 +2,7 @@
 //! templates hold no logic beyond loops and conditionals), its stylesheet and the report page's
 //! small script.
 
+pub mod group_list;
 pub mod group_triage;
 pub mod groups;
 pub mod login;

@@ -17,6 +17,7 @@ mod merge;
 mod merge_portal;
 mod portal;
 mod regression;
+mod tracker;
 
 static RUN: AtomicU32 = AtomicU32::new(1);
 
