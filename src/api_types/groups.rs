@@ -150,6 +150,11 @@ pub struct GroupPatch {
     /// provider); an unknown or disabled person is refused with 422 `bad_triage`.
     #[serde(default)]
     pub assignee_id: Option<i64>,
+    /// With `"state": "ignored"`: the group reopens (as open) when this many more reports
+    /// arrive; 1 is "until it happens again". Without it an ignored group stays ignored.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub ignore_until_reports: Option<i64>,
 }
 
 /// How often one value of a tag occurs among a group's reports.
@@ -220,6 +225,11 @@ pub struct GroupListItem {
     #[schema(required)]
     pub assignee_id: Option<i64>,
     pub has_fix: bool,
+    /// An ignored group's reports still to come before it reopens; `null` when it is not
+    /// counting (ignored for good, or not ignored).
+    #[serde(default)]
+    #[schema(required)]
+    pub ignore_reports_left: Option<i64>,
     /// The program's own innermost frame the failure is raised in (`train.py:forward`), when
     /// the group's signature names one: what tells apart groups of one error sentence raised
     /// by different code.
@@ -298,6 +308,11 @@ pub struct GroupDetail {
     #[serde(default)]
     #[schema(required)]
     pub assignee_id: Option<i64>,
+    /// An ignored group's reports still to come before it reopens; `null` when it is not
+    /// counting (ignored for good, or not ignored).
+    #[serde(default)]
+    #[schema(required)]
+    pub ignore_reports_left: Option<i64>,
     /// Newest first.
     pub history: Vec<GroupEvent>,
     pub tags: GroupTags,

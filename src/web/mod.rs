@@ -161,6 +161,11 @@ pub fn router(state: AppState) -> Router {
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/groups/{id}/state", post(html::group_triage::update_state))
         .route("/groups/{id}/merge", post(html::groups::merge_group))
+        .route("/groups/bulk", post(html::group_bulk::bulk_groups))
+        .route(
+            "/groups/changes/{id}/undo",
+            post(html::group_bulk::undo_change),
+        )
         .route("/search", get(html::search::search))
         .route(
             "/rules",
@@ -208,6 +213,7 @@ pub fn router(state: AppState) -> Router {
         .route("/retention/reset", post(html::retention::reset_retention))
         .route("/static/app.css", get(html::stylesheet))
         .route("/static/report.js", get(html::report_script))
+        .route("/static/groups.js", get(html::groups_script))
         .route(
             "/login",
             get(html::login::show_login).post(html::login::create_session),

@@ -55,6 +55,7 @@ pub async fn list_groups(
                 resolved_in: l.triage.resolved_in,
                 assignee: l.triage.assignee,
                 assignee_id: l.triage.assignee_person_id,
+                ignore_reports_left: l.triage.ignore_reports_left.map(i64::from),
                 has_fix: l.has_fix,
                 projects: l.facets.projects,
                 frameworks: l.facets.frameworks,

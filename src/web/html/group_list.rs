@@ -10,14 +10,15 @@ use askama_web::WebTemplate;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::Layout;
 use super::group_triage::{Choice, choices};
 use super::trend::{self, ChartSize};
 use crate::api_types::GroupState;
 use crate::app::group_triage::{
-    self, ANY_STATE, Assignable, GroupListRequest, Listing, TrendedGroup, TrendedPage, Triage,
+    self, ANY_STATE, Assignable, ChangeNotice, GroupListRequest, Listing, MAX_IGNORE_REPORTS,
+    TrendedGroup, TrendedPage, Triage,
 };
 use crate::app::triage::{Group, TREND_DAYS};
 use crate::auth::Scope;
@@ -199,6 +200,15 @@ pub struct GroupsPage {
     prev: Option<String>,
     next: Option<String>,
     error: Option<String>,
+    /// The notice of the change the list was reached from.
+    notice: Option<NoticeView>,
+    /// The bulk form is shown (the user may triage).
+    can_triage: bool,
+    /// The bulk form's assignee picker: people by id where people sign in, else token names.
+    bulk_assignees: Vec<Choice>,
+    bulk_assignee_field: &'static str,
+    /// The most reports an ignore may wait for.
+    max_ignore: i64,
 }
 
 /// The assignee filter's field and choices: people by id where people sign in, else token
@@ -220,18 +230,99 @@ fn assignee_filter(filters: &Filters, assignable: &Assignable) -> (&'static str,
     }
 }
 
+/// The list's query: the filters of `GET /api/v1/groups`, and the change the list was reached
+/// from (`change=N`: its notice and undo button; never repeated in the page's links).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    state: Option<String>,
+    project: Option<String>,
+    category: Option<String>,
+    has_fix: Option<String>,
+    assignee: Option<String>,
+    assignee_id: Option<String>,
+    mine: Option<String>,
+    sort: Option<String>,
+    page: Option<u32>,
+    per_page: Option<u32>,
+    change: Option<String>,
+}
+
+impl ListQuery {
+    /// The list request, and the change named (anything but an id names none: it is a hint).
+    fn split(self) -> (GroupListRequest, Option<i64>) {
+        let change = self.change.and_then(|c| crate::ids::parse(c.trim()));
+        let request = GroupListRequest {
+            state: self.state,
+            project: self.project,
+            category: self.category,
+            has_fix: self.has_fix,
+            assignee: self.assignee,
+            assignee_id: self.assignee_id,
+            mine: self.mine,
+            sort: self.sort,
+            page: self.page,
+            per_page: self.per_page,
+        };
+        (request, change)
+    }
+}
+
+/// The notice of the change the list was reached from.
+pub struct NoticeView {
+    pub id: i64,
+    /// "alice resolved 3 groups".
+    pub text: String,
+    /// Who undid it, once undone.
+    pub undone_by: Option<String>,
+    /// The undo button is offered (the user may triage and it was not undone).
+    pub can_undo: bool,
+}
+
+impl NoticeView {
+    fn of(n: ChangeNotice, can_triage: bool) -> NoticeView {
+        let groups = if n.groups == 1 { "group" } else { "groups" };
+        NoticeView {
+            id: n.id,
+            text: format!("{} {} {} {groups}", n.actor, n.summary, n.groups),
+            can_undo: can_triage && n.undone_by.is_none(),
+            undone_by: n.undone_by,
+        }
+    }
+}
+
+/// The bulk form's assignee picker: "nobody", then people by id (or token names).
+fn bulk_assignee(assignable: &Assignable) -> (&'static str, Vec<Choice>) {
+    match assignable {
+        Assignable::People(people) => {
+            let ids: Vec<(String, &str)> = (people.iter())
+                .map(|p| (p.id.to_string(), p.name.as_str()))
+                .collect();
+            let options = ids.iter().map(|(id, name)| (id.as_str(), *name));
+            ("assignee_id", choices("", "nobody", options))
+        }
+        Assignable::Tokens(names) => {
+            let options = names.iter().map(|n| (n.as_str(), n.as_str()));
+            ("assignee", choices("", "nobody", options))
+        }
+    }
+}
+
 /// `GET /groups?state=&project=&category=&has_fix=&assignee=&assignee_id=&mine=&sort=&page=`
-/// `&per_page=`; `mine=assigned` and `mine=recorded` are the user's own groups (assigned to
-/// them, or with a fix they recorded).
+/// `&per_page=&change=`; `mine=assigned` and `mine=recorded` are the user's own groups
+/// (assigned to them, or with a fix they recorded).
 pub async fn list_groups(
     State(state): State<AppState>,
     ScopedUser { user, .. }: ScopedUser<Read>,
-    QueryParams(request): QueryParams<GroupListRequest>,
+    QueryParams(query): QueryParams<ListQuery>,
 ) -> Result<Response, PageError> {
-    let view = group_triage::list_page(&state.db, &request, &user.actor()).await?;
+    let (request, change) = query.split();
+    let view = group_triage::list_page(&state.db, &request, &user.actor(), change).await?;
     let can_triage = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
     let filters = Filters::of(&request);
     let mut page = GroupsPage::form(Layout::for_user(Some(&user)), &filters, &view.assignable);
+    page.notice = view.notice.map(|n| NoticeView::of(n, can_triage));
+    page.can_triage = can_triage;
     match view.listing {
         // The form again with the reason, as a 400 like the API's `bad_query`.
         Listing::Refused(reason) => {
@@ -250,7 +341,13 @@ impl GroupsPage {
     fn form(layout: Layout, filters: &Filters, assignable: &Assignable) -> GroupsPage {
         let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
         let (assignee_field, assignees) = assignee_filter(filters, assignable);
+        let (bulk_assignee_field, bulk_assignees) = bulk_assignee(assignable);
         GroupsPage {
+            notice: None,
+            can_triage: false,
+            bulk_assignees,
+            bulk_assignee_field,
+            max_ignore: MAX_IGNORE_REPORTS,
             layout,
             rows: Vec::new(),
             states: state_filter(&filters.state),

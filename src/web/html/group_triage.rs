@@ -58,6 +58,9 @@ pub struct StateForm {
     /// [`KEEP_ASSIGNEE`].
     #[serde(default)]
     assignee_id: Option<String>,
+    /// With the ignored state: empty to ignore for good, N until N more reports.
+    #[serde(default)]
+    ignore_until: Option<String>,
     /// Where to go afterwards (the list the one-click forms were on); else the group page.
     #[serde(default)]
     return_to: Option<String>,
@@ -81,6 +84,7 @@ pub async fn update_state(
         resolved_in: form.resolved_in,
         assignee: form.assignee,
         assignee_id: form.assignee_id,
+        ignore_until: form.ignore_until,
     };
     group_triage::change_by_form(&state.db, id, fields, &user.actor()).await?;
     let back = (form.return_to.as_deref())
@@ -117,6 +121,8 @@ pub struct TriageView {
     pub triage: Triage,
     /// The state form is shown (the user may triage).
     pub can_edit: bool,
+    /// A one-click Reopen is offered (the user may triage a resolved or ignored group).
+    pub can_reopen: bool,
     pub states: Vec<Choice>,
     pub assignees: Vec<Choice>,
     /// The assignee picker's field: `assignee_id` (people) or `assignee` (token names).
@@ -239,6 +245,7 @@ pub fn triage_view(
         })
         .collect();
     TriageView {
+        can_reopen: can_edit && matches!(t.state, GroupState::Resolved | GroupState::Ignored),
         triage: t,
         can_edit,
         states,

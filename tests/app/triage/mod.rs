@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::support::{TestApp, TestResponse};
 
 mod api;
+mod bulk;
 mod concurrency;
 mod merge;
 mod merge_portal;
