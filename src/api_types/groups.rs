@@ -73,6 +73,10 @@ pub enum GroupAction {
     /// Another group was merged into this one (`from` its id, `to` this group's id, `detail`
     /// its title and what moved); its reports, fixes and history are this group's now.
     Merge,
+    /// A group merged into this one was split back out (`from` this group's id, `to` the
+    /// group split out, `detail` its title and what went back with it); written in both
+    /// groups' histories.
+    Unmerge,
 }
 
 impl GroupAction {
@@ -84,6 +88,7 @@ impl GroupAction {
             GroupAction::Assignee => "assignee",
             GroupAction::OlderBuild => "older_build",
             GroupAction::Merge => "merge",
+            GroupAction::Unmerge => "unmerge",
         }
     }
 
@@ -95,6 +100,7 @@ impl GroupAction {
             GroupAction::Assignee,
             GroupAction::OlderBuild,
             GroupAction::Merge,
+            GroupAction::Unmerge,
         ]
         .into_iter()
         .find(|a| a.as_str() == s)
@@ -348,7 +354,7 @@ mod tests {
             assert_eq!(json.as_str(), Some(s));
         }
         assert_eq!(GroupState::parse("Open"), None);
-        for a in ["state", "assignee", "older_build", "merge"] {
+        for a in ["state", "assignee", "older_build", "merge", "unmerge"] {
             assert_eq!(GroupAction::parse(a).map(GroupAction::as_str), Some(a));
         }
     }

@@ -8,7 +8,9 @@
 //!
 //! Both group rows are locked in id order (so two merges of the same pair cannot deadlock), the
 //! merged one so strongly that uploads, fixes and triage changes of it wait for the merge and
-//! then follow it (see `storage::group_merge`).
+//! then follow it (see `storage::group_merge`). Several groups merge into one in one
+//! transaction ([`merge_many`]), all or nothing.
+//! A wrong merge is reversible: see `group_unmerge`.
 
 pub use crate::storage::group_merge::MergedGroup;
 
@@ -25,7 +27,7 @@ use crate::storage::{Db, DbError};
 
 /// Tries before giving up on a merge whose target kept being merged elsewhere, or that a
 /// deadlock with a concurrent writer (retention, reclassification) cancelled.
-const ATTEMPTS: usize = 4;
+pub(super) const ATTEMPTS: usize = 4;
 
 fn invalid(message: impl Into<String>) -> Error {
     Error::Invalid(ErrorCode::BadMerge, message.into())
@@ -159,25 +161,42 @@ async fn try_merge(
             "group {into} was merged into group {source}: a group cannot be merged into itself"
         )));
     }
-    // Every row, lower id first. Each answer is read again under its lock: a merge that
-    // committed while this one waited is seen.
+    // The groups merged into the sources are re-pointed: they are locked with them.
+    let mut followers = Vec::new();
+    for &source in sources {
+        followers.extend(merges::merged_into(&mut *tx, source).await?);
+    }
+    // Every row, lower id first (the order unmerges and bulk changes lock in too). Each answer
+    // is read again under its lock: a merge that committed while this one waited is seen.
     let mut ids = sources.to_vec();
     ids.push(target);
+    ids.extend(&followers);
     ids.sort_unstable();
     for id in ids {
-        let source = id != target;
-        let lock = if source {
-            Lock::Update
-        } else {
+        let lock = if id == target {
             Lock::NoKeyUpdate
+        } else {
+            Lock::Update
         };
-        match (merges::standing(&mut *tx, id, lock).await?, source) {
-            (None, true) => return Err(Error::NotFound("group")),
-            (None, false) => return Err(Error::NotFound("group to merge into")),
-            (Some(Standing::Merged(to)), true) => return Err(already_merged(id, to)),
-            (Some(Standing::Merged(_)), false) => return Ok(None),
+        let standing = merges::standing(&mut *tx, id, lock).await?;
+        if !sources.contains(&id) && id != target {
+            continue;
+        }
+        match (standing, id == target) {
+            (None, false) => return Err(Error::NotFound("group")),
+            (None, true) => return Err(Error::NotFound("group to merge into")),
+            (Some(Standing::Merged(to)), false) => return Err(already_merged(id, to)),
+            (Some(Standing::Merged(_)), true) => return Ok(None),
             (Some(Standing::Live), _) => {}
         }
+    }
+    // A group merged into a source while this one waited is not locked: try again.
+    let mut now = Vec::new();
+    for &source in sources {
+        now.extend(merges::merged_into(&mut *tx, source).await?);
+    }
+    if now != followers {
+        return Ok(None);
     }
     for &source in sources {
         merge_one(&mut tx, source, target, actor).await?;
@@ -219,7 +238,7 @@ async fn merge_one(
 }
 
 /// What the history says moved: the merged group's title and its counts.
-fn merge_detail(title: &str, moved: merges::Moved) -> String {
+pub(super) fn merge_detail(title: &str, moved: merges::Moved) -> String {
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let reports = moved.reports + u64::try_from(moved.removed_reports).unwrap_or(0);
     let title: String = title.chars().take(200).collect();

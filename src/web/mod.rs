@@ -161,6 +161,7 @@ pub fn router(state: AppState) -> Router {
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/groups/{id}/state", post(html::group_triage::update_state))
         .route("/groups/{id}/merge", post(html::groups::merge_group))
+        .route("/groups/{id}/unmerge", post(html::groups::unmerge_group))
         .route("/groups/bulk", post(html::group_bulk::bulk_groups))
         .route(
             "/groups/changes/{id}/undo",

@@ -55,6 +55,7 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(groups::show_group, group_triage::update_group))
         .routes(routes!(groups::create_fix))
         .routes(routes!(group_triage::merge_group))
+        .routes(routes!(group_triage::unmerge_group))
         .routes(routes!(group_bulk::bulk_change))
         .routes(routes!(group_bulk::merge_groups))
         .routes(routes!(group_bulk::undo_change))

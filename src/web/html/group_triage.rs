@@ -161,6 +161,12 @@ fn history_text(e: &crate::api_types::GroupEvent) -> String {
             e.to,
             with(&e.detail)
         ),
+        GroupAction::Unmerge => format!(
+            "split group {} back out of group {}{}",
+            e.to,
+            e.from,
+            with(&e.detail)
+        ),
     }
 }
 

@@ -590,6 +590,26 @@ async fn merges(c: &mut Checker<'_>, t: &Tokens, group: i64) {
         .await,
         StatusCode::CONFLICT,
     );
+    // And split back out.
+    let unmerge = format!("/api/v1/groups/{other}/unmerge");
+    expect(
+        &c.bodyless(&t.read, "post", &unmerge).await,
+        StatusCode::FORBIDDEN,
+    );
+    let back = expect(
+        &c.bodyless(&t.ingest, "post", &unmerge).await,
+        StatusCode::OK,
+    );
+    assert_eq!(back["id"], other);
+    expect(
+        &c.bodyless(&t.ingest, "post", &unmerge).await,
+        StatusCode::CONFLICT,
+    );
+    expect(
+        &c.bodyless(&t.ingest, "post", "/api/v1/groups/999999/unmerge")
+            .await,
+        StatusCode::NOT_FOUND,
+    );
 }
 
 /// A group of a failure raised in op `op` (letters only), uploaded as `t.ingest`.

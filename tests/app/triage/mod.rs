@@ -19,6 +19,7 @@ mod merge_portal;
 mod portal;
 mod regression;
 mod tracker;
+mod unmerge;
 
 static RUN: AtomicU32 = AtomicU32::new(1);
 
