@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub mod filters;
+mod group_bulk;
+pub use group_bulk::{BulkAnswer, BulkChange, BulkMerge, GroupTriageItem, MAX_BULK};
 mod groups;
 pub use groups::{
     GroupAction, GroupDetail, GroupEvent, GroupList, GroupListItem, GroupPatch, GroupReport,
@@ -40,7 +42,9 @@ pub mod webhooks;
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum ErrorCode {
+    AlreadyUndone,
     BadBody,
+    BadBulk,
     BadDuration,
     BadFix,
     BadForm,
@@ -57,6 +61,7 @@ pub enum ErrorCode {
     BadWorker,
     BodyTooSlow,
     Busy,
+    ChangedSince,
     ClientBusy,
     EmptyLog,
     Forbidden,
@@ -78,6 +83,7 @@ pub enum ErrorCode {
     MissingLog,
     NoGpu,
     NotFound,
+    NotMerged,
     Overloaded,
     RateLimited,
     RuleExists,
@@ -95,7 +101,9 @@ impl ErrorCode {
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorCode::AlreadyUndone => "already_undone",
             ErrorCode::BadBody => "bad_body",
+            ErrorCode::BadBulk => "bad_bulk",
             ErrorCode::BadDuration => "bad_duration",
             ErrorCode::BadFix => "bad_fix",
             ErrorCode::BadForm => "bad_form",
@@ -112,6 +120,7 @@ impl ErrorCode {
             ErrorCode::BadWorker => "bad_worker",
             ErrorCode::BodyTooSlow => "body_too_slow",
             ErrorCode::Busy => "busy",
+            ErrorCode::ChangedSince => "changed_since",
             ErrorCode::ClientBusy => "client_busy",
             ErrorCode::EmptyLog => "empty_log",
             ErrorCode::Forbidden => "forbidden",
@@ -133,6 +142,7 @@ impl ErrorCode {
             ErrorCode::MissingLog => "missing_log",
             ErrorCode::NoGpu => "no_gpu",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::NotMerged => "not_merged",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::RuleExists => "rule_exists",

@@ -42,12 +42,18 @@ fn categories() -> impl Iterator<Item = &'static str> {
     Category::ALL.into_iter().map(Category::as_str)
 }
 
+/// The state filter's words beyond the states (`app::group_triage::UNRESOLVED` and
+/// `ANY_STATE`; a test holds them equal).
+const STATE_WORDS: [&str; 2] = ["unresolved", "any"];
+
 /// `GET /api/v1/groups?state=`.
 pub fn group_state() -> RefOr<Schema> {
-    let names: Vec<String> = GroupState::ALL.map(|s| s.as_str().to_owned()).to_vec();
+    let mut names: Vec<String> = GroupState::ALL.map(|s| s.as_str().to_owned()).to_vec();
+    names.extend(STATE_WORDS.map(str::to_owned));
     choice(
         &names,
-        "`open`, `resolved`, `ignored` or `regressed`; empty: any.",
+        "`unresolved` (open or regressed), `open`, `resolved`, `ignored`, `regressed` or `any`; \
+         empty: `unresolved`.",
     )
 }
 
@@ -118,6 +124,12 @@ mod tests {
     fn the_sort_filter_names_every_order_the_group_list_knows() {
         let server: Vec<&str> = crate::app::group_triage::SORTS.map(|(n, _)| n).to_vec();
         assert_eq!(server, SORTS.to_vec());
+    }
+
+    #[test]
+    fn the_state_filter_names_the_words_the_group_list_knows() {
+        use crate::app::group_triage::{ANY_STATE, UNRESOLVED};
+        assert_eq!(STATE_WORDS, [UNRESOLVED, ANY_STATE]);
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub enum GroupAction {
     /// Another group was merged into this one (`from` its id, `to` this group's id, `detail`
     /// its title and what moved); its reports, fixes and history are this group's now.
     Merge,
+    /// A group merged into this one was split back out (`from` this group's id, `to` the
+    /// group split out, `detail` its title and what went back with it); written in both
+    /// groups' histories.
+    Unmerge,
 }
 
 impl GroupAction {
@@ -84,6 +88,7 @@ impl GroupAction {
             GroupAction::Assignee => "assignee",
             GroupAction::OlderBuild => "older_build",
             GroupAction::Merge => "merge",
+            GroupAction::Unmerge => "unmerge",
         }
     }
 
@@ -95,6 +100,7 @@ impl GroupAction {
             GroupAction::Assignee,
             GroupAction::OlderBuild,
             GroupAction::Merge,
+            GroupAction::Unmerge,
         ]
         .into_iter()
         .find(|a| a.as_str() == s)
@@ -150,6 +156,11 @@ pub struct GroupPatch {
     /// provider); an unknown or disabled person is refused with 422 `bad_triage`.
     #[serde(default)]
     pub assignee_id: Option<i64>,
+    /// With `"state": "ignored"`: the group reopens (as open) when this many more reports
+    /// arrive; 1 is "until it happens again". Without it an ignored group stays ignored.
+    #[serde(default)]
+    #[schema(minimum = 1, maximum = 1000000)]
+    pub ignore_until_reports: Option<i64>,
 }
 
 /// How often one value of a tag occurs among a group's reports.
@@ -232,6 +243,30 @@ pub struct GroupListItem {
     #[schema(required)]
     pub assignee_id: Option<i64>,
     pub has_fix: bool,
+    /// An ignored group's reports still to come before it reopens; `null` when it is not
+    /// counting (ignored for good, or not ignored).
+    #[serde(default)]
+    #[schema(required)]
+    pub ignore_reports_left: Option<i64>,
+    /// The program's own innermost frame the failure is raised in (`train.py:forward`), when
+    /// the group's signature names one: what tells apart groups of one error sentence raised
+    /// by different code.
+    #[serde(default)]
+    #[schema(required)]
+    pub culprit: Option<String>,
+    /// The projects of its newest reports (up to 200), most frequent first, at most eight.
+    #[serde(default)]
+    pub projects: Vec<String>,
+    /// The frameworks their logs come from (`pytorch`, `llama.cpp`), most frequent first.
+    #[serde(default)]
+    pub frameworks: Vec<String>,
+    /// Where they ran: the short environment labels they were uploaded with (`ci-a100`),
+    /// most frequent first, at most eight.
+    #[serde(default)]
+    pub environments: Vec<String>,
+    /// The distributed ranks their logs name, ascending, at most eight.
+    #[serde(default)]
+    pub ranks: Vec<u32>,
 }
 
 /// `GET /api/v1/groups` response: one page of groups and where the next begins.
@@ -291,6 +326,11 @@ pub struct GroupDetail {
     #[serde(default)]
     #[schema(required)]
     pub assignee_id: Option<i64>,
+    /// An ignored group's reports still to come before it reopens; `null` when it is not
+    /// counting (ignored for good, or not ignored).
+    #[serde(default)]
+    #[schema(required)]
+    pub ignore_reports_left: Option<i64>,
     /// Newest first.
     pub history: Vec<GroupEvent>,
     pub tags: GroupTags,
@@ -326,7 +366,7 @@ mod tests {
             assert_eq!(json.as_str(), Some(s));
         }
         assert_eq!(GroupState::parse("Open"), None);
-        for a in ["state", "assignee", "older_build", "merge"] {
+        for a in ["state", "assignee", "older_build", "merge", "unmerge"] {
             assert_eq!(GroupAction::parse(a).map(GroupAction::as_str), Some(a));
         }
     }

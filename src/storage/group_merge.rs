@@ -1,14 +1,21 @@
-//! Merging groups in SQL (issue 30 item 3, migration 0023): where a group stands (its own, or
-//! merged into another), the row locks a merge and the writers that meet it take, following a
-//! merged group to the group that holds its failure now, and the statements that move one
-//! group's reports, fixes, deleted-report counts and history to another. Policy (what may be
-//! merged, the lock order, the history entry) lives in `app::group_merge`.
+//! Merging and unmerging groups in SQL (issue 30 item 3, migration 0023; issue 39 item 5,
+//! migration 0032): where a group stands (its own, or merged into another), the row locks a
+//! merge and the writers that meet it take, following a merged group to the group that holds
+//! its failure now, and the statements that move one group's reports, fixes, deleted-report
+//! counts and history to another and take them back. Policy (what may be merged or unmerged,
+//! the lock order, the history entries) lives in `app::group_merge`.
 //!
 //! The locks: a merge holds its source row `FOR UPDATE`, which waits for every transaction that
 //! holds it `FOR KEY SHARE` (an upload adding a report to it, a fix, the foreign-key check of
 //! any row written for it) and makes new ones wait until the merge commits; they then read the
 //! row again and see where it went. Its target is held `FOR NO KEY UPDATE`, like a triage
-//! change, so uploads into it go on while it is merged into.
+//! change, so uploads into it go on while it is merged into. The groups merged into the source
+//! are re-pointed by the merge: they are locked like the source.
+//!
+//! An unmerge holds the group it splits out, and every group that goes back with it, `FOR
+//! UPDATE` (uploads that a merged group's fingerprint routes wait, then follow where it went),
+//! and the group that holds them `FOR NO KEY UPDATE`. Both take their rows in ascending id
+//! order, so a merge and an unmerge of overlapping groups cannot deadlock each other.
 
 use sqlx::{PgConnection, PgExecutor, Row};
 
@@ -124,44 +131,44 @@ pub struct Moved {
 
 /// Moves everything of group `source` to group `target` (both locked by the caller: `source`
 /// with [`Lock::Update`], `target` with [`Lock::NoKeyUpdate`]) and marks `source` merged into
-/// `target`, re-pointing the groups that were merged into `source`. The target keeps its own
-/// title, signature and triage; its first and last sightings widen to cover the source's, and
-/// it takes the source's reproduction verdict when that one is newer. Reports keep their own
-/// fingerprints.
+/// `target` (its `merge_parent`), re-pointing the groups that were merged into `source`. Each
+/// moved report, fix, count of deleted reports and history entry keeps the group it belongs to
+/// (`merged_from`, migration 0032: `source`, or the group merged into `source` it came with),
+/// so [`split_out`] can take it back. The target keeps its own title, signature and triage; its
+/// first and last sightings widen to cover the source's, and it takes the source's reproduction
+/// verdict when that one is newer. Reports keep their own fingerprints.
 pub async fn move_into(tx: &mut PgConnection, source: i64, target: i64) -> Result<Moved, DbError> {
-    let reports = sqlx::query("UPDATE reports SET group_id = $2 WHERE group_id = $1")
-        .bind(source)
-        .bind(target)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    let fixes = sqlx::query("UPDATE fixes SET group_id = $2 WHERE group_id = $1")
-        .bind(source)
-        .bind(target)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    // Counts of deleted reports add up per project and day (keys in one order, as retention
-    // writes them, so the two cannot deadlock on these rows).
+    let reports = sqlx::query(
+        "UPDATE reports SET group_id = $2, merged_from = coalesce(merged_from, $1) \
+         WHERE group_id = $1",
+    )
+    .bind(source)
+    .bind(target)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let fixes = sqlx::query(
+        "UPDATE fixes SET group_id = $2, merged_from = coalesce(merged_from, $1) \
+         WHERE group_id = $1",
+    )
+    .bind(source)
+    .bind(target)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    // Kept per group they belong to (0: the holder's own), so they never collide with the
+    // target's own rows.
     let removed_reports: i64 = sqlx::query_scalar(
         "WITH moved AS ( \
-             INSERT INTO group_expired_reports AS e (group_id, project, day, reports, last_seen) \
-             SELECT $2, project, day, reports, last_seen FROM group_expired_reports \
-             WHERE group_id = $1 ORDER BY day, project \
-             ON CONFLICT (group_id, day, project) DO UPDATE SET \
-                 reports = e.reports + excluded.reports, \
-                 last_seen = GREATEST(e.last_seen, excluded.last_seen) \
-             RETURNING 1) \
-         SELECT coalesce(sum(reports), 0)::int8 FROM group_expired_reports WHERE group_id = $1",
+             UPDATE group_expired_reports SET group_id = $2, \
+                 merged_from = CASE WHEN merged_from = 0 THEN $1 ELSE merged_from END \
+             WHERE group_id = $1 RETURNING reports) \
+         SELECT coalesce(sum(reports), 0)::int8 FROM moved",
     )
     .bind(source)
     .bind(target)
     .fetch_one(&mut *tx)
     .await?;
-    sqlx::query("DELETE FROM group_expired_reports WHERE group_id = $1")
-        .bind(source)
-        .execute(&mut *tx)
-        .await?;
     let events = sqlx::query(
         "UPDATE group_events SET group_id = $2, merged_from = coalesce(merged_from, $1) \
          WHERE group_id = $1",
@@ -189,7 +196,7 @@ pub async fn move_into(tx: &mut PgConnection, source: i64, target: i64) -> Resul
         .bind(target)
         .execute(&mut *tx)
         .await?;
-    sqlx::query("UPDATE groups SET merged_into = $2 WHERE id = $1")
+    sqlx::query("UPDATE groups SET merged_into = $2, merge_parent = $2 WHERE id = $1")
         .bind(source)
         .bind(target)
         .execute(&mut *tx)
@@ -200,6 +207,113 @@ pub async fn move_into(tx: &mut PgConnection, source: i64, target: i64) -> Resul
         fixes,
         events,
     })
+}
+
+/// The groups merged into group `id` (one step: each is merged into `id` itself), ascending:
+/// the rows a merge of `id` re-points.
+pub async fn merged_into(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<i64>, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT id FROM groups WHERE merged_into = $1 ORDER BY id")
+            .bind(id)
+            .fetch_all(ex)
+            .await?,
+    )
+}
+
+/// Merged group `id` and the groups merged into it before it was merged itself (their merges'
+/// parents lead to it), ascending: what an unmerge of `id` takes back. Empty for a group that
+/// is not merged.
+pub async fn subtree(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<i64>, DbError> {
+    Ok(sqlx::query_scalar(
+        "WITH RECURSIVE sub(id) AS ( \
+             SELECT id FROM groups WHERE id = $1 AND merged_into IS NOT NULL \
+             UNION \
+             SELECT g.id FROM groups g JOIN sub ON g.merge_parent = sub.id \
+             WHERE g.merged_into IS NOT NULL) \
+         SELECT id FROM sub ORDER BY id LIMIT 10000",
+    )
+    .bind(id)
+    .fetch_all(ex)
+    .await?)
+}
+
+/// The group merged group `id`'s own merge put it into (not where chains lead), or `None`.
+pub async fn merge_parent(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<i64>, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT merge_parent FROM groups WHERE id = $1")
+            .bind(id)
+            .fetch_optional(ex)
+            .await?
+            .flatten(),
+    )
+}
+
+/// Takes group `group` back out of group `holder` (locked by the caller: `holder` with
+/// [`Lock::NoKeyUpdate`], every group of `members` with [`Lock::Update`]; `members` is
+/// [`subtree`] of `group`): the reports, fixes, counts of deleted reports and history entries
+/// that belong to a group of `members` move to `group` (those of `group` itself become its own
+/// again), `group` is live again and the other members are merged into it, as before its merge.
+/// `holder`'s first sighting narrows to what it still holds.
+pub async fn split_out(
+    tx: &mut PgConnection,
+    group: i64,
+    holder: i64,
+    members: &[i64],
+) -> Result<Moved, DbError> {
+    let back = |table: &'static str| {
+        format!(
+            "UPDATE {table} SET group_id = $1, merged_from = NULLIF(merged_from, $1) \
+             WHERE group_id = $2 AND merged_from = ANY($3)"
+        )
+    };
+    let mut moved = Moved::default();
+    for (table, count) in [
+        ("reports", &mut moved.reports),
+        ("fixes", &mut moved.fixes),
+        ("group_events", &mut moved.events),
+    ] {
+        *count = sqlx::query(sqlx::AssertSqlSafe(back(table)))
+            .bind(group)
+            .bind(holder)
+            .bind(members)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+    }
+    moved.removed_reports = sqlx::query_scalar(
+        "WITH moved AS ( \
+             UPDATE group_expired_reports SET group_id = $1, \
+                 merged_from = CASE WHEN merged_from = $1 THEN 0 ELSE merged_from END \
+             WHERE group_id = $2 AND merged_from = ANY($3) RETURNING reports) \
+         SELECT coalesce(sum(reports), 0)::int8 FROM moved",
+    )
+    .bind(group)
+    .bind(holder)
+    .bind(members)
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE groups SET merged_into = $1 WHERE id = ANY($2) AND id <> $1")
+        .bind(group)
+        .bind(members)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE groups SET merged_into = NULL, merge_parent = NULL WHERE id = $1")
+        .bind(group)
+        .execute(&mut *tx)
+        .await?;
+    // The merge widened it; what it still holds says how far back it goes (a deleted report's
+    // day counts from its midnight).
+    sqlx::query(
+        "UPDATE groups t SET first_seen = coalesce(LEAST( \
+             (SELECT min(created_at) FROM reports WHERE group_id = t.id), \
+             (SELECT min(day)::timestamptz FROM group_expired_reports WHERE group_id = t.id)), \
+             t.first_seen) \
+         WHERE t.id = $1",
+    )
+    .bind(holder)
+    .execute(&mut *tx)
+    .await?;
+    Ok(moved)
 }
 
 /// A group merged into another, as the other's page names it.

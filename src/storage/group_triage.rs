@@ -24,17 +24,21 @@ pub struct Triage {
     pub assignee: String,
     /// The assigned person, when the assignee is one (migration 0027).
     pub assignee_person_id: Option<i64>,
+    /// An ignored group's reports still to come before it reopens (migration 0031); `None`:
+    /// ignored for good, or not ignored.
+    pub ignore_reports_left: Option<i32>,
     #[sqlx(rename = "state_changed")]
     pub state_changed_at: Timestamp,
 }
 
 const TRIAGE_COLUMNS: &str = concat!(
-    "g.state, g.resolved_in, g.assignee, g.assignee_person_id, ",
+    "g.state, g.resolved_in, g.assignee, g.assignee_person_id, g.ignore_reports_left, ",
     rfc3339!("g.state_changed_at"),
     " AS state_changed"
 );
 
-/// A line of the group list: the group, its triage and whether a fix is recorded.
+/// A line of the group list: the group, its triage, whether a fix is recorded, and what tells
+/// it apart from look-alikes (read apart, by [`super::group_facets::facets`]).
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct ListedGroup {
     #[sqlx(flatten)]
@@ -42,6 +46,8 @@ pub struct ListedGroup {
     #[sqlx(flatten)]
     pub triage: Triage,
     pub has_fix: bool,
+    #[sqlx(skip)]
+    pub facets: super::group_facets::Facets,
 }
 
 /// The order of the group list, newest or largest first (ties: the newer group first).
@@ -70,7 +76,8 @@ impl GroupSort {
 /// Which groups the list shows; `None` leaves a filter out.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupFilter {
-    pub state: Option<GroupState>,
+    /// Groups in any of these states; empty: any state.
+    pub states: Vec<GroupState>,
     /// Groups with at least one report of this project (any letter case).
     pub project: Option<String>,
     pub category: Option<Category>,
@@ -89,7 +96,7 @@ pub struct GroupFilter {
 }
 
 /// Merged groups are never listed: their reports, fixes and history are their targets'.
-const FILTER: &str = "g.merged_into IS NULL AND ($1::text IS NULL OR g.state = $1) \
+const FILTER: &str = "g.merged_into IS NULL AND ($1::text[] IS NULL OR g.state = ANY($1)) \
      AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r \
           WHERE lower(r.project) = lower($2) AND r.group_id = g.id) \
           OR EXISTS (SELECT 1 FROM group_expired_reports e \
@@ -108,7 +115,10 @@ const FILTER: &str = "g.merged_into IS NULL AND ($1::text IS NULL OR g.state = $
 macro_rules! bind_filter {
     ($query:expr, $f:expr) => {
         $query
-            .bind($f.state.map(GroupState::as_str))
+            .bind(
+                (!$f.states.is_empty())
+                    .then(|| $f.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+            )
             .bind(&$f.project)
             .bind($f.category.map(Category::as_str))
             .bind($f.has_fix)
@@ -217,7 +227,7 @@ pub async fn set_triage(
 ) -> Result<(), DbError> {
     sqlx::query(concat!(
         "UPDATE groups SET state = $2, resolved_in = $3, assignee = $4, \
-             assignee_person_id = $6, state_changed_at = coalesce(",
+             assignee_person_id = $6, ignore_reports_left = $7, state_changed_at = coalesce(",
         moment_sql!("$5"),
         ", state_changed_at) WHERE id = $1"
     ))
@@ -227,6 +237,7 @@ pub async fn set_triage(
     .bind(&triage.assignee)
     .bind(state_changed.map(|m| m.0))
     .bind(triage.assignee_person_id)
+    .bind(triage.ignore_reports_left)
     .execute(ex)
     .await?;
     Ok(())
@@ -396,24 +407,87 @@ pub struct Resolved {
     pub resolved_at_us: i64,
 }
 
-/// Group `id` when it is resolved, its row then locked until the transaction ends (so that two
-/// uploads do not both reopen it, and a triage change waits); `None`, locking nothing, in any
-/// other state.
-pub async fn lock_if_resolved(tx: &mut PgConnection, id: i64) -> Result<Option<Resolved>, DbError> {
+/// A group that a new report may change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Watched {
+    /// Resolved: the report may be a regression.
+    Resolved(Resolved),
+    /// Ignored until this many more reports arrive (at least 1).
+    IgnoredFor(i32),
+}
+
+/// Group `id` when a new report may change it (resolved, or ignored until more reports), its
+/// row then locked until the transaction ends (so that two uploads do not both reopen it or
+/// count the same report, and a triage change waits); `None`, locking nothing, in any other
+/// state.
+pub async fn lock_if_watched(tx: &mut PgConnection, id: i64) -> Result<Option<Watched>, DbError> {
     let row = sqlx::query(
-        "SELECT resolved_in, (extract(epoch FROM state_changed_at) * 1000000)::int8 AS at \
-         FROM groups WHERE id = $1 AND state = 'resolved' FOR NO KEY UPDATE",
+        "SELECT state, resolved_in, ignore_reports_left, \
+             (extract(epoch FROM state_changed_at) * 1000000)::int8 AS at \
+         FROM groups WHERE id = $1 \
+           AND (state = 'resolved' OR (state = 'ignored' AND ignore_reports_left IS NOT NULL)) \
+         FOR NO KEY UPDATE",
     )
     .bind(id)
     .fetch_optional(tx)
     .await?;
-    row.map(|r| {
-        Ok(Resolved {
+    let Some(r) = row else {
+        return Ok(None);
+    };
+    let left: Option<i32> = r.try_get("ignore_reports_left")?;
+    Ok(Some(match left {
+        Some(n) => Watched::IgnoredFor(n),
+        None => Watched::Resolved(Resolved {
             resolved_in: r.try_get("resolved_in")?,
             resolved_at_us: r.try_get("at")?,
-        })
-    })
-    .transpose()
+        }),
+    }))
+}
+
+/// Counts down an ignored group's reports to come: `left` is the new number (at least 1).
+pub async fn set_ignore_left(ex: impl PgExecutor<'_>, id: i64, left: i32) -> Result<(), DbError> {
+    sqlx::query("UPDATE groups SET ignore_reports_left = $2 WHERE id = $1")
+        .bind(id)
+        .bind(left)
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// Reopens an ignored group (its last awaited report arrived), changed at `at`.
+pub async fn reopen_ignored(ex: impl PgExecutor<'_>, id: i64, at: Moment) -> Result<(), DbError> {
+    sqlx::query(concat!(
+        "UPDATE groups SET state = 'open', ignore_reports_left = NULL, state_changed_at = ",
+        moment_sql!("$2"),
+        " WHERE id = $1"
+    ))
+    .bind(id)
+    .bind(at.0)
+    .execute(ex)
+    .await?;
+    Ok(())
+}
+
+/// The newest entry of group `id`'s history that records a change of it (a report from an
+/// older build is none), or `None`.
+pub async fn latest_change_event(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<i64>, DbError> {
+    Ok(sqlx::query_scalar(
+        "SELECT max(id) FROM group_events WHERE group_id = $1 AND action <> 'older_build'",
+    )
+    .bind(id)
+    .fetch_one(ex)
+    .await?)
+}
+
+/// Of `ids`, those that name no group, ascending.
+pub async fn missing_groups(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<i64>, DbError> {
+    Ok(sqlx::query_scalar(
+        "SELECT i FROM unnest($1::int8[]) i WHERE NOT EXISTS (SELECT 1 FROM groups g WHERE g.id = i) \
+         ORDER BY i",
+    )
+    .bind(ids)
+    .fetch_all(ex)
+    .await?)
 }
 
 /// Which build a stored report comes from.

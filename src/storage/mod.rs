@@ -4,6 +4,8 @@
 
 mod attempts;
 pub mod embedded;
+pub mod group_changes;
+pub mod group_facets;
 pub mod group_merge;
 pub mod group_triage;
 pub mod groups;

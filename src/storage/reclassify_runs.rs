@@ -334,7 +334,7 @@ pub async fn apply(
     new: &Reclassified,
 ) -> Result<Applied, DbError> {
     let Some(row) = sqlx::query(
-        "SELECT group_id, fingerprint, classification FROM reports \
+        "SELECT group_id, fingerprint, classification, merged_from FROM reports \
          WHERE id = $1 FOR UPDATE",
     )
     .bind(report_id)
@@ -354,6 +354,9 @@ pub async fn apply(
         return Ok(Applied::Unchanged);
     }
     let mut group_id = old_group;
+    // The group the report belongs to when another holds it (migration 0032); kept while the
+    // fingerprint is.
+    let mut merged_from: Option<i64> = row.try_get("merged_from")?;
     if old_fp != new.headline.fingerprint {
         group_id = sqlx::query_scalar(
             "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen, \
@@ -374,9 +377,11 @@ pub async fn apply(
         .await?;
         // The fingerprint of a merged group stands for the group it was merged into, as on
         // upload (migration 0023).
+        let own = group_id;
         if let Some(live) = super::group_merge::live_group(&mut *tx, group_id).await? {
             group_id = live;
         }
+        merged_from = (group_id != own).then_some(own);
     }
     // A report whose headline follows a reproduction (the synchronous run was more specific)
     // keeps that headline: the new log classification becomes what "the log alone said", and
@@ -392,7 +397,7 @@ pub async fn apply(
              original_title = CASE WHEN r.category_source = 'reproduction' \
                  THEN $4 ELSE r.original_title END, \
              root_cause_line = $6, root_cause_text = $7, fingerprint = $8, async_hint = $9, \
-             signature = $11, \
+             signature = $11, merged_from = $12, \
              classification = $10, \
              finding_rules = jsonb_path_query_array($10, '$.findings[*].rule') \
          WHERE r.id = $1",
@@ -408,6 +413,7 @@ pub async fn apply(
     .bind(new.headline.async_hint)
     .bind(Json(&new.classification))
     .bind(&new.headline.signature)
+    .bind(merged_from)
     .execute(&mut *tx)
     .await?;
     // The search document follows; a headline kept from a reproduction keeps its root-cause

@@ -121,16 +121,18 @@ pub async fn lock_due_reports(
 
 /// Deletes the reports `ids` (locked by [`lock_due_reports`]) with everything that belongs only
 /// to them (log chunks, search document, jobs and their attempts, reproductions, idempotency
-/// keys; history entries lose their link), after adding them to their groups' expired counts and
+/// keys; history entries lose their link), after adding them to their groups' expired counts
+/// (kept per group they belong to when a merge put them in another, migration 0032) and
 /// their commits to the first sightings. Returns the compressed log bytes deleted.
 pub async fn delete_reports(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, DbError> {
     // Keys in one order, so that two passes adding to the same rows cannot deadlock.
     sqlx::query(
-        "INSERT INTO group_expired_reports AS e (group_id, project, day, reports, last_seen) \
-         SELECT group_id, project, (created_at AT TIME ZONE 'UTC')::date, count(*), \
-                max(created_at) \
-         FROM reports WHERE id = ANY($1) GROUP BY 1, 2, 3 ORDER BY 1, 3, 2 \
-         ON CONFLICT (group_id, day, project) DO UPDATE SET \
+        "INSERT INTO group_expired_reports AS e \
+             (group_id, merged_from, project, day, reports, last_seen) \
+         SELECT group_id, coalesce(merged_from, 0), project, \
+                (created_at AT TIME ZONE 'UTC')::date, count(*), max(created_at) \
+         FROM reports WHERE id = ANY($1) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 4, 3 \
+         ON CONFLICT (group_id, merged_from, day, project) DO UPDATE SET \
              reports = e.reports + excluded.reports, \
              last_seen = GREATEST(e.last_seen, excluded.last_seen)",
     )

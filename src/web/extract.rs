@@ -8,7 +8,7 @@
 //! - a multipart body ([`MultipartBody`] for the API, [`MultipartForm`] for the portal's start
 //!   page: 415 when the body is not `multipart/form-data`) and the `Idempotency-Key` header
 //!   ([`IdempotencyKey`]: 400 `bad_idempotency_key`);
-//! - numeric ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`WebhookId`]: anything
+//! - numeric ids from the path ([`ReportId`], [`JobId`], [`GroupId`], [`ChangeId`], [`WebhookId`]: anything
 //!   but a positive integer is an unknown id, 404) and a project name ([`ProjectName`]);
 //! - a portal form checked against the session's CSRF token and the request's origin
 //!   ([`CsrfForm`]: 403).
@@ -446,6 +446,12 @@ id_extractor!(
     /// `{id}` of `/groups/{id}` and `/api/v1/groups/{id}`.
     GroupId,
     "group"
+);
+
+id_extractor!(
+    /// `{id}` of `/groups/changes/{id}/undo` and `/api/v1/groups/changes/{id}/undo`.
+    ChangeId,
+    "change"
 );
 
 id_extractor!(

@@ -156,11 +156,17 @@ pub fn router(state: AppState) -> Router {
         .route("/reports/{id}", get(html::reports::show_report))
         .route("/reports/{id}/raw", get(html::reports::raw_log))
         .route("/jobs/{id}/requeue", post(html::repro::requeue_job))
-        .route("/groups", get(html::group_triage::list_groups))
+        .route("/groups", get(html::group_list::list_groups))
         .route("/groups/{id}", get(html::groups::show_group))
         .route("/groups/{id}/fixes", post(html::groups::create_fix))
         .route("/groups/{id}/state", post(html::group_triage::update_state))
         .route("/groups/{id}/merge", post(html::groups::merge_group))
+        .route("/groups/{id}/unmerge", post(html::groups::unmerge_group))
+        .route("/groups/bulk", post(html::group_bulk::bulk_groups))
+        .route(
+            "/groups/changes/{id}/undo",
+            post(html::group_bulk::undo_change),
+        )
         .route("/search", get(html::search::search))
         .route(
             "/rules",
@@ -208,6 +214,7 @@ pub fn router(state: AppState) -> Router {
         .route("/retention/reset", post(html::retention::reset_retention))
         .route("/static/app.css", get(html::stylesheet))
         .route("/static/report.js", get(html::report_script))
+        .route("/static/groups.js", get(html::groups_script))
         .route(
             "/login",
             get(html::login::show_login).post(html::login::create_session),

@@ -124,7 +124,8 @@ fn the_triage_portal_works_in_a_real_browser() {
     assert!(d.text("tr.group-row .culprit").contains(".py:forward"));
     check_axe(&s, axe.as_ref(), "groups list at 1400 px");
     d.screenshot("groups-40-1400");
-    // One click resolves a group and comes back to the list at its row.
+    // One click resolves a group and comes back to the list, which shows unresolved groups
+    // only: the row is gone.
     let row = d.run_js(
         "return document.querySelector('tr.group-row').id;",
         json!([]),
@@ -133,9 +134,28 @@ fn the_triage_portal_works_in_a_real_browser() {
     d.click(&format!("#{row} button[aria-label^=Resolve]"));
     d.wait_for_page(
         "the list after resolving",
-        |u| u.ends_with(&format!("#{row}")),
-        &format!("#{row} span.state-resolved"),
+        |u| u.contains("change="),
+        "#change-notice",
     );
+    assert_eq!(
+        d.count(&format!("#{row}")),
+        0,
+        "a resolved group is not listed"
+    );
+    assert_eq!(d.count("tr.group-row"), 39);
+    // Its notice undoes it: the row is back.
+    d.click("#change-notice button");
+    d.wait_for_page(
+        "the list after the undo",
+        |u| u.contains("change="),
+        &format!("#{row}"),
+    );
+    assert!(
+        d.text("#change-notice").contains("undone by"),
+        "{}",
+        d.text("#change-notice")
+    );
+    assert_eq!(d.count("tr.group-row"), 40);
     // At phone width the rows stack and nothing is wider than the screen.
     d.resize(400, 900);
     d.go(&format!("{}/groups?per_page=50", s.base));

@@ -11,6 +11,7 @@ mod browser_attribution;
 mod browser_merge;
 mod browser_oidc;
 mod browser_outcome;
+mod browser_tracker;
 mod browser_triage;
 mod ci_action;
 mod classify_cli;

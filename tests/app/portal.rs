@@ -161,7 +161,7 @@ async fn groups_fixes_search_and_raw_download_work_from_the_portal() {
 
     let groups = get(&app, &b.cookie, "/groups").await;
     assert_eq!(groups.status, StatusCode::OK);
-    assert_eq!(select_text(&groups.body, "td.num a"), vec!["1"]);
+    assert_eq!(select_text(&groups.body, "td.count-cell a"), vec!["1"]);
     assert_eq!(
         select_attr(&groups.body, "svg.trend", "aria-label").as_deref(),
         Some("1 reports in the last 30 days")

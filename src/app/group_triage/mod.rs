@@ -6,15 +6,21 @@
 //! lives in [`regression`]; [`after_upload`] applies it inside the upload's transaction. The
 //! portal's group pages and forms read and post through `portal`, one call each.
 
+pub(crate) mod bulk;
+mod change;
 mod portal;
 pub mod regression;
+mod undo;
 mod view;
 
 pub use crate::storage::group_triage::Triage;
+pub use bulk::{BulkOutcome, bulk_change};
+pub use change::{KEEP_ASSIGNEE, MAX_IGNORE_REPORTS, change, form_patch, form_patch_until};
 pub use portal::{
-    Days, FixOutcome, GroupListView, GroupPageView, Listing, StateFields, TrendedGroup,
-    TrendedPage, change_by_form, list_page, page, submit_fix,
+    BulkFields, BulkResult, Days, FixOutcome, GroupListView, GroupPageView, Listing, StateFields,
+    TrendedGroup, TrendedPage, change_by_form, list_page, page, submit_bulk, submit_fix,
 };
+pub use undo::{ChangeNotice, notice, undo};
 pub(crate) use view::detail_in;
 pub use view::{Assignable, GroupView, TriageDetail, assignable, group};
 
@@ -22,15 +28,13 @@ use serde::Deserialize;
 use sqlx::PgConnection;
 
 use super::Error;
-use super::triage;
 use crate::actor::Actor;
-use crate::api_types::{ErrorCode, GroupAction, GroupPatch, GroupState};
+use crate::api_types::{ErrorCode, GroupAction, GroupState};
 use crate::rules::Category;
-use crate::storage::group_merge::{self as merges, Lock, Standing};
+use crate::storage::group_triage::Watched;
 use crate::storage::group_triage::{self as store, GroupFilter, GroupSort, ListedGroup, NewEvent};
-use crate::storage::people;
-use crate::storage::{Db, DbError, tokens};
-use regression::{FirstSeen, FixedIn, Incoming, Resolution, Step, Verdict, Version};
+use crate::storage::{Db, DbError};
+use regression::{FirstSeen, FixedIn, IgnoreStep, Incoming, Resolution, Step, Verdict, Version};
 
 /// The actor named in the history for changes the service makes itself (a regression found on
 /// upload).
@@ -42,7 +46,8 @@ pub const SERVICE_ACTOR: &str = crate::actor::SERVICE_NAME;
 #[serde(deny_unknown_fields)]
 #[into_params(parameter_in = Query)]
 pub struct GroupListRequest {
-    /// `open`, `resolved`, `ignored` or `regressed`.
+    /// `unresolved` (open or regressed: the default), `open`, `resolved`, `ignored`,
+    /// `regressed`, or `any`.
     #[param(schema_with = crate::api_types::filters::group_state)]
     pub state: Option<String>,
     /// Groups with a report of this project (any letter case).
@@ -131,6 +136,27 @@ fn narrow_to(filter: &mut GroupFilter, mine: Mine, me: &Actor) -> Result<(), Err
     Ok(())
 }
 
+/// The state filter's word for the groups someone should look at, open or regressed: what the
+/// list shows when no state is asked for.
+pub const UNRESOLVED: &str = "unresolved";
+/// The state filter's word for every state.
+pub const ANY_STATE: &str = "any";
+
+/// The states a list's `state` filter asks for (empty: any): none given is [`UNRESOLVED`].
+fn state_filter(given: Option<&str>) -> Result<Vec<GroupState>, String> {
+    match given {
+        None | Some(UNRESOLVED) => Ok(vec![GroupState::Open, GroupState::Regressed]),
+        Some(ANY_STATE) => Ok(Vec::new()),
+        Some(s) => GroupState::parse(s).map(|s| vec![s]).ok_or_else(|| {
+            format!(
+                "unknown state {:?}: expected unresolved (the default: open or regressed), \
+                 open, resolved, ignored, regressed or any",
+                s.chars().take(40).collect::<String>()
+            )
+        }),
+    }
+}
+
 /// A person's id as a query string spells it: a positive integer of at most 18 digits, without
 /// a sign or leading zeros (exactly what the OpenAPI document's pattern allows).
 fn person_id(text: &str) -> Option<i64> {
@@ -147,14 +173,7 @@ fn list_query(
     me: &Actor,
 ) -> Result<(GroupFilter, GroupSort, u32, u32), Error> {
     let bad = |m: String| Error::Malformed(ErrorCode::BadQuery, m);
-    let state = match given(&r.state) {
-        Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
-            bad(format!(
-                "unknown state {s:?}: expected open, resolved, ignored or regressed"
-            ))
-        })?),
-        None => None,
-    };
+    let states = state_filter(given(&r.state)).map_err(bad)?;
     let category = match given(&r.category) {
         Some(c) => Some(c.parse::<Category>().map_err(bad)?),
         None => None,
@@ -219,7 +238,7 @@ fn list_query(
         return Err(bad("page must be 1-1000 and per_page 1-100".into()));
     }
     let mut filter = GroupFilter {
-        state,
+        states,
         project,
         category,
         has_fix,
@@ -233,9 +252,10 @@ fn list_query(
     Ok((filter, sort, page, per_page))
 }
 
-/// The groups that pass the request's filters, one page in its order, for `me` (whose groups
-/// `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
-/// bounds. The page and the total are read in one snapshot, so they agree.
+/// The groups that pass the request's filters (the unresolved ones unless a state is asked
+/// for), one page in its order with what tells each apart from look-alikes, for `me` (whose
+/// groups `mine` asks for); 400 `bad_query` for an unknown filter value, sort or a page out of
+/// bounds. The page, its facets and the total are read in one snapshot, so they agree.
 #[tracing::instrument(name = "group_triage::list", skip_all, fields(actor = me.name(), state = ?request.state, project = ?request.project))]
 pub async fn list(
     db: &Db,
@@ -251,9 +271,14 @@ pub async fn list(
     let offset = i64::from(page - 1) * i64::from(per_page);
     let mut groups =
         store::list_groups(&mut *tx, &filter, sort, i64::from(per_page) + 1, offset).await?;
-    tx.rollback().await.map_err(DbError::from)?;
     let more = groups.len() > per_page as usize;
     groups.truncate(per_page as usize);
+    let ids: Vec<i64> = groups.iter().map(|l| l.group.id).collect();
+    let mut facets = crate::storage::group_facets::facets(&mut *tx, &ids).await?;
+    tx.rollback().await.map_err(DbError::from)?;
+    for listed in &mut groups {
+        listed.facets = facets.remove(&listed.group.id).unwrap_or_default();
+    }
     Ok(FilteredGroups {
         groups,
         page,
@@ -263,284 +288,28 @@ pub async fn list(
     })
 }
 
-/// The value of the people picker's choice that keeps an assignee who is no person (a token
-/// name assigned before people signed in): posting the form unchanged leaves them assigned.
-pub const KEEP_ASSIGNEE: &str = "keep";
-
-/// The patch a portal form posts: the group page's form posts every field (the current values
-/// when unchanged), its assignee as a token name (`assignee`) or, where people sign in, as a
-/// person's id (`assignee_id`: empty for nobody, [`KEEP_ASSIGNEE`] to leave it); the list's
-/// one-click resolve and ignore post no assignee (left as it is). The fix's commit or version
-/// counts only with the resolved state (the field keeps its old value when another state is
-/// picked). A person's id that is no number is refused like an unknown one.
-pub fn form_patch(
-    state: String,
-    resolved_in: String,
-    assignee: Option<String>,
-    assignee_id: Option<String>,
-) -> Result<GroupPatch, Error> {
-    let resolving = state.trim() == GroupState::Resolved.as_str();
-    let (assignee, assignee_id) = match assignee_id.as_deref().map(str::trim) {
-        None | Some(KEEP_ASSIGNEE) => (assignee, None),
-        Some("") => (Some(String::new()), None),
-        Some(id) => (
-            assignee,
-            Some(crate::ids::parse(id).ok_or_else(|| {
-                invalid(format!(
-                    "assignee_id must be a person's id, got {:?}",
-                    id.chars().take(40).collect::<String>()
-                ))
-            })?),
-        ),
-    };
-    Ok(GroupPatch {
-        state: Some(state),
-        resolved_in: resolving.then_some(resolved_in),
-        assignee,
-        assignee_id,
-    })
-}
-
-/// A change as validated, before it meets the group's current triage.
-struct Change {
-    state: Option<GroupState>,
-    resolved_in: Option<String>,
-    /// The new assignee's name (empty: nobody); for a person, their name is filled in from
-    /// `assignee_person` once the person is found.
-    assignee: Option<String>,
-    assignee_person: Option<i64>,
-}
-
-fn invalid(message: impl Into<String>) -> Error {
-    Error::Invalid(ErrorCode::BadTriage, message.into())
-}
-
-/// Checks a patch on its own: at least one field, a known state, a well-formed `resolved_in`
-/// and assignee.
-fn validate(patch: GroupPatch) -> Result<Change, Error> {
-    if patch == GroupPatch::default() {
-        return Err(invalid(
-            "nothing to change: give state, resolved_in or assignee",
-        ));
-    }
-    let state = match patch.state.as_deref().map(str::trim) {
-        Some(s) => Some(GroupState::parse(s).ok_or_else(|| {
-            invalid(format!(
-                "unknown state {:?}: expected open, resolved or ignored",
-                s.chars().take(40).collect::<String>()
-            ))
-        })?),
-        None => None,
-    };
-    let resolved_in = patch.resolved_in.map(|r| r.trim().to_owned());
-    if let Some(r) = &resolved_in {
-        // Named first: a NUL or an escape sequence is the reason, whatever the length.
-        if let Some(at) = control_character(r) {
-            return Err(invalid(format!(
-                "resolved_in must not contain a control character ({at}): give a commit \
-                 (7-40 hex digits) or a version such as 2.1"
-            )));
-        }
-        if r.len() > regression::MAX_VERSION_LEN {
-            return Err(invalid("resolved_in must be at most 100 characters"));
-        }
-        FixedIn::parse(r).map_err(invalid)?;
-    }
-    let assignee = patch.assignee.map(|a| a.trim().to_owned());
-    if let Some(at) = assignee.as_deref().and_then(control_character) {
-        return Err(invalid(format!(
-            "assignee must not contain a control character ({at}): give a token name"
-        )));
-    }
-    if assignee.as_ref().is_some_and(|a| a.len() > 200) {
-        return Err(invalid(
-            "assignee must be a token name (at most 200 characters)",
-        ));
-    }
-    if assignee.is_some() && patch.assignee_id.is_some() {
-        return Err(invalid(
-            "give assignee (a token name, or \"\" for nobody) or assignee_id (a person's id), \
-             not both",
-        ));
-    }
-    if let Some(id) = patch.assignee_id.filter(|id| *id < 1) {
-        return Err(unknown_person(id));
-    }
-    Ok(Change {
-        state,
-        resolved_in,
-        // Named once the person is found.
-        assignee: patch.assignee_id.map_or(assignee, |_| Some(String::new())),
-        assignee_person: patch.assignee_id,
-    })
-}
-
-/// The refusal of an assignee id that names no enabled person.
-fn unknown_person(id: i64) -> Error {
-    invalid(format!(
-        "no enabled person has id {id}: assign someone who signed in (the group page lists \
-         them), or give \"assignee\": \"\" for nobody"
-    ))
-}
-
-/// The first control character of `text` as a reader can find it (`U+0000 at character 4`),
-/// so a refusal names the real reason rather than a length or format it does not break.
-fn control_character(text: &str) -> Option<String> {
-    text.chars()
-        .enumerate()
-        .find(|(_, c)| c.is_control())
-        .map(|(at, c)| format!("U+{:04X} at character {}", u32::from(c), at + 1))
-}
-
-/// The triage after `change`, or why it cannot apply to the current one: `regressed` is not
-/// set by hand (only kept), and `resolved_in` goes only with the resolved state.
-fn next_triage(current: &Triage, change: &Change) -> Result<Triage, Error> {
-    let state = change.state.unwrap_or(current.state);
-    if state == GroupState::Regressed && current.state != GroupState::Regressed {
-        return Err(invalid(
-            "regressed is set by gpu-triage when a resolved failure comes back; \
-             set open, resolved or ignored",
-        ));
-    }
-    let resolved_in = match (&change.resolved_in, state) {
-        (Some(r), GroupState::Resolved) => r.clone(),
-        (Some(r), _) if !r.is_empty() => {
-            return Err(invalid(format!(
-                "resolved_in goes only with the resolved state (this change leaves it {state})"
-            )));
-        }
-        // The same state keeps its fix (a regressed group keeps the one that did not hold).
-        _ if state == current.state => current.resolved_in.clone(),
-        _ => String::new(),
-    };
-    let (assignee, assignee_person_id) = match &change.assignee {
-        Some(name) => (name.clone(), change.assignee_person),
-        None => (current.assignee.clone(), current.assignee_person_id),
-    };
-    Ok(Triage {
-        state,
-        resolved_in,
-        assignee,
-        assignee_person_id,
-        state_changed_at: current.state_changed_at,
-    })
-}
-
-/// Changes group `id`'s state, `resolved_in` or assignee as `actor` (a person or a token),
-/// writing one history entry per change in the same transaction, and returns the group as it
-/// is then. 404 for an unknown group; 422 `bad_triage` for an unknown state, `regressed` set by
-/// hand, `resolved_in` without the resolved state or not a commit or version, an assignee that
-/// is no active token's name or no enabled person's id, or an empty patch; 409 `group_merged`
-/// for a group merged into another.
-#[tracing::instrument(name = "group_triage::change", skip_all, fields(group_id = id, actor = actor.name()))]
-pub async fn change(
-    db: &Db,
-    id: i64,
-    patch: GroupPatch,
-    actor: &Actor,
-) -> Result<GroupView, Error> {
-    let mut change = validate(patch)?;
-    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    // The row stays locked until commit, so the change is decided on the triage as it is and
-    // no other change or regression comes in between (SECURITY.md item 19).
-    let current = store::lock_triage(&mut tx, id)
-        .await?
-        .ok_or(Error::NotFound("group"))?;
-    // Read once the row is held: a merge of it either committed before (seen here) or waits.
-    if let Some(Standing::Merged(into)) = merges::standing(&mut *tx, id, Lock::None).await? {
-        return Err(triage::merged_away(id, into));
-    }
-    if let Some(person) = change.assignee_person {
-        // A person assigned before they were disabled stays assigned; anyone else must be
-        // enabled now.
-        let name = if current.assignee_person_id == Some(person) {
-            current.assignee.clone()
-        } else {
-            people::get_enabled(&mut *tx, person)
-                .await?
-                .ok_or_else(|| unknown_person(person))?
-                .name
-        };
-        change.assignee = Some(name);
-    }
-    let next = next_triage(&current, &change)?;
-    let reassigned = (&next.assignee, next.assignee_person_id)
-        != (&current.assignee, current.assignee_person_id);
-    if reassigned
-        && next.assignee_person_id.is_none()
-        && !next.assignee.is_empty()
-        && !tokens::is_active_name(&mut *tx, &next.assignee).await?
-    {
-        return Err(invalid(format!(
-            "no active token is named {:?}: assign a name that `gpu-triage token list` shows, \
-             or \"\" for nobody",
-            next.assignee
-        )));
-    }
-    let state_changed = next.state != current.state;
-    let fix_changed = next.state == GroupState::Resolved && next.resolved_in != current.resolved_in;
-    let at = store::change_moment(&mut tx, id).await?;
-    if state_changed || fix_changed {
-        let detail = match next.state {
-            GroupState::Resolved if !next.resolved_in.is_empty() => {
-                format!("in {}", next.resolved_in)
-            }
-            _ => String::new(),
-        };
-        store::insert_event(
-            &mut *tx,
-            &NewEvent {
-                group_id: id,
-                at,
-                actor,
-                action: GroupAction::State,
-                from: current.state.as_str(),
-                to: next.state.as_str(),
-                detail: &detail,
-                report_id: None,
-            },
-        )
-        .await?;
-    }
-    if reassigned {
-        store::insert_event(
-            &mut *tx,
-            &NewEvent {
-                group_id: id,
-                at,
-                actor,
-                action: GroupAction::Assignee,
-                from: &current.assignee,
-                to: &next.assignee,
-                detail: "",
-                report_id: None,
-            },
-        )
-        .await?;
-    }
-    if next != current {
-        store::set_triage(&mut *tx, id, &next, state_changed.then_some(at)).await?;
-    }
-    tx.commit().await.map_err(DbError::from)?;
-    group(db, id).await
-}
-
-/// The regression rule on upload (README "Triage"), in the upload's transaction: a new report
-/// in a resolved group from a build that should contain the fix makes the group regressed; one
-/// from an older build is recorded in its history and leaves it resolved. Open, ignored and
-/// regressed groups are left as they are. Returns whether the group became regressed.
+/// The rules on upload (README "Triage"), in the upload's transaction: a new report in a
+/// resolved group from a build that should contain the fix makes the group regressed; one from
+/// an older build is recorded in its history and leaves it resolved; a group ignored until more
+/// reports counts this one, and the last of them reopens it (as open). Open, regressed and
+/// other ignored groups are left as they are. Returns whether the group became regressed.
 #[tracing::instrument(name = "group_triage::after_upload", skip_all, fields(report_id = report_id, group_id = group_id))]
 pub(crate) async fn after_upload(
     tx: &mut PgConnection,
     report_id: i64,
     group_id: i64,
 ) -> Result<bool, Error> {
-    // Only a resolved group can change here, so only a resolved one is locked (uploads of an
-    // open group do not queue behind each other). A change that is resolving the group but has
-    // not committed is not waited for: this upload then comes before it, as if it had committed
-    // first, and the history stays a chain either way.
-    let Some(resolved) = store::lock_if_resolved(tx, group_id).await? else {
-        return Ok(false);
+    // Only a group that can change here is locked (uploads of an open group do not queue
+    // behind each other). A change that is resolving the group but has not committed is not
+    // waited for: this upload then comes before it, as if it had committed first, and the
+    // history stays a chain either way.
+    let resolved = match store::lock_if_watched(tx, group_id).await? {
+        None => return Ok(false),
+        Some(Watched::Resolved(resolved)) => resolved,
+        Some(Watched::IgnoredFor(left)) => {
+            after_ignored_upload(tx, report_id, group_id, left).await?;
+            return Ok(false);
+        }
     };
     let Some(build) = store::report_build(&mut *tx, report_id).await? else {
         return Ok(false);
@@ -597,144 +366,41 @@ pub(crate) async fn after_upload(
     Ok(matches!(verdict, Verdict::Regressed(_)))
 }
 
+/// A report in a group ignored until `left` more reports (its row locked): one fewer to come,
+/// or with the last of them the group reopens, recorded in its history as the service's change.
+async fn after_ignored_upload(
+    tx: &mut PgConnection,
+    report_id: i64,
+    group_id: i64,
+    left: i32,
+) -> Result<(), Error> {
+    match regression::after_ignore(left) {
+        IgnoreStep::Wait(left) => store::set_ignore_left(&mut *tx, group_id, left).await?,
+        IgnoreStep::Reopen(why) => {
+            let at = store::change_moment(&mut *tx, group_id).await?;
+            store::reopen_ignored(&mut *tx, group_id, at).await?;
+            store::insert_event(
+                &mut *tx,
+                &NewEvent {
+                    group_id,
+                    at,
+                    actor: &Actor::SERVICE,
+                    action: GroupAction::State,
+                    from: GroupState::Ignored.as_str(),
+                    to: GroupState::Open.as_str(),
+                    detail: &why,
+                    report_id: Some(report_id),
+                },
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::time::Timestamp;
-
-    fn triage(state: GroupState, resolved_in: &str, assignee: &str) -> Triage {
-        Triage {
-            state,
-            resolved_in: resolved_in.into(),
-            assignee: assignee.into(),
-            assignee_person_id: None,
-            state_changed_at: Timestamp::from_unix(0),
-        }
-    }
-
-    fn patch(state: Option<&str>, resolved_in: Option<&str>, assignee: Option<&str>) -> GroupPatch {
-        GroupPatch {
-            state: state.map(str::to_owned),
-            resolved_in: resolved_in.map(str::to_owned),
-            assignee: assignee.map(str::to_owned),
-            assignee_id: None,
-        }
-    }
-
-    #[test]
-    fn changes_apply_to_the_current_triage_or_say_why_not() {
-        use GroupState::{Ignored, Open, Regressed, Resolved};
-        // (current, patch) -> Ok((state, resolved_in, assignee)) or Err(message part)
-        type Case<'a> = (
-            Triage,
-            GroupPatch,
-            Result<(GroupState, &'a str, &'a str), &'a str>,
-        );
-        let cases: Vec<Case> = vec![
-            (
-                triage(Open, "", ""),
-                patch(Some("resolved"), Some(" 2.0 "), None),
-                Ok((Resolved, "2.0", "")),
-            ),
-            (
-                triage(Resolved, "2.0", "bob"),
-                patch(None, Some("abcdef1"), None),
-                Ok((Resolved, "abcdef1", "bob")),
-            ),
-            (
-                triage(Resolved, "2.0", ""),
-                patch(Some("open"), None, None),
-                Ok((Open, "", "")),
-            ),
-            (
-                triage(Regressed, "2.0", ""),
-                patch(None, None, Some("alice")),
-                Ok((Regressed, "2.0", "alice")),
-            ),
-            (
-                triage(Regressed, "2.0", ""),
-                patch(Some("regressed"), Some(""), None),
-                Ok((Regressed, "2.0", "")),
-            ),
-            (
-                triage(Regressed, "2.0", ""),
-                patch(Some("resolved"), None, None),
-                Ok((Resolved, "", "")),
-            ),
-            (
-                triage(Open, "", "alice"),
-                patch(Some("ignored"), Some(""), Some("")),
-                Ok((Ignored, "", "")),
-            ),
-            (
-                triage(Open, "", ""),
-                patch(Some("regressed"), None, None),
-                Err("regressed is set by gpu-triage"),
-            ),
-            (
-                triage(Open, "", ""),
-                patch(None, Some("2.0"), None),
-                Err("resolved_in goes only with the resolved state"),
-            ),
-            (
-                triage(Resolved, "2.0", ""),
-                patch(Some("ignored"), Some("2.0"), None),
-                Err("resolved_in goes only with the resolved state"),
-            ),
-        ];
-        for (current, p, want) in cases {
-            let got = validate(p.clone())
-                .and_then(|c| next_triage(&current, &c))
-                .map_err(|e| e.to_string());
-            match (got, want) {
-                (Ok(t), Ok((state, resolved_in, assignee))) => assert_eq!(
-                    (t.state, t.resolved_in.as_str(), t.assignee.as_str()),
-                    (state, resolved_in, assignee),
-                    "{p:?}"
-                ),
-                (Err(e), Err(part)) => assert!(e.contains(part), "{p:?}: {e}"),
-                (got, want) => panic!("{p:?}: got {got:?}, want {want:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn malformed_patches_are_refused_before_reading_the_group() {
-        let cases = [
-            (patch(None, None, None), "nothing to change"),
-            (
-                patch(Some("closed"), None, None),
-                "unknown state \"closed\"",
-            ),
-            (
-                patch(Some("resolved"), Some("soon"), None),
-                "resolved_in must be a commit",
-            ),
-            (
-                patch(None, None, Some("a\u{7}b")),
-                "assignee must not contain a control character (U+0007 at character 2)",
-            ),
-            (
-                patch(None, None, Some(&"a".repeat(201))),
-                "assignee must be a token name (at most 200 characters)",
-            ),
-            (
-                patch(Some("resolved"), Some(&"1.".repeat(51)), None),
-                "at most 100 characters",
-            ),
-            (
-                patch(Some("resolved"), Some("2.0\u{0}"), None),
-                "resolved_in must not contain a control character (U+0000 at character 4)",
-            ),
-        ];
-        for (p, want) in cases {
-            let err = validate(p.clone())
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(err.contains(want), "{p:?}: {err}");
-        }
-    }
 
     #[test]
     fn mine_asks_for_a_person_by_id_and_a_token_by_its_name_or_id() {
@@ -764,7 +430,13 @@ mod tests {
         assert_eq!((f.fixed_by_person, f.fixed_by_token), (Some(7), None));
         let f = ask("recorded", &ci).expect("valid");
         assert_eq!(f.fixed_by_token, Some((3, "ci".to_owned())));
-        assert_eq!(ask("", &ci).expect("any"), GroupFilter::default());
+        assert_eq!(
+            ask("", &ci).expect("any"),
+            GroupFilter {
+                states: vec![GroupState::Open, GroupState::Regressed],
+                ..GroupFilter::default()
+            }
+        );
         for refused in [ask("theirs", &ci), ask("assigned", &Actor::SERVICE)] {
             assert!(
                 matches!(refused, Err(Error::Malformed(ErrorCode::BadQuery, _))),
@@ -798,30 +470,25 @@ mod tests {
     }
 
     #[test]
-    fn the_people_picker_posts_an_id_nobody_or_keep() {
-        let form = |id: Option<&str>| {
-            form_patch("open".into(), String::new(), None, id.map(str::to_owned))
-                .map(|p| (p.assignee, p.assignee_id))
-                .map_err(|e| e.to_string())
-        };
-        assert_eq!(form(Some("7")), Ok((None, Some(7))));
-        assert_eq!(form(Some("")), Ok((Some(String::new()), None)));
-        assert_eq!(form(Some(KEEP_ASSIGNEE)), Ok((None, None)));
-        assert_eq!(form(None), Ok((None, None)));
-        assert!(form(Some("ana")).is_err_and(|e| e.contains("assignee_id")));
-        let both = GroupPatch {
-            assignee: Some("ci".into()),
-            assignee_id: Some(7),
-            ..GroupPatch::default()
-        };
-        assert!(validate(both).is_err_and(|e| e.to_string().contains("not both")));
-        let zero = GroupPatch {
-            assignee_id: Some(0),
-            ..GroupPatch::default()
-        };
-        assert!(
-            validate(zero).is_err_and(|e| e.to_string().contains("no enabled person has id 0"))
-        );
+    fn the_list_shows_unresolved_groups_unless_another_state_or_any_is_asked_for() {
+        use GroupState::{Ignored, Open, Regressed};
+        let cases: [(Option<&str>, Option<Vec<GroupState>>); 7] = [
+            (None, Some(vec![Open, Regressed])),
+            (Some(""), Some(vec![Open, Regressed])),
+            (Some(" unresolved "), Some(vec![Open, Regressed])),
+            (Some("any"), Some(vec![])),
+            (Some("ignored"), Some(vec![Ignored])),
+            (Some("all"), None),
+            (Some("Open"), None),
+        ];
+        for (state, want) in cases {
+            let r = GroupListRequest {
+                state: state.map(str::to_owned),
+                ..GroupListRequest::default()
+            };
+            let got = list_query(&r, &Actor::SERVICE).ok().map(|(f, ..)| f.states);
+            assert_eq!(got, want, "{state:?}");
+        }
     }
 
     #[test]
@@ -839,7 +506,7 @@ mod tests {
             name: "ci".into(),
         };
         let (filter, sort, page, per_page) = list_query(&ok, &me).expect("valid");
-        assert_eq!(filter.state, Some(GroupState::Regressed));
+        assert_eq!(filter.states, [GroupState::Regressed]);
         assert_eq!(filter.project.as_deref(), Some("Vision"));
         assert_eq!((filter.category, filter.has_fix), (None, Some(false)));
         assert_eq!((sort, page, per_page), (GroupSort::Count, 1, 50));

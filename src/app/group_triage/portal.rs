@@ -4,8 +4,13 @@
 //! and the state form. Handlers render these view models and read nothing else; the reads are
 //! the same ones, in the same order, that the API's answers are built from.
 
-use super::{Assignable, GroupListRequest, GroupView, assignable, change, form_patch, group, list};
+use super::undo::{ChangeNotice, notice};
+use super::{
+    Assignable, BulkOutcome, GroupListRequest, GroupView, assignable, bulk_change, change,
+    form_patch, form_patch_until, group, list,
+};
 use crate::actor::Actor;
+use crate::api_types::{BulkMerge, ErrorCode, GroupPatch};
 use crate::app::Error;
 use crate::app::triage::{self, Fix, FixRequest, TREND_DAYS};
 use crate::storage::Db;
@@ -57,23 +62,33 @@ pub struct GroupListView {
     pub assignable: Assignable,
     /// The page, or why the request was refused.
     pub listing: Listing,
+    /// The change the list was reached from (`?change=N` after a bulk or one-click change),
+    /// for its notice and undo button.
+    pub notice: Option<ChangeNotice>,
 }
 
 /// The group list page for `me`: the assignees first (the form shows them even when the request
-/// is refused), then the page, then the trends of its groups.
+/// is refused), the notice of `change` when the list was reached from one, then the page, then
+/// the trends of its groups.
 #[tracing::instrument(name = "group_triage::list_page", skip_all, fields(actor = me.name(), state = ?request.state, project = ?request.project))]
 pub async fn list_page(
     db: &Db,
     request: &GroupListRequest,
     me: &Actor,
+    change: Option<i64>,
 ) -> Result<GroupListView, Error> {
     let assignable = assignable(db).await?;
+    let notice = match change {
+        Some(id) => notice(db, id).await?,
+        None => None,
+    };
     let found = match list(db, request, me).await {
         Ok(found) => found,
         Err(e @ Error::Malformed(..)) => {
             return Ok(GroupListView {
                 assignable,
                 listing: Listing::Refused(e.to_string()),
+                notice,
             });
         }
         Err(e) => return Err(e),
@@ -91,6 +106,7 @@ pub async fn list_page(
         .collect();
     Ok(GroupListView {
         assignable,
+        notice,
         listing: Listing::Found(TrendedPage {
             rows,
             page: found.page,
@@ -185,6 +201,8 @@ pub struct StateFields {
     pub assignee: Option<String>,
     /// The people picker's value: a person's id, empty for nobody, or `KEEP_ASSIGNEE`.
     pub assignee_id: Option<String>,
+    /// With the ignored state: empty for good, N until N more reports.
+    pub ignore_until: Option<String>,
 }
 
 /// Applies the state form (the group page's, or a list row's one-click resolve or ignore) to
@@ -196,11 +214,125 @@ pub async fn change_by_form(
     fields: StateFields,
     actor: &Actor,
 ) -> Result<GroupView, Error> {
-    let patch = form_patch(
+    let patch = form_patch_until(
         fields.state,
         fields.resolved_in,
         fields.assignee,
         fields.assignee_id,
+        fields.ignore_until,
     )?;
     change(db, id, patch, actor).await
+}
+
+/// The list's bulk form (and its rows' one-click forms) as posted: the groups picked and what
+/// to do with them.
+#[derive(Clone, Debug, Default)]
+pub struct BulkFields {
+    /// The groups ticked (or the row's own).
+    pub ids: Vec<i64>,
+    /// The button pressed: `resolve`, `ignore`, `ignore_once`, `ignore_more`, `reopen`,
+    /// `assign` or `merge`.
+    pub action: String,
+    /// With `resolve`: the fix's commit or version (may be empty).
+    pub resolved_in: String,
+    /// With `ignore_more`: how many more reports.
+    pub ignore_until: String,
+    /// With `assign`: a token name, or the people picker's value (a person's id; empty for
+    /// nobody).
+    pub assignee: Option<String>,
+    pub assignee_id: Option<String>,
+    /// With `merge`: the group to merge into (empty: the selected group with the most reports).
+    pub into: String,
+}
+
+/// What the bulk form came to.
+#[derive(Clone, Debug)]
+pub enum BulkResult {
+    /// A triage change (undoable when `change` is set).
+    Changed(BulkOutcome),
+    /// The groups were merged into this one.
+    Merged(Box<GroupView>),
+}
+
+/// The patch of a bulk form's triage action, or why it is refused (422 `bad_bulk`).
+fn bulk_patch(f: &BulkFields) -> Result<GroupPatch, Error> {
+    let state = |s: &str| form_patch(s.into(), String::new(), None, None);
+    let bad = |m: String| Error::Invalid(ErrorCode::BadBulk, m);
+    match f.action.as_str() {
+        "resolve" => form_patch("resolved".into(), f.resolved_in.clone(), None, None),
+        "ignore" => state("ignored"),
+        "ignore_once" => form_patch_until(
+            "ignored".into(),
+            String::new(),
+            None,
+            None,
+            Some("1".into()),
+        ),
+        "ignore_more" if f.ignore_until.trim().is_empty() => Err(bad(
+            "give how many more reports the groups stay ignored for".into(),
+        )),
+        "ignore_more" => form_patch_until(
+            "ignored".into(),
+            String::new(),
+            None,
+            None,
+            Some(f.ignore_until.clone()),
+        ),
+        "reopen" => state("open"),
+        "assign" => {
+            let mut patch = form_patch(
+                String::new(),
+                String::new(),
+                f.assignee.clone(),
+                f.assignee_id.clone(),
+            )?;
+            patch.state = None;
+            if patch.assignee.is_none() && patch.assignee_id.is_none() {
+                patch.assignee = Some(String::new());
+            }
+            Ok(patch)
+        }
+        other => Err(bad(format!(
+            "choose what to do with the selected groups (resolve, ignore, reopen, assign or \
+             merge), got {:?}",
+            other.chars().take(40).collect::<String>()
+        ))),
+    }
+}
+
+/// Applies the bulk form as `actor`: a triage change of the picked groups (all or nothing,
+/// recorded for undo) or their merge. 422 `bad_bulk` for no group picked or no action; what
+/// [`bulk_change`] and `group_merge::merge_many` refuse otherwise.
+#[tracing::instrument(name = "group_triage::submit_bulk", skip_all, fields(groups = fields.ids.len(), action = %fields.action, actor = actor.name()))]
+pub async fn submit_bulk(db: &Db, fields: BulkFields, actor: &Actor) -> Result<BulkResult, Error> {
+    if fields.ids.is_empty() {
+        return Err(Error::Invalid(
+            ErrorCode::BadBulk,
+            "select at least one group (tick its box) first".into(),
+        ));
+    }
+    if fields.action == "merge" {
+        let into = match fields.into.trim() {
+            "" => None,
+            n => Some(crate::ids::parse(n).ok_or_else(|| {
+                Error::Invalid(
+                    ErrorCode::BadMerge,
+                    format!(
+                        "into must be the id of a group, got {:?}",
+                        n.chars().take(40).collect::<String>()
+                    ),
+                )
+            })?),
+        };
+        let request = BulkMerge {
+            ids: fields.ids,
+            into,
+        };
+        let view = crate::app::group_merge::merge_many(db, &request, actor).await?;
+        return Ok(BulkResult::Merged(Box::new(view)));
+    }
+    let patch = bulk_patch(&fields)?;
+    Ok(BulkResult::Changed(
+        bulk_change(db, &fields.ids, patch, actor).await?,
+    ))
 }

@@ -1,8 +1,10 @@
-//! When a report reopens a resolved group: the rule, pure. A resolution may name the commit or
+//! When a report reopens a group: the rules, pure. A resolution may name the commit or
 //! version that fixed the failure; a report may say which build it comes from (`meta.commit`,
 //! `meta.version`). A report from a build that should contain the fix means the fix did not
-//! hold (regressed); one from an older build is only recorded. Kept apart from the database so
-//! that every branch of the rule is a plain unit test.
+//! hold (regressed); one from an older build is only recorded. An ignore may last until the
+//! failure happens again or until N more reports ([`after_ignore`]): the last of them reopens
+//! the group. Kept apart from the database so that every branch of the rules is a plain unit
+//! test.
 
 use std::cmp::Ordering;
 
@@ -285,6 +287,27 @@ pub fn by_commit_order(
     }
 }
 
+/// What a new report does to a group ignored until `left` more reports arrive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IgnoreStep {
+    /// Still ignored, this many reports to come.
+    Wait(i32),
+    /// The last awaited report: the group reopens (as open: it was never resolved), and the
+    /// text says why, for the history.
+    Reopen(String),
+}
+
+/// The ignore's countdown on a new report: one fewer to come, or, with the last of them, a
+/// reopened group.
+#[must_use]
+pub fn after_ignore(left: i32) -> IgnoreStep {
+    if left > 1 {
+        IgnoreStep::Wait(left - 1)
+    } else {
+        IgnoreStep::Reopen("it happened again after it was ignored until this report".into())
+    }
+}
+
 fn short(commit: &str) -> &str {
     &commit[..commit.len().min(12)]
 }
@@ -434,6 +457,15 @@ mod tests {
                 "{fixed} {version} {commit} {at}: {step:?}"
             );
         }
+    }
+
+    #[test]
+    fn an_ignore_counts_down_and_reopens_with_its_last_report() {
+        assert_eq!(after_ignore(3), IgnoreStep::Wait(2));
+        assert_eq!(after_ignore(2), IgnoreStep::Wait(1));
+        assert!(matches!(after_ignore(1), IgnoreStep::Reopen(_)));
+        // A count the schema forbids still reopens rather than waiting forever.
+        assert!(matches!(after_ignore(0), IgnoreStep::Reopen(_)));
     }
 
     #[test]

@@ -258,14 +258,19 @@ async fn job_for_report(
     .transpose()
 }
 
-/// The id of the group for `r`'s fingerprint, created when new (then `true` with it). An existing group is held with
-/// `FOR KEY SHARE` until the transaction ends: that does not queue uploads of one failure behind
-/// each other (they all take the shared lock), but it keeps a reclassification from deleting the
-/// group it just emptied before this report lands in it. When such a delete won the race, the
-/// group is created again. A group that was merged stands for the group it was merged into
-/// (held the same way, so it is not merged away before this report lands); a merge of the
-/// fingerprint's group that is under way is waited for (migration 0023).
-async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, bool), DbError> {
+/// The group for `r`'s fingerprint: its id, whether it was created now, and the group the
+/// report belongs to when another holds it (its fingerprint's group was merged: that group, for
+/// the report's `merged_from`, migration 0032). An existing group is held with `FOR KEY SHARE`
+/// until the transaction ends: that does not queue uploads of one failure behind each other
+/// (they all take the shared lock), but it keeps a reclassification from deleting the group it
+/// just emptied before this report lands in it. When such a delete won the race, the group is
+/// created again. A group that was merged stands for the group it was merged into (held the same
+/// way, so it is not merged away before this report lands); a merge or unmerge of the
+/// fingerprint's group that is under way is waited for (migrations 0023, 0032).
+async fn group_for(
+    tx: &mut sqlx::PgConnection,
+    r: &NewReport,
+) -> Result<(i64, bool, Option<i64>), DbError> {
     loop {
         // When another transaction inserted the group first, this statement waits for it, and
         // the next statement's snapshot sees its row.
@@ -283,7 +288,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, b
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(id) = inserted {
-            return Ok((id, true));
+            return Ok((id, true, None));
         }
         let existing: Option<(i64, Option<i64>)> = sqlx::query_as(
             "SELECT id, merged_into FROM groups WHERE fingerprint = $1 FOR KEY SHARE",
@@ -292,10 +297,10 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, b
         .fetch_optional(&mut *tx)
         .await?;
         match existing {
-            Some((id, None)) => return Ok((id, false)),
-            Some((_, Some(into))) => {
+            Some((id, None)) => return Ok((id, false, None)),
+            Some((own, Some(into))) => {
                 if let Some(id) = crate::storage::group_merge::live_group(&mut *tx, into).await? {
-                    return Ok((id, false));
+                    return Ok((id, false, Some(own)));
                 }
             }
             None => {}
@@ -304,7 +309,7 @@ async fn group_for(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<(i64, b
 }
 
 async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored, DbError> {
-    let (group_id, new_group) = group_for(tx, r).await?;
+    let (group_id, new_group, merged_from) = group_for(tx, r).await?;
     // Once in a while, not per upload: see migration 0007.
     sqlx::query(
         "UPDATE groups SET last_seen = now() \
@@ -317,9 +322,9 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
              fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
-             script, finding_rules, signature, version) \
+             script, finding_rules, signature, version, merged_from) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22) \
+             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22, $23) \
          RETURNING id",
     )
     .bind(r.token_id)
@@ -344,6 +349,7 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.script)
     .bind(&r.headline.signature)
     .bind(&r.version)
+    .bind(merged_from)
     .fetch_one(&mut *tx)
     .await?;
     insert_log(&mut *tx, report_id, &r.log, &r.log_place).await?;

@@ -2,8 +2,9 @@
 //! own (issue 38 item 8, SECURITY.md item 22): a token's scopes are the four names and at least
 //! one, its name is not blank and holds no control character; a classified log is not empty or
 //! blank; a rule body is either a whole rule (category, title and pattern) or only `enabled`, and
-//! creating one names its id. Declared here, on the document the handlers produce, so a client
-//! or a fuzzer reading it knows every refusal a schema can express; what no schema can say (a
+//! creating one names its id; a bulk call's ids are 1-100 distinct positive ids. Declared here,
+//! on the document the handlers produce, so a client or a fuzzer reading it knows every refusal
+//! a schema can express; what no schema can say (a
 //! pattern that must compile, a log that must be text, an assignee that must exist) stays in the
 //! operations' 422/415 descriptions.
 
@@ -25,6 +26,32 @@ pub(super) fn declare(spec: &mut OpenApi) {
     constrain_token_request(spec);
     constrain_classify_body(spec);
     split_rule_bodies(spec);
+    constrain_bulk_ids(spec);
+}
+
+/// A bulk call's `ids`: 1 to `MAX_BULK` distinct positive group ids (utoipa derives the
+/// bounds of the list, not that its items are distinct and positive).
+fn constrain_bulk_ids(spec: &mut OpenApi) {
+    for name in ["BulkChange", "BulkMerge"] {
+        let Some(body) = component(spec, name) else {
+            continue;
+        };
+        let id = ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(utoipa::openapi::schema::SchemaFormat::KnownFormat(
+                utoipa::openapi::schema::KnownFormat::Int64,
+            )))
+            .minimum(Some(1));
+        let ids = ArrayBuilder::new()
+            .items(id)
+            .min_items(Some(1))
+            .max_items(Some(crate::api_types::MAX_BULK))
+            .unique_items(true)
+            .description(Some(
+                "1-100 distinct group ids; an id that names no group is refused (422 `bad_bulk`).",
+            ));
+        body.properties.insert("ids".into(), ids.build().into());
+    }
 }
 
 fn component<'a>(spec: &'a mut OpenApi, name: &str) -> Option<&'a mut Object> {

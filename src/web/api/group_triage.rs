@@ -1,5 +1,6 @@
 //! `GET /api/v1/groups` (the filtered, sorted, paged group list), `PATCH /api/v1/groups/{id}`
-//! (state, `resolved_in`, assignee) and `POST /api/v1/groups/{id}/merge`: extract, call one
+//! (state, `resolved_in`, assignee), `POST /api/v1/groups/{id}/merge` and
+//! `POST /api/v1/groups/{id}/unmerge`: extract, call one
 //! `app::group_triage` or `app::group_merge` function, render. Triage changes and merges take
 //! the `ingest` scope, like recording a fix: the people and tools that report and fix failures
 //! also triage them; a read-only token gets 403.
@@ -41,6 +42,7 @@ pub async fn list_groups(
     Ok(Json(GroupList {
         groups: (found.groups.into_iter())
             .map(|l| GroupListItem {
+                culprit: l.group.culprit().map(str::to_owned),
                 id: l.group.id,
                 url: format!("{}/groups/{}", state.public_url, l.group.id),
                 category: l.group.category,
@@ -54,7 +56,12 @@ pub async fn list_groups(
                 resolved_in: l.triage.resolved_in,
                 assignee: l.triage.assignee,
                 assignee_id: l.triage.assignee_person_id,
+                ignore_reports_left: l.triage.ignore_reports_left.map(i64::from),
                 has_fix: l.has_fix,
+                projects: l.facets.projects,
+                frameworks: l.facets.frameworks,
+                environments: l.facets.environments,
+                ranks: l.facets.ranks,
             })
             .collect(),
         page: found.page,
@@ -132,5 +139,35 @@ pub async fn merge_group(
     JsonBody(request): JsonBody<MergeRequest>,
 ) -> Result<Json<GroupDetail>, AppError> {
     let d = group_merge::merge(&state.db, id, &request, &token.actor()).await?;
+    Ok(Json(super::groups::group_detail(&state, d)))
+}
+
+/// `POST /api/v1/groups/{id}/unmerge`: group `id`, merged into another, is split back out with
+/// everything that belongs to it. 200 + group `id` as `GET` answers it.
+#[utoipa::path(
+    post,
+    path = "/api/v1/groups/{id}/unmerge",
+    tag = "groups",
+    params(("id" = i64, Path, description = "The merged group to split back out.",
+        minimum = 1)),
+    responses(
+        (status = 200, description = "The group split out, as `GET` answers it: its reports, \
+            fixes, counts of deleted reports and history are its own again, with those of the \
+            groups merged into it before its own merge (they are merged into it again, as \
+            `merged_groups` says) and the reports later uploads of their failures brought; \
+            its history's newest entry and the former holder's are the unmerge (`action` \
+            `unmerge`, `from` the holder's id, `to` this group's).", body = GroupDetail),
+        (status = 404, description = "`not_found`: no such group.", body = ErrorBody),
+        (status = 409, description = "`not_merged`: the group is not merged (never merged, or \
+            unmerged already); `busy`: merges kept changing it meanwhile.", body = ErrorBody),
+    ),
+    security(("bearer" = ["ingest"]), ("bearer" = ["admin"])),
+)]
+pub async fn unmerge_group(
+    State(state): State<AppState>,
+    token: Scoped<IngestOrAdmin>,
+    GroupId(id): GroupId,
+) -> Result<Json<GroupDetail>, AppError> {
+    let d = crate::app::group_unmerge::unmerge(&state.db, id, &token.actor()).await?;
     Ok(Json(super::groups::group_detail(&state, d)))
 }

@@ -188,6 +188,7 @@ pub(super) fn group_detail(state: &AppState, d: group_triage::GroupView) -> Grou
         state_changed_at: t.triage.state_changed_at,
         assignee: t.triage.assignee,
         assignee_id: t.triage.assignee_person_id,
+        ignore_reports_left: t.triage.ignore_reports_left.map(i64::from),
         history: t.history,
         tags: t.tags,
         reports,

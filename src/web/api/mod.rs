@@ -9,6 +9,7 @@
 //! `/readyz`, `/metrics`): they are not under `/api/`, but monitoring is a client too.
 
 mod constraints;
+pub(crate) mod group_bulk;
 pub(crate) mod group_triage;
 pub(crate) mod groups;
 pub(crate) mod jobs;
@@ -54,6 +55,10 @@ fn documented_routes(state: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(groups::show_group, group_triage::update_group))
         .routes(routes!(groups::create_fix))
         .routes(routes!(group_triage::merge_group))
+        .routes(routes!(group_triage::unmerge_group))
+        .routes(routes!(group_bulk::bulk_change))
+        .routes(routes!(group_bulk::merge_groups))
+        .routes(routes!(group_bulk::undo_change))
         .routes(routes!(jobs::claim_job))
         .routes(routes!(jobs::heartbeat_job))
         .routes(routes!(jobs::post_result).layer(result_cap))

@@ -1,29 +1,20 @@
-//! Portal pages for triaging groups (issue 18 items 4 and 5): the group list with its filter
-//! form, sort, pages and per-row charts (`GET /groups`), the state form of a group page
+//! Portal pages for triaging groups (issue 18 items 4 and 5): the state form of a group page
 //! (`POST /groups/{id}/state`, CSRF-checked like every portal form), and the views of a group's
 //! triage, history and tag breakdowns that its page shows. Values stay typed up to these view
 //! structs; the templates only loop and branch.
 
-use askama::Template;
-use askama_web::WebTemplate;
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::Layout;
-use super::trend::{self, ChartSize};
 use crate::actor::ActorKind;
 use crate::api_types::{GroupAction, GroupState, GroupTags, TagCount};
 use crate::app::group_triage::{
-    self, Assignable, GroupListRequest, KEEP_ASSIGNEE, Listing, SERVICE_ACTOR, StateFields,
-    TrendedGroup, TrendedPage, Triage, TriageDetail,
+    self, Assignable, KEEP_ASSIGNEE, SERVICE_ACTOR, StateFields, Triage, TriageDetail,
 };
-use crate::app::triage::{Group, TREND_DAYS};
 use crate::auth::Scope;
 use crate::time::Timestamp;
-use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryParams};
-use crate::web::scope::{Read, ScopedUser};
+use crate::web::extract::{CsrfField, CsrfForm, GroupId};
 use crate::web::{AppState, PageError};
 
 /// An option of a `<select>`.
@@ -33,7 +24,7 @@ pub struct Choice {
     pub selected: bool,
 }
 
-fn choices<'a>(
+pub(super) fn choices<'a>(
     current: &str,
     any: &str,
     options: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -49,210 +40,6 @@ fn choices<'a>(
         selected: value == current,
     }));
     out
-}
-
-/// A group in the list.
-pub struct GroupRow {
-    pub group: Group,
-    pub triage: Triage,
-    pub has_fix: bool,
-    /// Resolve and ignore buttons are offered (the user may triage and the group is not in
-    /// that state already).
-    pub can_resolve: bool,
-    pub can_ignore: bool,
-    /// Inline SVG built from numbers only (see `trend`), safe to embed.
-    pub trend: String,
-}
-
-/// The filters as the form shows them and the page links repeat them (empty: any).
-#[derive(Clone, Debug, Default, Serialize)]
-struct Filters {
-    #[serde(skip_serializing_if = "String::is_empty")]
-    state: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    project: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    category: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    has_fix: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    assignee: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    assignee_id: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    mine: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    sort: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    per_page: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    page: Option<u32>,
-}
-
-impl Filters {
-    fn of(r: &GroupListRequest) -> Filters {
-        let text = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_owned();
-        Filters {
-            state: text(&r.state),
-            project: text(&r.project),
-            category: text(&r.category),
-            has_fix: text(&r.has_fix),
-            assignee: text(&r.assignee),
-            assignee_id: text(&r.assignee_id),
-            mine: text(&r.mine),
-            sort: text(&r.sort),
-            per_page: r.per_page,
-            page: None,
-        }
-    }
-
-    /// `/groups?...&page=N` with these filters.
-    fn page_link(&self, page: u32) -> String {
-        let with_page = Filters {
-            page: Some(page),
-            ..self.clone()
-        };
-        // Plain strings and numbers always encode.
-        let query = serde_urlencoded::to_string(&with_page).unwrap_or_default();
-        format!("/groups?{query}")
-    }
-}
-
-/// `GET /groups`
-#[derive(Template, WebTemplate)]
-#[template(path = "groups.html")]
-pub struct GroupsPage {
-    layout: Layout,
-    rows: Vec<GroupRow>,
-    project: String,
-    states: Vec<Choice>,
-    categories: Vec<Choice>,
-    has_fix: Vec<Choice>,
-    /// The assignee filter: people by id where people sign in, else token names.
-    assignees: Vec<Choice>,
-    /// The assignee filter's field: `assignee_id` (people) or `assignee` (token names).
-    assignee_field: &'static str,
-    mine: Vec<Choice>,
-    sorts: Vec<Choice>,
-    /// Groups that pass the filters, on all pages.
-    total: i64,
-    page: u32,
-    pages: i64,
-    /// This page's own address, where the one-click forms come back to.
-    here: String,
-    prev: Option<String>,
-    next: Option<String>,
-    error: Option<String>,
-}
-
-/// The assignee filter's field and choices: people by id where people sign in, else token
-/// names (as before people).
-fn assignee_filter(filters: &Filters, assignable: &Assignable) -> (&'static str, Vec<Choice>) {
-    const ANY: &str = "anyone or nobody";
-    match assignable {
-        Assignable::People(people) => {
-            let ids: Vec<(String, &str)> = (people.iter())
-                .map(|p| (p.id.to_string(), p.name.as_str()))
-                .collect();
-            let options = ids.iter().map(|(id, name)| (id.as_str(), *name));
-            ("assignee_id", choices(&filters.assignee_id, ANY, options))
-        }
-        Assignable::Tokens(names) => {
-            let options = names.iter().map(|n| (n.as_str(), n.as_str()));
-            ("assignee", choices(&filters.assignee, ANY, options))
-        }
-    }
-}
-
-/// `GET /groups?state=&project=&category=&has_fix=&assignee=&assignee_id=&mine=&sort=&page=`
-/// `&per_page=`; `mine=assigned` and `mine=recorded` are the user's own groups (assigned to
-/// them, or with a fix they recorded).
-pub async fn list_groups(
-    State(state): State<AppState>,
-    ScopedUser { user, .. }: ScopedUser<Read>,
-    QueryParams(request): QueryParams<GroupListRequest>,
-) -> Result<Response, PageError> {
-    let view = group_triage::list_page(&state.db, &request, &user.actor()).await?;
-    let can_triage = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
-    let filters = Filters::of(&request);
-    let mut page = GroupsPage::form(Layout::for_user(Some(&user)), &filters, &view.assignable);
-    match view.listing {
-        // The form again with the reason, as a 400 like the API's `bad_query`.
-        Listing::Refused(reason) => {
-            page.error = Some(reason);
-            Ok((StatusCode::BAD_REQUEST, page).into_response())
-        }
-        Listing::Found(found) => {
-            page.show(&filters, found, can_triage);
-            Ok(page.into_response())
-        }
-    }
-}
-
-impl GroupsPage {
-    /// The filter form, as `filters` set it, without rows.
-    fn form(layout: Layout, filters: &Filters, assignable: &Assignable) -> GroupsPage {
-        let states = GroupState::ALL.map(|s| (s.as_str(), s.as_str()));
-        let categories = crate::rules::Category::ALL.map(|c| (c.as_str(), c.as_str()));
-        let (assignee_field, assignees) = assignee_filter(filters, assignable);
-        GroupsPage {
-            layout,
-            rows: Vec::new(),
-            states: choices(&filters.state, "any state", states),
-            categories: choices(&filters.category, "any category", categories),
-            has_fix: choices(
-                &filters.has_fix,
-                "with or without a fix",
-                [("true", "has a fix"), ("false", "no fix yet")],
-            ),
-            assignees,
-            assignee_field,
-            mine: choices(
-                &filters.mine,
-                "anyone's",
-                [
-                    ("assigned", "assigned to me"),
-                    ("recorded", "with a fix I recorded"),
-                ],
-            ),
-            sorts: choices(
-                &filters.sort,
-                "last seen",
-                [("count", "report count"), ("first_seen", "first seen")],
-            ),
-            project: filters.project.clone(),
-            total: 0,
-            page: 1,
-            pages: 1,
-            here: filters.page_link(1),
-            prev: None,
-            next: None,
-            error: None,
-        }
-    }
-
-    /// Fills in the rows and the page links of `found`; the one-click forms are offered when
-    /// the user `can_triage`.
-    fn show(&mut self, filters: &Filters, found: TrendedPage, can_triage: bool) {
-        let today = &found.today;
-        self.rows = (found.rows.into_iter())
-            .map(|TrendedGroup { listed: l, days }| GroupRow {
-                trend: trend::chart_svg(&days, TREND_DAYS, today, ChartSize::Compact),
-                can_resolve: can_triage && l.triage.state != GroupState::Resolved,
-                can_ignore: can_triage && l.triage.state != GroupState::Ignored,
-                group: l.group,
-                triage: l.triage,
-                has_fix: l.has_fix,
-            })
-            .collect();
-        self.total = found.total;
-        self.page = found.page;
-        self.here = filters.page_link(found.page);
-        let per_page = i64::from(found.per_page);
-        self.pages = ((found.total + per_page - 1) / per_page).max(1);
-        self.prev = (found.page > 1).then(|| filters.page_link(found.page - 1));
-        self.next = found.more.then(|| filters.page_link(found.page + 1));
-    }
 }
 
 /// The state form of a group page: every field is posted (the current values when unchanged).
@@ -271,6 +58,9 @@ pub struct StateForm {
     /// [`KEEP_ASSIGNEE`].
     #[serde(default)]
     assignee_id: Option<String>,
+    /// With the ignored state: empty to ignore for good, N until N more reports.
+    #[serde(default)]
+    ignore_until: Option<String>,
     /// Where to go afterwards (the list the one-click forms were on); else the group page.
     #[serde(default)]
     return_to: Option<String>,
@@ -294,6 +84,7 @@ pub async fn update_state(
         resolved_in: form.resolved_in,
         assignee: form.assignee,
         assignee_id: form.assignee_id,
+        ignore_until: form.ignore_until,
     };
     group_triage::change_by_form(&state.db, id, fields, &user.actor()).await?;
     let back = (form.return_to.as_deref())
@@ -330,6 +121,8 @@ pub struct TriageView {
     pub triage: Triage,
     /// The state form is shown (the user may triage).
     pub can_edit: bool,
+    /// A one-click Reopen is offered (the user may triage a resolved or ignored group).
+    pub can_reopen: bool,
     pub states: Vec<Choice>,
     pub assignees: Vec<Choice>,
     /// The assignee picker's field: `assignee_id` (people) or `assignee` (token names).
@@ -366,6 +159,12 @@ fn history_text(e: &crate::api_types::GroupEvent) -> String {
             "merged group {} into group {}{}",
             e.from,
             e.to,
+            with(&e.detail)
+        ),
+        GroupAction::Unmerge => format!(
+            "split group {} back out of group {}{}",
+            e.to,
+            e.from,
             with(&e.detail)
         ),
     }
@@ -452,6 +251,7 @@ pub fn triage_view(
         })
         .collect();
     TriageView {
+        can_reopen: can_edit && matches!(t.state, GroupState::Resolved | GroupState::Ignored),
         triage: t,
         can_edit,
         states,
@@ -574,19 +374,5 @@ mod tests {
         for (e, want) in cases {
             assert_eq!(history_text(&e), want);
         }
-    }
-
-    #[test]
-    fn page_links_keep_the_filters_and_encode_them() {
-        let filters = Filters {
-            state: "resolved".into(),
-            project: "a&b c".into(),
-            ..Filters::default()
-        };
-        assert_eq!(
-            filters.page_link(2),
-            "/groups?state=resolved&project=a%26b+c&page=2"
-        );
-        assert_eq!(Filters::default().page_link(1), "/groups?page=1");
     }
 }

@@ -1,5 +1,6 @@
 //! Portal pages for one group of recurring failures (its reports, fixes, chart and triage; the
-//! fix form; the merge form that "Similar failures" offers). The group list and the state form
+//! fix form; the merge form that "Similar failures" and the group page offer; the unmerge
+//! button beside each group merged into it). The group list and the state form
 //! are in `group_triage`; search is in `search`.
 
 use askama::Template;
@@ -205,4 +206,30 @@ pub async fn merge_group(
     })?;
     let merged = group_merge::merge(&state.db, id, &MergeRequest { into }, &user.actor()).await?;
     Ok(Redirect::to(&format!("/groups/{}#history", merged.group.id)).into_response())
+}
+
+/// The unmerge button beside a merged group on the page of the group holding it.
+#[derive(Debug, Deserialize)]
+pub struct UnmergeForm {
+    // Missing is refused by the CSRF check (403), not by the form parser (400).
+    #[serde(default)]
+    csrf: String,
+}
+
+impl CsrfField for UnmergeForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+/// `POST /groups/{id}/unmerge`: splits merged group `id` back out (`ingest` or `admin` scope,
+/// CSRF-checked), then shows it, its history naming the unmerge.
+pub async fn unmerge_group(
+    State(state): State<AppState>,
+    GroupId(id): GroupId,
+    CsrfForm { user, form: _ }: CsrfForm<UnmergeForm>,
+) -> Result<Response, PageError> {
+    user.require(&[Scope::Ingest, Scope::Admin])?;
+    let view = crate::app::group_unmerge::unmerge(&state.db, id, &user.actor()).await?;
+    Ok(Redirect::to(&format!("/groups/{}#history", view.group.id)).into_response())
 }

@@ -1,7 +1,9 @@
 //! The server-rendered portal (askama templates in `templates/`, view structs prepared here so
 //! templates hold no logic beyond loops and conditionals), its stylesheet and the report page's
-//! small script.
+//! and group list's small scripts.
 
+pub mod group_bulk;
+pub mod group_list;
 pub mod group_triage;
 pub mod groups;
 pub mod login;
@@ -33,6 +35,8 @@ const APP_CSS: &str = include_str!("../../../static/app.css");
 /// place); same-origin, so the CSP's `default-src 'self'` allows it and inline script stays
 /// forbidden.
 const REPORT_JS: &str = include_str!("../../../static/report.js");
+/// The group list's one script (progressive enhancement: a "select all" box for the bulk form).
+const GROUPS_JS: &str = include_str!("../../../static/groups.js");
 
 /// What every page's frame needs: version, who is signed in, the CSRF token for its forms.
 #[derive(Clone, Debug)]
@@ -98,5 +102,16 @@ pub async fn report_script() -> impl IntoResponse {
             (header::CACHE_CONTROL, "public, max-age=3600"),
         ],
         REPORT_JS,
+    )
+}
+
+/// `GET /static/groups.js`.
+pub async fn groups_script() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        GROUPS_JS,
     )
 }

@@ -92,6 +92,7 @@ async fn real_answers_of_every_operation_match_their_documented_schemas() {
     let group = search_and_groups(&mut c, &t, &report).await;
     fixes(&mut c, &t, group).await;
     merges(&mut c, &t, group).await;
+    bulk(&mut c, &t, group).await;
     rules(&mut c, &t).await;
     webhooks(&mut c, &t).await;
     tokens(&mut c, &t).await;
@@ -585,6 +586,125 @@ async fn merges(c: &mut Checker<'_>, t: &Tokens, group: i64) {
             "post",
             &format!("/api/v1/groups/{other}/fixes"),
             &json!({"summary": "late"}),
+        )
+        .await,
+        StatusCode::CONFLICT,
+    );
+    // And split back out.
+    let unmerge = format!("/api/v1/groups/{other}/unmerge");
+    expect(
+        &c.bodyless(&t.read, "post", &unmerge).await,
+        StatusCode::FORBIDDEN,
+    );
+    let back = expect(
+        &c.bodyless(&t.ingest, "post", &unmerge).await,
+        StatusCode::OK,
+    );
+    assert_eq!(back["id"], other);
+    expect(
+        &c.bodyless(&t.ingest, "post", &unmerge).await,
+        StatusCode::CONFLICT,
+    );
+    expect(
+        &c.bodyless(&t.ingest, "post", "/api/v1/groups/999999/unmerge")
+            .await,
+        StatusCode::NOT_FOUND,
+    );
+}
+
+/// A group of a failure raised in op `op` (letters only), uploaded as `t.ingest`.
+async fn group_of(c: &mut Checker<'_>, t: &Tokens, op: &str) -> i64 {
+    let log = format!(
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two \
+         devices, cuda:0 and cpu! (when checking argument for argument index in method \
+         wrapper_CUDA__{op})\n"
+    );
+    let (ct, body) = multipart(&[("log", Some("op.log"), log.as_bytes())]);
+    let created = expect(
+        &c.raw(&t.ingest, "post", "/api/v1/reports", ct, body).await,
+        StatusCode::CREATED,
+    );
+    created["group_id"].as_i64().unwrap()
+}
+
+/// A bulk change of `group` and its undo, a merge of two groups into it, and their refusals.
+async fn bulk(c: &mut Checker<'_>, t: &Tokens, group: i64) {
+    let change = json!({"ids": [group], "change": {"state": "ignored", "ignore_until_reports": 2}});
+    expect(
+        &c.json(&t.read, "post", "/api/v1/groups/bulk", &change)
+            .await,
+        StatusCode::FORBIDDEN,
+    );
+    expect(
+        &c.json(
+            &t.ingest,
+            "post",
+            "/api/v1/groups/bulk",
+            &json!({"ids": [999_999], "change": {"state": "open"}}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    );
+    let done = expect(
+        &c.json(&t.ingest, "post", "/api/v1/groups/bulk", &change)
+            .await,
+        StatusCode::OK,
+    );
+    assert_eq!(done["groups"][0]["ignore_reports_left"], 2);
+    let undo = format!("/api/v1/groups/changes/{}/undo", done["change_id"]);
+    expect(
+        &c.bodyless(&t.read, "post", &undo).await,
+        StatusCode::FORBIDDEN,
+    );
+    expect(&c.bodyless(&t.ingest, "post", &undo).await, StatusCode::OK);
+    expect(
+        &c.bodyless(&t.ingest, "post", &undo).await,
+        StatusCode::CONFLICT,
+    );
+    expect(
+        &c.bodyless(&t.ingest, "post", "/api/v1/groups/changes/999999/undo")
+            .await,
+        StatusCode::NOT_FOUND,
+    );
+
+    let (x, y) = (group_of(c, t, "kilo").await, group_of(c, t, "lima").await);
+    expect(
+        &c.json(
+            &t.ingest,
+            "post",
+            "/api/v1/groups/merge",
+            &json!({"ids": [x]}),
+        )
+        .await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    );
+    expect(
+        &c.json(
+            &t.ingest,
+            "post",
+            "/api/v1/groups/merge",
+            &json!({"ids": [x, y], "into": 999_999}),
+        )
+        .await,
+        StatusCode::NOT_FOUND,
+    );
+    let merged = expect(
+        &c.json(
+            &t.ingest,
+            "post",
+            "/api/v1/groups/merge",
+            &json!({"ids": [x, y], "into": group}),
+        )
+        .await,
+        StatusCode::OK,
+    );
+    assert_eq!(merged["id"], group);
+    expect(
+        &c.json(
+            &t.ingest,
+            "post",
+            "/api/v1/groups/merge",
+            &json!({"ids": [x], "into": group}),
         )
         .await,
         StatusCode::CONFLICT,

@@ -41,6 +41,9 @@ const SEED: u32 = 28;
 ///   assignee (not both ways at once) and give `resolved_in` only with `resolved` (422), and a
 ///   group merged away is triaged, given fixes or merged no more (409) and its URL answers with
 ///   the group it went into (308); a merge names another group that exists (404, 422);
+/// - a bulk change or merge names existing groups and is refused whole when one group refuses
+///   it (422, 409); an undo names a change not undone yet whose groups did not change since
+///   (404, 409); an unmerge names a merged group (404, 409);
 /// - a worker without a GPU must say so with `no_gpu` (a rule across two fields, 422).
 ///
 /// Token creation has no such list: its scopes (the four names, at least one) and its name (not
@@ -79,7 +82,7 @@ include-name = "POST /api/v1/classify"
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "413", "415"]
 
 [[operations]]
-include-name = ["PATCH /api/v1/groups/{id}", "POST /api/v1/groups/{id}/merge"]
+include-name = ["PATCH /api/v1/groups/{id}", "POST /api/v1/groups/{id}/merge", "POST /api/v1/groups/{id}/unmerge", "POST /api/v1/groups/bulk", "POST /api/v1/groups/merge", "POST /api/v1/groups/changes/{id}/undo"]
 checks.positive_data_acceptance.expected-statuses = ["2xx", "401", "403", "404", "409", "422"]
 
 [[operations]]

@@ -100,6 +100,7 @@ impl<'a> Validator<'a> {
                     | "pattern"
                     | "maxItems"
                     | "minItems"
+                    | "uniqueItems"
             ) || ANNOTATIONS.contains(&key.as_str());
             if !known {
                 errors.push(format!("{at}: the validator does not know keyword `{key}`"));
@@ -196,6 +197,12 @@ impl<'a> Validator<'a> {
         ) && (items.len() as u64) < min
         {
             errors.push(format!("{at}: fewer than {min} items"));
+        }
+        if schema.get("uniqueItems") == Some(&Value::Bool(true))
+            && let Some(items) = value.as_array()
+            && (1..items.len()).any(|i| items[..i].contains(&items[i]))
+        {
+            errors.push(format!("{at}: items repeat"));
         }
         if let Some(s) = value.as_str() {
             let chars = s.chars().count() as u64;
@@ -516,5 +523,9 @@ mod tests {
             errors.iter().any(|e| e.contains("fewer than 1")),
             "{errors:?}"
         );
+        let schema = json!({"type": "array", "uniqueItems": true});
+        assert!(v.errors(&schema, &json!([1, 2])).is_empty());
+        let errors = v.errors(&schema, &json!([1, 2, 1]));
+        assert!(errors.iter().any(|e| e.contains("repeat")), "{errors:?}");
     }
 }

@@ -12,11 +12,14 @@ use serde_json::Value;
 use crate::support::{TestApp, TestResponse};
 
 mod api;
+mod bulk;
 mod concurrency;
 mod merge;
 mod merge_portal;
 mod portal;
 mod regression;
+mod tracker;
+mod unmerge;
 
 static RUN: AtomicU32 = AtomicU32::new(1);
 

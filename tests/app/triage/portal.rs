@@ -59,7 +59,7 @@ async fn the_groups_page_filters_sorts_and_pages_with_links_that_keep_the_filter
     let all = page(&app, &b.cookie, "/groups").await;
     assert_eq!(all.status, StatusCode::OK, "{}", all.body);
     let headers = texts(&all.body, "table.groups th");
-    for column in ["Reports", "Failure", "State", "Assignee", "Fix", "Seen"] {
+    for column in ["Reports", "Failure", "Culprit", "Where", "State", "Seen"] {
         assert!(headers.iter().any(|h| h == column), "{column}: {headers:?}");
     }
     assert_eq!(texts(&all.body, "tr.group-row").len(), 4);
@@ -138,9 +138,17 @@ async fn the_groups_page_filters_sorts_and_pages_with_links_that_keep_the_filter
         all_attrs(&resolved.body, "tr.group-row", "data-id"),
         [nlp.to_string()]
     );
-    assert_eq!(texts(&resolved.body, "td.assignee"), ["alice"]);
+    assert_eq!(texts(&resolved.body, "td.state .assignee"), ["alice"]);
     assert_eq!(texts(&resolved.body, "td.state .muted"), ["in 3.1"]);
+    // Resolved, so out of the default (unresolved) list.
     let mine = page(&app, &b.cookie, "/groups?assignee=alice&has_fix=false").await;
+    assert!(all_attrs(&mine.body, "tr.group-row", "data-id").is_empty());
+    let mine = page(
+        &app,
+        &b.cookie,
+        "/groups?state=any&assignee=alice&has_fix=false",
+    )
+    .await;
     assert_eq!(
         all_attrs(&mine.body, "tr.group-row", "data-id"),
         [nlp.to_string()]
@@ -496,8 +504,37 @@ async fn the_groups_list_names_each_failure_and_resolves_or_ignores_in_one_click
     let res = post_state(&app, &b, unknown, &[("state", "resolved")], None).await;
     assert_eq!(res.status, StatusCode::FORBIDDEN);
     assert_eq!(group(&app, &token, unknown).await["state"], "open");
-    // The list offers what each row can still become; a read-only session gets no buttons.
+    // The default list leaves out the resolved and ignored groups.
     let list = page(&app, &b.cookie, "/groups").await;
+    assert_eq!(
+        all_attrs(&list.body, "tr.group-row", "data-id"),
+        [unknown.to_string()]
+    );
+    // The list offers what each row can still become; a read-only session gets no buttons.
+    let list = page(&app, &b.cookie, "/groups?state=any").await;
+    for (id, label) in [
+        (in_model, "Reopen"),
+        (in_train, "Reopen"),
+        (unknown, "Resolve"),
+    ] {
+        assert!(
+            attr(
+                &list.body,
+                &format!("#group-{id} button[aria-label^={label}]"),
+                "type"
+            )
+            .is_some(),
+            "{label} {id}"
+        );
+    }
+    assert!(
+        attr(
+            &list.body,
+            &format!("#group-{unknown} button[aria-label^=Reopen]"),
+            "type"
+        )
+        .is_none()
+    );
     assert!(
         attr(
             &list.body,
