@@ -13,6 +13,7 @@ pub mod facts;
 pub mod fallback;
 pub mod framework;
 mod literals;
+pub mod locator;
 pub mod outcome;
 pub mod preview;
 mod refine;
@@ -28,8 +29,9 @@ pub use facts::Facts;
 
 /// How fingerprints group failures; raised whenever a change to the engine regroups stored
 /// reports (`serve` then regroups them once). 1: category, rule and failure line; 2: a
-/// program's failure also by its own frames, an environment's by its facts (issue 39).
-pub const GROUPING_SCHEME: i32 = 2;
+/// program's failure also by its own frames, an environment's by its facts (issue 39); 3: a
+/// log no rule matched by the line the locator found in it (issue 40).
+pub const GROUPING_SCHEME: i32 = 3;
 
 /// The shipped ruleset, embedded in the binary: the PyTorch/CUDA/NCCL core, the failures outside
 /// the GPU taxonomy, contexts and category advice in `builtin.toml`, then one file per further
