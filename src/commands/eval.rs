@@ -12,7 +12,7 @@ mod fallback;
 use super::BadInput;
 pub use crate::rules::corpus::Case;
 use crate::rules::corpus::parse_corpus;
-use crate::rules::facts::{normalize_shape, parse_bytes};
+use crate::rules::facts::{bytes_agree, normalize_shape};
 use crate::rules::{Category, Classification, Ruleset};
 
 /// `gpu-triage eval`
@@ -239,12 +239,16 @@ fn fact_matches(c: &Classification, (key, value): &(String, String)) -> bool {
     };
     let m = &c.facts.memory;
     match key.as_str() {
-        "tried_to_allocate" => {
-            m.requested_bytes.is_some() && m.requested_bytes == parse_bytes(value)
-        }
-        "total" => m.total_bytes.is_some() && m.total_bytes == parse_bytes(value),
-        "free" => m.free_bytes.is_some() && m.free_bytes == parse_bytes(value),
+        "tried_to_allocate" => m.requested_bytes.is_some_and(|b| bytes_agree(b, value)),
+        "total" => m.total_bytes.is_some_and(|b| bytes_agree(b, value)),
+        "free" => m.free_bytes.is_some_and(|b| bytes_agree(b, value)),
         "devices" => c.facts.devices == list(value),
+        "failing_rank" => c
+            .facts
+            .failing_rank
+            .is_some_and(|r| r.to_string() == *value),
+        "failing_host" => c.facts.failing_host.as_deref() == Some(value.as_str()),
+        "failing_gpu" => c.facts.failing_gpu.as_deref() == Some(value.as_str()),
         "dtypes" => c.facts.dtypes == list(value),
         "shapes" => {
             let want: Vec<String> = list(value)

@@ -14,6 +14,7 @@ pub mod fallback;
 pub mod framework;
 mod literals;
 pub mod locator;
+pub mod origin;
 pub mod outcome;
 pub mod preview;
 mod refine;
@@ -56,6 +57,8 @@ pub const BUILTIN_RULES: &str = concat!(
     include_str!("builtin/operations.toml"),
     "\n",
     include_str!("builtin/process.toml"),
+    "\n",
+    include_str!("builtin/families.toml"),
 );
 
 /// Why a ruleset cannot be used; always names the rule.
@@ -319,6 +322,8 @@ mod tests;
 mod tests_frameworks;
 #[cfg(test)]
 mod tests_judged;
+#[cfg(test)]
+mod tests_located;
 #[cfg(test)]
 mod tests_operations;
 #[cfg(test)]

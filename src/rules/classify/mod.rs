@@ -17,12 +17,13 @@ use signature::{environment_fingerprint, fingerprint, signature};
 use super::compile::PatternId;
 use super::locator::LOCATOR_RULE;
 use super::locator::features::WindowLine;
+use super::origin::Origin;
 use super::scan::{self, CandidateLine};
 use super::spec::{FALLBACK_SPECIFICITY, FailureKind};
 use super::{
     Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
 };
-use crate::ingest::normalize::{clean_line, rank_prefix};
+use crate::ingest::normalize::clean_line;
 use crate::ingest::prefix::{Level, is_summary, level};
 
 /// Most findings kept per rule (repeats per thread or rank add nothing after a few).
@@ -57,6 +58,8 @@ struct RuleHit {
     summary: bool,
     /// The cleaned lines after it: the learned fallback's and the framework's context.
     following: Vec<String>,
+    /// The rank, host and GPU the line names.
+    origin: Origin,
 }
 
 /// Everything the streaming pass collects.
@@ -157,7 +160,8 @@ impl Ruleset {
             .iter()
             .map(|l| crate::ingest::neutralize_controls(&clean_line(l)).into_owned())
             .collect();
-        let rank = rank_prefix(&decoded);
+        let rank = super::origin::prefix_rank(&decoded);
+        let origin = super::origin::of_line(&decoded, &cleaned);
         let quiet = level(&cleaned) == Level::Quiet;
         let summary = is_summary(&cleaned);
         for id in matched {
@@ -185,6 +189,7 @@ impl Ruleset {
                 quiet,
                 summary,
                 following: following.clone(),
+                origin: origin.clone(),
             });
         }
     }
@@ -355,6 +360,13 @@ impl Ruleset {
             Some(_) => None,
             None => self.locate(&scanned.tail),
         };
+        // Where the root cause happened: its own line's rank, host and GPU.
+        let origin = match (root, &located) {
+            (Some(r), _) => r.origin.clone(),
+            (None, Some(l)) => l.origin.clone(),
+            (None, None) => Origin::default(),
+        };
+        facts.set_origin(origin);
         if let Some(l) = &located {
             findings.push(Finding {
                 rule: LOCATOR_RULE.to_owned(),
@@ -558,6 +570,7 @@ const LOCATED_TITLE: &str = "Failure no rule knows (line found by the locator)";
 struct LocatedLine {
     line: usize,
     text: String,
+    origin: Origin,
     /// The cleaned lines after it (the fallback's context).
     following: Vec<String>,
 }
@@ -579,9 +592,11 @@ impl Ruleset {
         let window: Vec<WindowLine> = tail.iter().map(|(n, t)| WindowLine::new(*n, t)).collect();
         let found = self.locator.locate(&window)?;
         let clean = |w: &WindowLine| crate::ingest::neutralize_controls(&w.cleaned).into_owned();
+        let w = &window[found.index];
         Some(LocatedLine {
             line: found.line,
-            text: truncate(&clean(&window[found.index]), MAX_TEXT),
+            text: truncate(&clean(w), MAX_TEXT),
+            origin: super::origin::of_line(&w.raw, &w.cleaned),
             following: (window[found.index + 1..].iter())
                 .take(3)
                 .map(clean)

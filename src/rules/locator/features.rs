@@ -373,6 +373,8 @@ fn own(w: &WindowLine) -> Own {
             "forbidden",
             "unauthorized",
             "not permitted",
+            "refused",
+            "rejected",
         ]),
     );
     set(
