@@ -302,6 +302,25 @@ impl PartialSchema for Facts {
                     "Distributed ranks involved, ascending.",
                 ),
             )
+            .property(
+                "failing_rank",
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
+                    .minimum(Some(0))
+                    .maximum(Some(u32::MAX))
+                    .description(Some(
+                        "The rank whose line is the root cause: the rank that failed first.",
+                    )),
+            )
+            .property(
+                "failing_host",
+                string("The host the root-cause line comes from."),
+            )
+            .property(
+                "failing_gpu",
+                string("The GPU the root-cause line names: `cuda:N`, or a PCI bus id."),
+            )
             .property("gpu", string("GPU model name."))
             .property("arch", string("Compute capability (`sm_86`)."))
             .property("torch_version", string("PyTorch version."))

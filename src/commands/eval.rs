@@ -12,7 +12,7 @@ mod fallback;
 use super::BadInput;
 pub use crate::rules::corpus::Case;
 use crate::rules::corpus::parse_corpus;
-use crate::rules::facts::{normalize_shape, parse_bytes};
+use crate::rules::facts::{bytes_agree, normalize_shape};
 use crate::rules::{Category, Classification, Ruleset};
 
 /// `gpu-triage eval`
@@ -41,6 +41,10 @@ pub struct Score {
     pub facts: (usize, usize),
     /// (hits, cases with an async label).
     pub async_hint: (usize, usize),
+    /// (hits, cases with cause lines) of the locator alone, as if no rule matched any log.
+    pub located: (usize, usize),
+    /// Cases with cause lines that got no root-cause line.
+    pub no_line: usize,
     /// The printed report.
     pub report: String,
 }
@@ -105,6 +109,18 @@ pub fn evaluate(
         let line = c.root_cause.as_ref().map(|r| r.line);
         if !case.cause_lines.is_empty() {
             score.lines.1 += 1;
+            score.located.1 += 1;
+            score.no_line += usize::from(line.is_none());
+            let alone = ruleset.locate_alone(&bytes).map(|(l, _, _)| l);
+            if alone.is_some_and(|l| case.cause_lines.contains(&l)) {
+                score.located.0 += 1;
+            } else if verbose {
+                let _ = writeln!(
+                    misses,
+                    "  {} locator alone: got {alone:?}, want {:?}",
+                    case.id, case.cause_lines
+                );
+            }
             if line.is_some_and(|l| case.cause_lines.contains(&l)) {
                 score.lines.0 += 1;
             } else if verbose {
@@ -178,9 +194,28 @@ pub fn evaluate(
     let _ = writeln!(r);
     let rate = |(ok, n): (usize, usize)| format!("{ok}/{n} = {:.1}%", pct(ok, n));
     let _ = writeln!(r, "root-cause line: {}", rate(score.lines));
+    let _ = writeln!(
+        r,
+        "no root-cause line: {}",
+        rate((score.no_line, score.lines.1))
+    );
+    let _ = writeln!(
+        r,
+        "locator alone (as if no rule matched): {}",
+        rate(score.located)
+    );
     let _ = writeln!(r, "facts: {}", rate(score.facts));
     let _ = writeln!(r, "async hint: {}", rate(score.async_hint));
     fallback.write(&mut r);
+    if verbose {
+        for (id, p, answered, got) in &fallback.located_scores {
+            let _ = writeln!(
+                r,
+                "  located {id}: fallback {got} p={p:.3}{}",
+                if *answered { " (answers)" } else { "" }
+            );
+        }
+    }
     let _ = writeln!(r, "accuracy: {}", rate((score.correct, score.total)));
     score.report = r;
     Ok(score)
@@ -204,12 +239,16 @@ fn fact_matches(c: &Classification, (key, value): &(String, String)) -> bool {
     };
     let m = &c.facts.memory;
     match key.as_str() {
-        "tried_to_allocate" => {
-            m.requested_bytes.is_some() && m.requested_bytes == parse_bytes(value)
-        }
-        "total" => m.total_bytes.is_some() && m.total_bytes == parse_bytes(value),
-        "free" => m.free_bytes.is_some() && m.free_bytes == parse_bytes(value),
+        "tried_to_allocate" => m.requested_bytes.is_some_and(|b| bytes_agree(b, value)),
+        "total" => m.total_bytes.is_some_and(|b| bytes_agree(b, value)),
+        "free" => m.free_bytes.is_some_and(|b| bytes_agree(b, value)),
         "devices" => c.facts.devices == list(value),
+        "failing_rank" => c
+            .facts
+            .failing_rank
+            .is_some_and(|r| r.to_string() == *value),
+        "failing_host" => c.facts.failing_host.as_deref() == Some(value.as_str()),
+        "failing_gpu" => c.facts.failing_gpu.as_deref() == Some(value.as_str()),
         "dtypes" => c.facts.dtypes == list(value),
         "shapes" => {
             let want: Vec<String> = list(value)

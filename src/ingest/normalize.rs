@@ -63,6 +63,20 @@ pub fn clean_line(raw: &[u8]) -> String {
     strip_decorations(seg).to_owned()
 }
 
+/// Peels one round of the prefixes [`strip_decorations`] peels (timestamp, rank prefix, an
+/// operations prefix, a quote or fence), for readers that stop at a given prefix.
+pub(crate) fn strip_one_prefix(s: &str) -> &str {
+    let mut s = strip_timestamp(s.trim());
+    s = strip_rank_prefix(s);
+    s = super::prefix::strip_operations_prefix_except_host(s);
+    for p in ["> ", ">", "```", "`", "**"] {
+        if let Some(rest) = s.strip_prefix(p) {
+            s = rest;
+        }
+    }
+    s
+}
+
 /// Peels prefixes and markdown decoration from a single (already ANSI-free) line.
 pub fn strip_decorations(mut s: &str) -> &str {
     loop {

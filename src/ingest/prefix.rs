@@ -26,6 +26,15 @@ pub enum Level {
 /// Peels one prefix of the kinds listed in the module doc from the start of `s`; returns `s`
 /// unchanged when it has none.
 pub fn strip_operations_prefix(s: &str) -> &str {
+    strip_operations_prefix_with(s, true)
+}
+
+/// As [`strip_operations_prefix`], leaving a host label in place (see [`host_label_of`]).
+pub(crate) fn strip_operations_prefix_except_host(s: &str) -> &str {
+    strip_operations_prefix_with(s, false)
+}
+
+fn strip_operations_prefix_with(s: &str, hosts: bool) -> &str {
     let b = s.as_bytes();
     // dmesg: `[ 7386.259769] ` (seconds since boot) or `[  +0.000316] ` (dmesg -H deltas).
     if b.first() == Some(&b'[')
@@ -100,7 +109,7 @@ pub fn strip_operations_prefix(s: &str) -> &str {
         let tail = &rest[close + 1..];
         return tail.strip_prefix(':').unwrap_or(tail).trim_start();
     }
-    if let Some(rest) = strip_host_label(s) {
+    if hosts && let Some(rest) = strip_host_label(s) {
         return rest;
     }
     strip_progress_bar(s)
@@ -130,6 +139,25 @@ fn strip_host_label(s: &str) -> Option<&str> {
         && !PROGRAM_NAMES.iter().any(|p| name.starts_with(p));
     let rest = s[colon + 2..].trim_start();
     (host_like && !rest.is_empty()).then_some(rest)
+}
+
+/// The pdsh-style host label (see `strip_host_label`) a raw line carries, after whatever
+/// timestamp, rank or container prefix comes before it: `worker-7` in `2025-01-02T03:04:05Z
+/// worker-7: [rank3]: ...`.
+pub fn host_label_of(raw: &str) -> Option<&str> {
+    let mut s = raw;
+    for _ in 0..6 {
+        let t = s.trim();
+        if let Some(rest) = strip_host_label(t) {
+            return Some(t[..t.len() - rest.len()].trim_end().trim_end_matches(':'));
+        }
+        let peeled = super::normalize::strip_one_prefix(t);
+        if peeled.len() == t.len() {
+            return None;
+        }
+        s = peeled;
+    }
+    None
 }
 
 /// A progress bar (tqdm and its look-alikes) that the failure's message was printed right
@@ -274,6 +302,17 @@ pub fn is_summary(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_labels_are_read_behind_other_prefixes() {
+        assert_eq!(host_label_of("worker-7: RuntimeError: x"), Some("worker-7"));
+        assert_eq!(
+            host_label_of("2025-01-02T03:04:05.1Z node017: [rank3]: x"),
+            Some("node017")
+        );
+        assert_eq!(host_label_of("python3: can't open file"), None);
+        assert_eq!(host_label_of("RuntimeError: worker-7: x"), None);
+    }
 
     #[test]
     fn operations_prefixes_are_peeled_to_the_message() {

@@ -103,6 +103,8 @@ pub struct Ruleset {
     fallback: std::sync::OnceLock<super::fallback::Model>,
     /// The frameworks recognised in a log and their advice.
     pub(super) frameworks: super::framework::Catalog,
+    /// Finds the failure line of a log no rule matched.
+    pub(super) locator: super::locator::Locator,
 }
 
 /// One failed check of `rules check`.
@@ -184,6 +186,7 @@ impl Ruleset {
             candidates,
             fallback: std::sync::OnceLock::new(),
             frameworks: super::framework::Catalog::builtin(),
+            locator: super::locator::Locator::builtin(),
         })
     }
 

@@ -52,6 +52,18 @@ pub struct Facts {
     /// Distributed ranks involved, ascending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<u32>,
+    /// The rank whose line is the root cause (`[rank3]:`, `[Rank 3]`, `process rank 3`): the
+    /// rank that failed first while the others report its consequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_rank: Option<u32>,
+    /// The host the root-cause line comes from (a pdsh-style `node-7: ` label, NCCL's line
+    /// head, `hostname=`, `on node`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_host: Option<String>,
+    /// The GPU the root-cause line names: `cuda:N` for a device index (`GPU 3`, `GPU=3`,
+    /// `cuda:3`, NCCL's `[3]`), or a PCI bus id (`0000:3b:00.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_gpu: Option<String>,
     /// GPU model name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<String>,
@@ -239,6 +251,16 @@ impl Facts {
         }
     }
 
+    /// Keeps where the root cause happened (see `rules::origin`); its rank joins `ranks`.
+    pub fn set_origin(&mut self, origin: super::origin::Origin) {
+        if let Some(r) = origin.rank {
+            self.add_rank(r);
+        }
+        self.failing_rank = origin.rank;
+        self.failing_host = origin.host;
+        self.failing_gpu = origin.gpu;
+    }
+
     /// Adds a rank, keeping the list sorted and unique.
     pub fn add_rank(&mut self, rank: u32) {
         if let Err(at) = self.ranks.binary_search(&rank) {
@@ -247,24 +269,77 @@ impl Facts {
     }
 }
 
-/// `86.00 MiB` → 90177536. Binary units (KiB, MiB, GiB, TiB; `KB`/`MB`/`GB` as PyTorch prints
-/// them are binary too), or plain bytes.
+/// `86.00 MiB` → 90177536. Binary units (KiB, MiB, GiB, TiB; `KB`/`MB`/`GB` as PyTorch,
+/// TensorFlow and Paddle print them are binary too; Kubernetes' `Mi`/`Gi`; `MBytes`,
+/// `gigabytes`), or plain bytes (`4770354232 bytes`, `3206250496B`, `1,073,741,824 B`).
 pub fn parse_bytes(text: &str) -> Option<u64> {
+    let (number, unit) = split_size(text)?;
+    let power = unit_power(&unit)?;
+    finite_bytes(number * 1024f64.powi(power))
+}
+
+/// The readings of a size whose unit may be decimal or binary (`8 GB` is 8·2³⁰ bytes from
+/// PyTorch and 8·10⁹ from a tool that counts like a disk vendor): both, binary first; one for a
+/// unit that says which (`GiB`, `bytes`).
+pub fn bytes_both_ways(text: &str) -> Vec<u64> {
+    let Some((number, unit)) = split_size(text) else {
+        return Vec::new();
+    };
+    let Some(power) = unit_power(&unit) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u64> = finite_bytes(number * 1024f64.powi(power))
+        .into_iter()
+        .collect();
+    let ambiguous = power > 0 && !unit.contains('i');
+    if ambiguous && let Some(decimal) = finite_bytes(number * 1000f64.powi(power)) {
+        out.push(decimal);
+    }
+    out
+}
+
+/// Whether a byte count the engine read (`got`, with binary units) states the size `want` is
+/// printed as, reading an ambiguous unit on either side both ways, within the rounding of a
+/// printed figure (0.5%): a runtime's `24.00 GB` that meant GiB, labelled `25.77 GB`.
+pub fn bytes_agree(got: u64, want: &str) -> bool {
+    let close = |a: f64, b: f64| a == b || (b > 0.0 && ((a - b) / b).abs() <= 0.005);
+    let wants = bytes_both_ways(want);
+    let power = split_size(want)
+        .and_then(|(_, unit)| unit_power(&unit))
+        .unwrap_or(0);
+    let got = got as f64;
+    // The engine reads `GB` as binary; had the log meant decimal (in the label's unit), the
+    // same figure read decimal.
+    let gots = [got, got * (1000.0f64 / 1024.0).powi(power)];
+    gots.into_iter()
+        .any(|g| wants.iter().any(|&w| close(g, w as f64)))
+}
+
+fn split_size(text: &str) -> Option<(f64, String)> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ','))
         .unwrap_or(text.len());
     let number: f64 = text[..split].replace(',', "").parse().ok()?;
-    let unit = text[split..].trim().to_ascii_lowercase();
-    let scale: f64 = match unit.as_str() {
-        "" | "b" | "bytes" | "byte" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+    Some((number, text[split..].trim().to_ascii_lowercase()))
+}
+
+/// The power of 1024 (or 1000) a lowercased unit stands for.
+fn unit_power(unit: &str) -> Option<i32> {
+    let unit = unit.trim_end_matches('.');
+    let power = match unit {
+        "" | "b" | "bytes" | "byte" => 0,
+        "k" | "kb" | "kib" | "ki" | "kbytes" | "kilobytes" => 1,
+        "m" | "mb" | "mib" | "mi" | "mbytes" | "megabytes" => 2,
+        "g" | "gb" | "gib" | "gi" | "gbytes" | "gigabytes" => 3,
+        "t" | "tb" | "tib" | "ti" | "tbytes" | "terabytes" => 4,
         _ => return None,
     };
-    let bytes = (number * scale).round();
+    Some(power)
+}
+
+fn finite_bytes(bytes: f64) -> Option<u64> {
+    let bytes = bytes.round();
     (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(bytes as u64)
 }
 
@@ -317,8 +392,9 @@ pub fn normalize_dtype(value: &str) -> String {
 /// `77x768`, `torch.Size([4, 10])`, `(1041,)`, XLA's `f32[1,24]` → `1152x3x14x14`, ..., `1x24`;
 /// `[-1, 768]` → `-1x768`. A scalar (`[]`, `()`) has no dimensions and gives `None`.
 pub fn normalize_shape(value: &str) -> Option<String> {
-    // Whatever precedes the first bracket is a type (`f32`, `torch.Size`), not a dimension.
-    let inner = match value.find(['[', '(']) {
+    // Whatever precedes the first bracket is a type (`f32`, `torch.Size`), not a dimension;
+    // ONNX Runtime prints shapes in braces (`{1,3,224,224}`).
+    let inner = match value.find(['[', '(', '{']) {
         Some(open) => &value[open..],
         None => value,
     };
@@ -442,10 +518,29 @@ mod tests {
             ("1,024 B", Some(1024)),
             ("lots", None),
             ("12 parsecs", None),
+            ("40Gi", Some(42_949_672_960)),
+            ("512 MBytes", Some(536_870_912)),
+            ("3206250496B", Some(3_206_250_496)),
         ];
         for (text, want) in cases {
             assert_eq!(parse_bytes(text), want, "{text}");
         }
+    }
+
+    #[test]
+    fn a_size_in_gb_is_read_both_ways() {
+        assert_eq!(bytes_both_ways("8 GB"), vec![8_589_934_592, 8_000_000_000]);
+        assert_eq!(bytes_both_ways("8 GiB"), vec![8_589_934_592]);
+        assert_eq!(bytes_both_ways("512 bytes"), vec![512]);
+        // The engine read a runtime's `24.00 GB` as binary; a label of its decimal meaning (or
+        // of its printed rounding in bytes) agrees with it, another size does not.
+        let got = parse_bytes("24.00 GB").unwrap_or_default();
+        assert!(bytes_agree(got, "24.00 GB"));
+        assert!(bytes_agree(got, "25.77 GB"));
+        assert!(bytes_agree(got, "24.00 GiB"));
+        assert!(!bytes_agree(got, "23 GB"));
+        let xla = parse_bytes("2.99GiB").unwrap_or_default();
+        assert!(bytes_agree(xla, "3206250496 B"));
     }
 
     #[test]
@@ -470,6 +565,10 @@ mod tests {
         );
         assert_eq!(normalize_shape("128 4 2 2").as_deref(), Some("128x4x2x2"));
         assert_eq!(normalize_shape("77x768").as_deref(), Some("77x768"));
+        assert_eq!(
+            normalize_shape("{1,3,224,224}").as_deref(),
+            Some("1x3x224x224")
+        );
         assert_eq!(normalize_shape("[]"), None);
         assert_eq!(normalize_shape("[-1, 768]").as_deref(), Some("-1x768"));
         assert_eq!(normalize_shape("f32[1,24]").as_deref(), Some("1x24"));

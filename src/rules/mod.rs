@@ -13,6 +13,8 @@ pub mod facts;
 pub mod fallback;
 pub mod framework;
 mod literals;
+pub mod locator;
+pub mod origin;
 pub mod outcome;
 pub mod preview;
 mod refine;
@@ -30,8 +32,9 @@ pub use facts::Facts;
 /// reports (`serve` then regroups them once). 1: category, rule and failure line; 2: a
 /// program's failure also by its own frames, an environment's by its facts (issue 39); 3:
 /// Rich-traceback frames and C++ raise sites count as frames, cuDNN/cuBLAS run-time statuses
-/// are the program's, and the index of a dimension stays in the failure line.
-pub const GROUPING_SCHEME: i32 = 3;
+/// are the program's, and the index of a dimension stays in the failure line; 4: a log no rule
+/// matched by the line the locator found in it (issue 40).
+pub const GROUPING_SCHEME: i32 = 4;
 
 /// The shipped ruleset, embedded in the binary: the PyTorch/CUDA/NCCL core, the failures outside
 /// the GPU taxonomy, contexts and category advice in `builtin.toml`, then one file per further
@@ -56,6 +59,8 @@ pub const BUILTIN_RULES: &str = concat!(
     include_str!("builtin/operations.toml"),
     "\n",
     include_str!("builtin/process.toml"),
+    "\n",
+    include_str!("builtin/families.toml"),
 );
 
 /// Why a ruleset cannot be used; always names the rule.
@@ -319,6 +324,8 @@ mod tests;
 mod tests_frameworks;
 #[cfg(test)]
 mod tests_judged;
+#[cfg(test)]
+mod tests_located;
 #[cfg(test)]
 mod tests_operations;
 #[cfg(test)]

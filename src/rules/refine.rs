@@ -18,8 +18,8 @@ pub(super) struct ObservedLine<'a> {
     pub text: &'a str,
     /// The cleaned lines after it (a few).
     pub following: &'a [String],
-    /// The rule that hit it.
-    pub rule: &'a RuleSpec,
+    /// The rule that hit it; `None` for the line the locator found.
+    pub rule: Option<&'a RuleSpec>,
 }
 
 /// What the classifier saw, for the fallback and the framework.
@@ -66,7 +66,7 @@ impl Ruleset {
     ) -> HeadlineDraft {
         head.framework = self.frameworks.recognise(&evidence(seen));
         if let Some(root) = &seen.root
-            && !names_category(root.rule)
+            && !root.rule.is_some_and(names_category)
         {
             // The lines after the root cause are its context, unless a rule named them: another
             // rank's timeout after this rank's own exception says nothing about the exception.
@@ -75,7 +75,11 @@ impl Ruleset {
                 .filter(|(i, _)| !named(root.line + 1 + i))
                 .map(|(_, l)| l.as_str())
                 .collect();
-            if let Some(likely) = self.fallback().propose(root.text, &neighbours) {
+            let likely = match root.rule {
+                Some(_) => self.fallback().propose(root.text, &neighbours),
+                None => self.fallback().propose_located(root.text, &neighbours),
+            };
+            if let Some(likely) = likely {
                 head.title = likely_title(likely.category, &likely.basis);
                 head.category = likely.category;
                 head.confidence = Confidence::Likely;
@@ -188,12 +192,13 @@ fn evidence<'a>(seen: &'a Observed<'a>) -> Evidence<'a> {
     texts.extend(seen.last_line);
     Evidence {
         root_text: seen.root.as_ref().map(|r| r.text),
-        root_source: seen.root.as_ref().map(|r| source_library(&r.rule.source)),
+        root_source: (seen.root.as_ref())
+            .and_then(|r| r.rule)
+            .map(|rule| source_library(&rule.source)),
         texts,
-        sources: seen
-            .others
-            .iter()
-            .map(|o| source_library(&o.rule.source))
+        sources: (seen.others.iter())
+            .filter_map(|o| o.rule)
+            .map(|rule| source_library(&rule.source))
             .collect(),
         frame_files: seen.frame_files.clone(),
         torch_version: seen.torch_version,

@@ -21,6 +21,7 @@ use std::sync::mpsc;
 use chunks::{Chunk, Chunks};
 
 use super::literals::LiteralPlan;
+use super::locator::{LINE_CAP, WINDOW};
 use crate::ingest::MAX_MATCH_LINE;
 use crate::ingest::normalize::strip_ansi_into;
 
@@ -331,6 +332,9 @@ pub(super) struct Scanned {
     /// The last line that is not blank (ANSI removed, capped like a candidate), and its
     /// 1-based number: how a log with no failure line ends is its signature.
     pub last_line: Option<(usize, Vec<u8>)>,
+    /// The last [`WINDOW`] lines (ANSI removed, each capped at [`LINE_CAP`] bytes) with their
+    /// 1-based numbers: what the failure-line locator reads when no rule names a root cause.
+    pub tail: VecDeque<(usize, Vec<u8>)>,
 }
 
 /// Streams `reader` and calls `on_candidate` for each candidate line, in order. `first_chunk`
@@ -350,12 +354,12 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
     if !first_chunk(&chunk.data[..chunk.len]) {
         return Ok(Scanned {
             bytes: chunks.total,
-            lines: 0,
-            last_line: None,
+            ..Scanned::default()
         });
     }
     let mut lines = 0;
     let mut last_line = None;
+    let mut tail: VecDeque<(usize, Vec<u8>)> = VecDeque::new();
     let mut emit = |done: Processed, lines: &mut usize| {
         for mut c in done.candidates {
             c.line += *lines;
@@ -364,6 +368,12 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
         if let Some((n, text)) = done.last_line {
             last_line = Some((*lines + n, text));
         }
+        for (n, text) in done.tail {
+            if tail.len() == WINDOW {
+                tail.pop_front();
+            }
+            tail.push_back((*lines + n, text));
+        }
         *lines += done.newlines;
     };
     if chunks.eof {
@@ -371,6 +381,7 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
         emit(done, &mut lines);
         return Ok(Scanned {
             last_line,
+            tail,
             ..chunks.scanned(lines)
         });
     }
@@ -434,6 +445,7 @@ pub(super) fn scan<R: Read, K: Copy + Ord + Sync>(
     })?;
     Ok(Scanned {
         last_line,
+        tail,
         ..scanned
     })
 }
@@ -451,6 +463,8 @@ struct Processed {
     /// The part's last line that is not blank: its number from the chunk's first line (1)
     /// and its text.
     last_line: Option<(usize, Vec<u8>)>,
+    /// The part's last lines, numbered from the chunk's first line (1), oldest first.
+    tail: Vec<(usize, Vec<u8>)>,
 }
 
 /// Buffers reused from chunk to chunk by one thread.
@@ -481,6 +495,7 @@ impl ScanBuffers {
             candidates: out,
             newlines,
             last_line: last_nonblank_line(&hay[..end], newlines),
+            tail: tail_lines(&hay[..end], newlines),
         }
     }
 }
@@ -546,6 +561,32 @@ fn last_nonblank_line(hay: &[u8], newlines: usize) -> Option<(usize, Vec<u8>)> {
     }
 }
 
+/// The last [`WINDOW`] lines of `hay` (which holds `newlines` newlines), numbered from 1 at
+/// `hay[0]`, oldest first, each capped at [`LINE_CAP`] bytes. Only the tail is read.
+fn tail_lines(hay: &[u8], newlines: usize) -> Vec<(usize, Vec<u8>)> {
+    let mut out = Vec::new();
+    if hay.is_empty() {
+        return out;
+    }
+    let (mut stop, mut number) = match hay.last() {
+        Some(b'\n') => (hay.len() - 1, newlines),
+        _ => (hay.len(), newlines + 1),
+    };
+    while out.len() < WINDOW && number > 0 {
+        let start = memchr::memrchr(b'\n', &hay[..stop]).map_or(0, |p| p + 1);
+        let line = &hay[start..stop];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        out.push((number, line[..line.len().min(LINE_CAP)].to_vec()));
+        if start == 0 {
+            break;
+        }
+        number -= 1;
+        stop = start - 1;
+    }
+    out.reverse();
+    out
+}
+
 /// The line, or for giant lines a window of `MAX_MATCH_LINE` bytes around the hit.
 fn window(line: &[u8], hit: usize) -> Vec<u8> {
     if line.len() <= MAX_MATCH_LINE {
@@ -609,6 +650,35 @@ mod tests {
         assert_eq!(blank.last_line, None);
         let one = scan(&candidates(&["x"]), &b"only"[..], |_| true, |_| {}).expect("scan");
         assert_eq!(one.last_line, Some((1, b"only".to_vec())));
+    }
+
+    #[test]
+    fn the_tail_window_holds_the_last_lines_across_chunk_boundaries() {
+        let mut input = Vec::new();
+        for i in 1..=200_000 {
+            input.extend_from_slice(format!("step {i}\r\n").as_bytes());
+        }
+        input.extend_from_slice(b"boom\n\n");
+        let scanned = scan(&candidates(&["never"]), &input[..], |_| true, |_| {}).expect("scan");
+        assert_eq!(scanned.tail.len(), WINDOW);
+        let last: Vec<(usize, &[u8])> = (scanned.tail.iter().rev().take(3))
+            .map(|(n, t)| (*n, t.as_slice()))
+            .collect();
+        assert_eq!(
+            last,
+            vec![
+                (200_002, &b""[..]),
+                (200_001, b"boom"),
+                (200_000, b"step 200000")
+            ]
+        );
+        let numbers: Vec<usize> = scanned.tail.iter().map(|(n, _)| *n).collect();
+        assert!(numbers.windows(2).all(|w| w[1] == w[0] + 1), "consecutive");
+        let short = scan(&candidates(&["x"]), &b"a\nb"[..], |_| true, |_| {}).expect("scan");
+        assert_eq!(
+            short.tail,
+            VecDeque::from(vec![(1, b"a".to_vec()), (2, b"b".to_vec())])
+        );
     }
 
     #[test]

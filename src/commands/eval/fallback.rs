@@ -30,11 +30,20 @@ pub struct FallbackScore {
     pub lines_answered: usize,
     /// Of those answers, how many match the label.
     pub lines_correct: usize,
+    /// Logs whose labelled line the locator alone names (as if no rule matched the log).
+    pub located: usize,
+    /// Of those, how many the fallback answered on the located line, as if no rule knew it.
+    pub located_answered: usize,
+    /// Of those answers, how many match the label.
+    pub located_correct: usize,
+    /// Each located line's fallback score, for `-v`: case, probability, answered, category.
+    pub located_scores: Vec<(String, f64, bool, Category)>,
 }
 
 impl FallbackScore {
     /// Counts one classified case: `c` is its classification, `log` its bytes.
     pub fn add(&mut self, ruleset: &Ruleset, case: &Case, c: &Classification, log: &[u8]) {
+        self.add_located(ruleset, case, log);
         let unnamed = c
             .root_cause
             .as_ref()
@@ -72,6 +81,37 @@ impl FallbackScore {
         }
     }
 
+    /// The fallback on the line the locator names in the log as if no rule matched it, itself
+    /// scored as if no rule knew that line: how the engine does on a log of a family it has
+    /// never seen, when the locator names the labelled line.
+    fn add_located(&mut self, ruleset: &Ruleset, case: &Case, log: &[u8]) {
+        let Some((line, text, following)) = ruleset.locate_alone(log) else {
+            return;
+        };
+        if !case.cause_lines.contains(&line) {
+            return;
+        }
+        self.located += 1;
+        let neighbours: Vec<&str> = following.iter().map(String::as_str).collect();
+        let training = self
+            .training
+            .get_or_insert_with(|| ruleset.fallback_training());
+        let Some(score) = ruleset.fallback_score_unseen(training, &text, &neighbours) else {
+            return;
+        };
+        let answer = score.answer_located();
+        self.located_scores.push((
+            case.id.clone(),
+            score.probability,
+            answer.is_some(),
+            score.category,
+        ));
+        if let Some(likely) = answer {
+            self.located_answered += 1;
+            self.located_correct += usize::from(likely.category == case.label);
+        }
+    }
+
     /// The report's lines.
     pub fn write(&self, out: &mut String) {
         let pct = |n: usize, d: usize| {
@@ -100,6 +140,16 @@ impl FallbackScore {
             self.lines_correct,
             self.lines_answered,
             pct(self.lines_correct, self.lines_answered),
+        );
+        let _ = writeln!(
+            out,
+            "fallback on the locator's line where it is the labelled one, as if no rule knew the log: answered {}/{} = {:.1}%, precision {}/{} = {:.1}%",
+            self.located_answered,
+            self.located,
+            pct(self.located_answered, self.located),
+            self.located_correct,
+            self.located_answered,
+            pct(self.located_correct, self.located_answered),
         );
     }
 }

@@ -15,12 +15,15 @@ use captures::{captures_with_wrap, context_settled, named};
 use signature::{environment_fingerprint, fingerprint, signature};
 
 use super::compile::PatternId;
+use super::locator::LOCATOR_RULE;
+use super::locator::features::WindowLine;
+use super::origin::Origin;
 use super::scan::{self, CandidateLine};
 use super::spec::{FALLBACK_SPECIFICITY, FailureKind};
 use super::{
     Category, Classification, Confidence, Facts, Finding, Role, RootCause, Ruleset, Stats,
 };
-use crate::ingest::normalize::{clean_line, rank_prefix};
+use crate::ingest::normalize::clean_line;
 use crate::ingest::prefix::{Level, is_summary, level};
 
 /// Most findings kept per rule (repeats per thread or rank add nothing after a few).
@@ -55,6 +58,8 @@ struct RuleHit {
     summary: bool,
     /// The cleaned lines after it: the learned fallback's and the framework's context.
     following: Vec<String>,
+    /// The rank, host and GPU the line names.
+    origin: Origin,
 }
 
 /// Everything the streaming pass collects.
@@ -155,7 +160,8 @@ impl Ruleset {
             .iter()
             .map(|l| crate::ingest::neutralize_controls(&clean_line(l)).into_owned())
             .collect();
-        let rank = rank_prefix(&decoded);
+        let rank = super::origin::prefix_rank(&decoded);
+        let origin = super::origin::of_line(&decoded, &cleaned);
         let quiet = level(&cleaned) == Level::Quiet;
         let summary = is_summary(&cleaned);
         for id in matched {
@@ -183,6 +189,7 @@ impl Ruleset {
                 quiet,
                 summary,
                 following: following.clone(),
+                origin: origin.clone(),
             });
         }
     }
@@ -346,8 +353,31 @@ impl Ruleset {
                 }
             }
         }
-        let (category, title, confidence, root_cause) = match root {
-            Some(r) => {
+        // No rule names a failure: the locator reads the log's last lines for the first line
+        // that says something failed (its category stays unknown unless the fallback, below,
+        // is sure of one).
+        let located = match root {
+            Some(_) => None,
+            None => self.locate(&scanned.tail),
+        };
+        // Where the root cause happened: its own line's rank, host and GPU.
+        let origin = match (root, &located) {
+            (Some(r), _) => r.origin.clone(),
+            (None, Some(l)) => l.origin.clone(),
+            (None, None) => Origin::default(),
+        };
+        facts.set_origin(origin);
+        if let Some(l) = &located {
+            findings.push(Finding {
+                rule: LOCATOR_RULE.to_owned(),
+                category: Category::Unknown,
+                role: Role::RootCause,
+                line: l.line,
+                text: l.text.clone(),
+            });
+        }
+        let (category, title, confidence, root_cause) = match (root, &located) {
+            (Some(r), _) => {
                 let rule = &self.rules[r.rule].spec;
                 let confidence = match rule.specificity {
                     80.. => Confidence::High,
@@ -365,22 +395,33 @@ impl Ruleset {
                     }),
                 )
             }
-            // No rule names a failure: the log is grouped by how it ends (its last line and
-            // the user's frames before it), not thrown in with every other unmatched log.
-            None => (
+            (None, Some(l)) => (
+                Category::Unknown,
+                LOCATED_TITLE.to_owned(),
+                Confidence::Low,
+                Some(RootCause {
+                    line: l.line,
+                    text: l.text.clone(),
+                    rule: LOCATOR_RULE.to_owned(),
+                }),
+            ),
+            // No line says something failed: the log is grouped by how it ends (its last line
+            // and the user's frames before it), not thrown in with every other unmatched log.
+            (None, None) => (
                 Category::Unknown,
                 "No known failure pattern found".to_owned(),
                 Confidence::Low,
                 None,
             ),
         };
-        let (anchor, anchor_text) = match (root, &scanned.last_line) {
-            (Some(r), _) => (r.line, r.text.clone()),
-            (None, Some((line, text))) => (
+        let (anchor, anchor_text) = match (root, &located, &scanned.last_line) {
+            (Some(r), _, _) => (r.line, r.text.clone()),
+            (None, Some(l), _) => (l.line, l.text.clone()),
+            (None, None, Some((line, text))) => (
                 line + 1,
                 crate::ingest::neutralize_controls(&clean_line(text)).into_owned(),
             ),
-            (None, None) => (0, String::new()),
+            (None, None, None) => (0, String::new()),
         };
         let signature = signature(&anchor_text, frames.iter().chain(&tail_frames), anchor);
         let fingerprint = if let Some(r) = root {
@@ -407,6 +448,8 @@ impl Ruleset {
                     )
                 }
             }
+        } else if located.is_some() {
+            self::fingerprint(Category::Unknown, LOCATOR_RULE, &signature)
         } else if anchor_text.is_empty() {
             self::fingerprint(Category::Unknown, "", "")
         } else {
@@ -420,7 +463,14 @@ impl Ruleset {
             .as_ref()
             .map(|(_, t)| crate::ingest::neutralize_controls(&clean_line(t)).into_owned());
         let seen = super::refine::Observed {
-            root: root.map(|h| self.observed_line(h)),
+            root: root.map(|h| self.observed_line(h)).or_else(|| {
+                located.as_ref().map(|l| super::refine::ObservedLine {
+                    line: l.line,
+                    text: &l.text,
+                    following: &l.following,
+                    rule: None,
+                })
+            }),
             others: (best.iter())
                 .filter(|h| !root.is_some_and(|r| std::ptr::eq(**h, r)))
                 .map(|h| self.observed_line(h))
@@ -479,7 +529,7 @@ impl Ruleset {
             line: hit.line,
             text: &hit.text,
             following: &hit.following,
-            rule: &self.rules[hit.rule].spec,
+            rule: Some(&self.rules[hit.rule].spec),
         }
     }
 
@@ -512,6 +562,48 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// The rule part of the fingerprint of a log no rule matched (no rule id looks like it).
 const UNMATCHED: &str = "<unmatched>";
+
+/// The title of a failure only the locator found.
+const LOCATED_TITLE: &str = "Failure no rule knows (line found by the locator)";
+
+/// The line the locator names, as the classification shows it.
+struct LocatedLine {
+    line: usize,
+    text: String,
+    origin: Origin,
+    /// The cleaned lines after it (the fallback's context).
+    following: Vec<String>,
+}
+
+impl Ruleset {
+    /// The line the locator names in a whole log as if no rule matched it (what `gpu-triage
+    /// eval` measures the locator by): its number, cleaned text and the lines after it.
+    #[must_use]
+    pub fn locate_alone(&self, log: &[u8]) -> Option<(usize, String, Vec<String>)> {
+        let tail: std::collections::VecDeque<(usize, Vec<u8>)> =
+            (super::locator::train::window_of(log).into_iter())
+                .map(|w| (w.line, w.raw.into_bytes()))
+                .collect();
+        self.locate(&tail).map(|l| (l.line, l.text, l.following))
+    }
+
+    /// The failure line of a log no rule matched, from its last lines (see `rules::locator`).
+    fn locate(&self, tail: &std::collections::VecDeque<(usize, Vec<u8>)>) -> Option<LocatedLine> {
+        let window: Vec<WindowLine> = tail.iter().map(|(n, t)| WindowLine::new(*n, t)).collect();
+        let found = self.locator.locate(&window)?;
+        let clean = |w: &WindowLine| crate::ingest::neutralize_controls(&w.cleaned).into_owned();
+        let w = &window[found.index];
+        Some(LocatedLine {
+            line: found.line,
+            text: truncate(&clean(w), MAX_TEXT),
+            origin: super::origin::of_line(&w.raw, &w.cleaned),
+            following: (window[found.index + 1..].iter())
+                .take(3)
+                .map(clean)
+                .collect(),
+        })
+    }
+}
 
 impl Collector {
     fn push_frame(&mut self, frame: FrameHit) {

@@ -83,7 +83,7 @@ impl<R: Read> Chunks<R> {
         Scanned {
             bytes: self.total,
             lines: (newlines + usize::from(self.last_byte != b'\n')) as u64,
-            last_line: None,
+            ..Scanned::default()
         }
     }
 }

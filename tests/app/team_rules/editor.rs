@@ -155,7 +155,10 @@ async fn the_editor_labels_every_field_and_its_preview_shows_what_each_example_c
         first_captures.1,
         [
             "memory requested: 86.00 MiB (90177536 bytes)",
-            "devices: cuda:1"
+            "devices: cuda:1",
+            // The line's own GPU, read from the matched line as the failing GPU (issue 40
+            // item 4), whatever the rule captures.
+            "failing gpu: cuda:1"
         ]
     );
     // The counter-example matches nothing and captures nothing; results read as words.
