@@ -16,6 +16,7 @@ mod literals;
 pub mod outcome;
 pub mod preview;
 mod refine;
+pub mod run;
 mod scan;
 pub mod spec;
 pub mod team_compile;
