@@ -23,7 +23,7 @@ pub mod people;
 mod reports;
 pub use reports::{
     CategorySource, Fix, GroupStanding, QueuedJob, ReportCreated, ReportDetail, Reproduction,
-    SimilarFailure,
+    RunFields, SimilarFailure,
 };
 pub mod retention;
 pub mod rules;
@@ -40,6 +40,7 @@ pub mod webhooks;
 #[serde(rename_all = "snake_case")]
 #[allow(missing_docs)]
 pub enum ErrorCode {
+    BadArchive,
     BadBody,
     BadDuration,
     BadFix,
@@ -95,6 +96,7 @@ impl ErrorCode {
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
+            ErrorCode::BadArchive => "bad_archive",
             ErrorCode::BadBody => "bad_body",
             ErrorCode::BadDuration => "bad_duration",
             ErrorCode::BadFix => "bad_fix",

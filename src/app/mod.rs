@@ -8,6 +8,7 @@
 
 pub mod group_merge;
 pub mod group_triage;
+pub mod job_run;
 pub mod logfind;
 pub mod logstore;
 pub mod oidc;

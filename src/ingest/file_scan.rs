@@ -35,8 +35,11 @@ pub struct FileScan {
     pub restarts: Vec<usize>,
     /// The year of the file's first absolute stamp.
     pub year: Option<i32>,
-    /// The rank and host a launcher's failure table names as the first observed failure.
+    /// The rank and host a launcher's failure table names as the first observed failure
+    /// (the first to exit, which is not always the first to fail).
     pub launcher_root: Option<Place>,
+    /// Every rank's host in a launcher's failure table.
+    pub launcher_hosts: Vec<(u32, String)>,
 }
 
 /// Lines a scan reads before it stops looking for the file's place (a rank prefix repeats on
@@ -92,7 +95,7 @@ pub fn scan(mut text: impl BufRead, wanted: &[usize]) -> io::Result<FileScan> {
         if is_restart(line, &mut cycle) && n > 1 {
             out.restarts.push(n);
         }
-        table.line(line, &mut out.launcher_root);
+        table.line(line, &mut out.launcher_root, &mut out.launcher_hosts);
         if let Some(slots) = want.get(&n) {
             let place = origin::from_line(line);
             for &slot in slots {
@@ -138,30 +141,38 @@ fn is_restart(line: &str, cycle: &mut Option<u64>) -> bool {
     false
 }
 
-/// torchrun's failure table: `Root Cause (first observed failure):` then `host : X` and
-/// `rank : N (local_rank: M)` lines.
+/// torchrun's failure table: `Failures:` and `Root Cause (first observed failure):` sections of
+/// `[N]:` entries with `host : X` and `rank : N (local_rank: M)` lines.
 #[derive(Debug, Default)]
 struct Table {
+    in_table: bool,
     in_root: bool,
     host: Option<String>,
     rank: Option<u32>,
 }
 
 impl Table {
-    fn line(&mut self, line: &str, root: &mut Option<Place>) {
+    fn line(&mut self, line: &str, root: &mut Option<Place>, hosts: &mut Vec<(u32, String)>) {
         let body = super::normalize::strip_decorations(line).trim();
-        if body.starts_with("Root Cause (first observed failure)") {
+        let root_head = body.starts_with("Root Cause (first observed failure)");
+        if root_head || body.starts_with("Failures:") {
             *self = Table {
-                in_root: true,
+                in_table: true,
+                in_root: root_head,
                 ..Table::default()
             };
             return;
         }
-        if !self.in_root {
+        if !self.in_table {
             return;
         }
         if body.starts_with("=====") {
-            self.in_root = false;
+            self.in_table = false;
+            return;
+        }
+        if body.starts_with('[') && body.ends_with("]:") {
+            self.host = None;
+            self.rank = None;
             return;
         }
         let Some((key, value)) = body.split_once(':') else {
@@ -173,14 +184,19 @@ impl Table {
             "rank" => {
                 self.rank = value.split_whitespace().next().and_then(|r| r.parse().ok());
             }
-            _ => {}
+            _ => return,
         }
-        if root.is_none() && self.host.is_some() && self.rank.is_some() {
-            *root = Some(Place {
-                rank: self.rank,
-                host: self.host.clone(),
-                gpu: None,
-            });
+        if let (Some(host), Some(rank)) = (&self.host, self.rank) {
+            if !hosts.iter().any(|(r, _)| *r == rank) {
+                hosts.push((rank, host.clone()));
+            }
+            if self.in_root && root.is_none() {
+                *root = Some(Place {
+                    rank: Some(rank),
+                    host: Some(host.clone()),
+                    gpu: None,
+                });
+            }
         }
     }
 }
@@ -221,6 +237,10 @@ Root Cause (first observed failure):
                 host: Some("node-1".into()),
                 gpu: None
             })
+        );
+        assert_eq!(
+            s.launcher_hosts,
+            vec![(0, "node-3".to_owned()), (2, "node-1".to_owned())]
         );
         assert_eq!(s.lines[0].line, 2);
         let t = |l: &str| crate::ingest::stamp::parse(l);

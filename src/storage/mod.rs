@@ -7,6 +7,7 @@ pub mod embedded;
 pub mod group_merge;
 pub mod group_triage;
 pub mod groups;
+pub mod job_runs;
 pub mod jobs;
 pub mod people;
 pub mod reclassify_runs;

@@ -15,6 +15,7 @@ mod browser_triage;
 mod ci_action;
 mod classify_cli;
 mod health;
+mod job_runs;
 mod jobs;
 mod likely;
 mod limits;

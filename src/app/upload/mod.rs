@@ -273,6 +273,8 @@ pub struct Uploaded {
     pub similar: Vec<crate::app::similar::SimilarGroup>,
     /// Where the report's group stands after the upload (issue 39 item 3).
     pub group_state: Option<crate::storage::group_triage::Triage>,
+    /// The run's story, for a report uploaded as a run (issue 41).
+    pub run: Option<crate::rules::run::RunStory>,
 }
 
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
@@ -332,7 +334,7 @@ pub async fn upload(
         meta_raw,
     } = upload;
     let script_for_key = script.clone().unwrap_or_default();
-    let mut new = blocking(move || {
+    let new = blocking(move || {
         use std::io::Seek;
         let _hold = hold;
         let mut log = log;
@@ -340,6 +342,20 @@ pub async fn upload(
         prepare(&ruleset, log, &filename, meta, script)
     })
     .await??;
+    store(db, uploader, new, &script_for_key, &meta_raw, None).await
+}
+
+/// Stores a prepared report (a log's, or a run's with its `run` story, `app::job_run`) in one
+/// transaction: its group, its idempotency key (over the log's hash, the script, `meta_raw`
+/// and the file name), the triage and webhook events it causes.
+pub(crate) async fn store(
+    db: &Db,
+    uploader: Uploader,
+    mut new: crate::storage::reports::NewReport,
+    script_for_key: &str,
+    meta_raw: &[u8],
+    run: Option<crate::rules::run::RunStory>,
+) -> Result<Uploaded, Error> {
     let span = tracing::Span::current();
     // Scrubbed by `prepare`, like every stored field.
     span.record("project", new.project.as_str());
@@ -351,7 +367,7 @@ pub async fn upload(
         h.update([0]);
         h.update(script_for_key.as_bytes());
         h.update([0]);
-        h.update(&meta_raw);
+        h.update(meta_raw);
         // The file name is part of the request too: a retry resends it unchanged.
         h.update([0]);
         h.update(new.filename.as_bytes());
@@ -374,6 +390,17 @@ pub async fn upload(
                 "this Idempotency-Key was used with a different request".into(),
             ));
         }
+    };
+    if let Some(story) = &run
+        && !stored.duplicate
+        && !stored.replayed
+    {
+        crate::storage::job_runs::insert_story(&mut *tx, stored.report_id, story).await?;
+    }
+    // A duplicate or replay answers with the stored run's story, not this request's.
+    let run = match run {
+        Some(story) if !stored.duplicate && !stored.replayed => Some(story),
+        _ => crate::storage::job_runs::get_story(&mut *tx, stored.report_id).await?,
     };
     span.record("report_id", stored.report_id);
     span.record("group_id", stored.group_id);
@@ -436,6 +463,7 @@ pub async fn upload(
         replayed: stored.replayed,
         job: stored.job,
         classification,
+        run,
     })
 }
 

@@ -6,6 +6,12 @@ use super::*;
 /// hard link, `b'3'` character device, `b'5'` directory), data.
 type Member<'a> = (&'a str, u8, &'a [u8]);
 
+/// A zip member: name, Unix mode, data.
+type ZipMember<'a> = (&'a str, u32, &'a [u8]);
+
+/// What reading an archive gave: the text members (name, text) and the skipped ones.
+type Read = (Vec<(String, String)>, Vec<Skipped>);
+
 /// A `.tar.gz` of `members`, names written verbatim (even the ones tar's builder refuses).
 fn tar_gz(members: &[Member<'_>]) -> std::fs::File {
     let mut tar = tar::Builder::new(Vec::new());
@@ -29,7 +35,7 @@ fn tar_gz(members: &[Member<'_>]) -> std::fs::File {
 }
 
 /// A zip of `members` (deflated), with Unix modes, names written verbatim.
-fn zip(members: &[(&str, u32, &[u8])]) -> std::fs::File {
+fn zip(members: &[ZipMember<'_>]) -> std::fs::File {
     let mut out = Vec::new();
     let mut archive = rawzip::ZipArchiveWriter::new(&mut out);
     for (name, mode, data) in members {
@@ -58,15 +64,11 @@ fn file(bytes: &[u8]) -> std::fs::File {
 }
 
 /// The text members read (name, text) and the skipped ones, or the refusal.
-fn read_all(
-    kind: Kind,
-    f: std::fs::File,
-    caps: &Caps,
-) -> Result<(Vec<(String, String)>, Vec<Skipped>), ArchiveError> {
+fn read_all(kind: Kind, f: std::fs::File, caps: &Caps) -> Result<Read, ArchiveError> {
     let mut got = Vec::new();
     let skipped = read_members(kind, f, caps, |name, r| {
         let mut s = String::new();
-        r.read_to_string(&mut s)?;
+        std::io::Read::read_to_string(r, &mut s)?;
         got.push((name.to_owned(), s));
         Ok(())
     })?;
@@ -134,7 +136,7 @@ fn unsafe_names_links_devices_and_duplicates_are_refused() {
             .to_string();
         assert!(err.contains(want), "{members:?}: {err}");
     }
-    let zips: &[(&[(&str, u32, &[u8])], &str)] = &[
+    let zips: &[(&[ZipMember<'_>], &str)] = &[
         (&[("../x.log", 0o100_644, b"x\n")], "absolute or `..`"),
         (&[("C:\\x.log", 0o100_644, b"x\n")], "absolute or `..`"),
         (&[("link.log", 0o120_777, b"/etc/passwd")], "is a link"),

@@ -12,6 +12,10 @@ use crate::rules::Category;
 /// Xids that mean the GPU or its links are failing: drain the node.
 pub const HARDWARE_XIDS: [u32; 8] = [48, 63, 64, 74, 79, 92, 94, 95];
 
+/// Xids the GPU reports for the program's own faults (an SM exception, an MMU fault, a
+/// stopped channel after a crash): fix the code, not the node.
+pub const PROGRAM_XIDS: [u32; 4] = [13, 31, 43, 45];
+
 /// Decides the action from the story's files, its first failure's index and whether that
 /// failure is itself only a consequence (no file holds a cause).
 #[must_use]
@@ -50,6 +54,13 @@ pub fn decide(files: &[RunFile], first: Option<usize>, first_is_consequence: boo
             )
         };
         (ActionKind::Restart, why)
+    } else if let Some(xid) = xid(text).filter(|x| PROGRAM_XIDS.contains(x)) {
+        (
+            ActionKind::FixCode,
+            format!(
+                "the first failure{at} is Xid {xid}, which the GPU reports for a fault of the program's own kernels: {text:?}"
+            ),
+        )
     } else if environment(f.category, rule) {
         (
             ActionKind::FixEnvironment,

@@ -98,12 +98,14 @@ pub fn tell(files: Vec<FileInput>, skipped: Vec<SkippedFile>) -> RunStory {
         .unwrap_or(2000);
     let launcher_root: Option<Place> = files.iter().find_map(|f| f.scan.launcher_root.clone());
     let mut out: Vec<RunFile> = files.iter().map(|f| file_of(f, year)).collect();
-    // A rank the launcher's table places on a host lends it to the rank's files.
-    if let Some(root) = &launcher_root {
-        for f in &mut out {
-            if f.host.is_none() && f.rank.is_some() && f.rank == root.rank {
-                f.host.clone_from(&root.host);
-            }
+    // A rank the launcher's failure table places on a host lends it to the rank's files.
+    let hosts: Vec<&(u32, String)> = files.iter().flat_map(|f| &f.scan.launcher_hosts).collect();
+    for f in &mut out {
+        if f.host.is_none()
+            && let Some(rank) = f.rank
+            && let Some((_, host)) = hosts.iter().find(|(r, _)| *r == rank)
+        {
+            f.host = Some(host.clone());
         }
     }
     let consequence: Vec<bool> = files
@@ -175,7 +177,13 @@ fn file_of(f: &FileInput, year: i32) -> RunFile {
     let rc = c.root_cause.as_ref();
     let facts = rc.and_then(|r| f.scan.lines.iter().find(|l| l.line == r.line));
     let line_place = facts.map(|l| l.place.clone()).unwrap_or_default();
+    // A host the file's own lines name beats a folder name that only looks like one.
+    let named_host = Place {
+        host: f.scan.place.host.clone(),
+        ..Place::default()
+    };
     let place = line_place
+        .or(&named_host)
         .or(&origin::from_path(&f.name))
         .or(&f.scan.place)
         .or(&Place {

@@ -111,6 +111,7 @@ pub async fn create_report(
         known_fix: uploaded.known_fix,
         group_state: uploaded.group_state.map(standing),
         similar: similar_failures(&state.public_url, uploaded.similar),
+        run: uploaded.run.into(),
     };
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -118,12 +119,29 @@ pub async fn create_report(
 async fn read_parts(state: &AppState, mut multipart: Multipart) -> Result<ReceivedParts, AppError> {
     let limits = state.limits;
     let mut parts = ReceivedParts::default();
+    // The per-log cap holds for a run's files together.
+    let mut room = limits.max_log_bytes;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_owned();
         match name.as_str() {
-            "log" if parts.log.is_none() => {
-                let filename = file_name(&field, "log");
-                parts.log = Some((spool(field, limits.max_log_bytes).await?, filename));
+            "log" | "archive" => {
+                let filename = file_name(&field, &name);
+                let file = spool(field, room).await?;
+                let size = file
+                    .metadata()
+                    .map_err(|e| AppError::Internal(e.into()))?
+                    .len();
+                room = room.saturating_sub(size);
+                if name == "archive" {
+                    if parts.archive.is_some() {
+                        return Err(repeated(&name));
+                    }
+                    parts.archive = Some((file, filename));
+                } else if parts.log.is_none() {
+                    parts.log = Some((file, filename));
+                } else {
+                    parts.more_logs.push((file, filename));
+                }
             }
             "script" if parts.script.is_none() => {
                 parts.script = Some(read_small(field, limits.max_script_bytes, "script").await?);
@@ -131,17 +149,20 @@ async fn read_parts(state: &AppState, mut multipart: Multipart) -> Result<Receiv
             "meta" if parts.meta_raw.is_empty() => {
                 parts.meta_raw = read_small(field, limits.max_meta_bytes, "meta").await?;
             }
-            other => {
-                return Err(AppError::BadRequest(
-                    ErrorCode::UnexpectedField,
-                    format!(
-                        "unexpected or repeated multipart field {other:?}; expected log, script, meta"
-                    ),
-                ));
-            }
+            other => return Err(repeated(other)),
         }
     }
     Ok(parts)
+}
+
+/// 400 `unexpected_field` for a part that is unknown or came twice.
+fn repeated(name: &str) -> AppError {
+    AppError::BadRequest(
+        ErrorCode::UnexpectedField,
+        format!(
+            "unexpected or repeated multipart field {name:?}; expected log (one or more), archive, script, meta"
+        ),
+    )
 }
 
 /// `GET /api/v1/reports/{id}`: a report with its classification, fixes, similar failures and
@@ -174,7 +195,9 @@ pub async fn show_report(
         standing,
     );
     let r = d.report;
+    let run = d.run.into();
     Ok(Json(wire::ReportDetail {
+        run,
         id: r.id,
         url: format!("{}/reports/{}", state.public_url, r.id),
         created_at: r.created_at,

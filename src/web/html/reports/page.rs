@@ -131,6 +131,7 @@ impl ReportPage {
             basis,
             similar,
             triage,
+            run: _,
         } = detail;
         let id = r.id;
         let c = r.classification;
