@@ -430,11 +430,15 @@ pub(crate) async fn store(
         new_group: stored.new_group,
         regressed,
     };
-    let report = report_facts(
+    let mut report = report_facts(
         stored.report_id,
         (&new.project, &new.branch, &new.commit_sha, &new.job_url),
         &classification,
     );
+    if let Some(story) = &run {
+        report.action = Some(story.action.clone());
+        report.first_failure.clone_from(&story.first_failure);
+    }
     let events = upload_events(
         outcome,
         report,

@@ -252,10 +252,21 @@ impl<F: FnMut(&str, &mut dyn Read) -> io::Result<()>> Walk<F> {
     }
 }
 
-/// What a failed read of member `name` means: the cap it passed, or the I/O error.
+/// What a failed read of member `name` means: the cap it passed, a member that does not decode
+/// (corrupt data, a wrong CRC or size), or the visitor's own failure.
 fn member_error(name: &str, e: io::Error) -> ArchiveError {
     match unwrap_cap(e) {
         Ok(cap) => cap,
+        Err(source)
+            if matches!(
+                source.kind(),
+                io::ErrorKind::InvalidData
+                    | io::ErrorKind::InvalidInput
+                    | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            ArchiveError::Unreadable(format!("member {name:?}: {source}"))
+        }
         Err(source) => ArchiveError::Member {
             name: name.to_owned(),
             source,

@@ -212,3 +212,25 @@ fn a_driver_too_old_means_fixing_the_environment() {
         story.action.reason
     );
 }
+
+#[test]
+fn an_xid_the_program_causes_means_fixing_the_code_not_the_node() {
+    let rs = ruleset();
+    let files = vec![input(
+        &rs,
+        "node-7/journal.txt",
+        "Jun 25 13:40:01 node-7 kernel: [ 9000.000001] NVRM: Xid (PCI:0000:3b:00): 13, pid=15325, Graphics Exception\n",
+    )];
+    let story = tell(files, Vec::new());
+    assert_eq!(
+        story.action.kind,
+        ActionKind::FixCode,
+        "{}",
+        story.action.reason
+    );
+    assert!(
+        story.action.reason.contains("Xid 13"),
+        "{}",
+        story.action.reason
+    );
+}

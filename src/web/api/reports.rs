@@ -52,9 +52,18 @@ pub async fn classify_log(
 #[serde(deny_unknown_fields)] // Other parts are refused: 400 `unexpected_field`.
 #[allow(dead_code)] // Never built: it describes the parts `read_upload` accepts.
 struct ReportUpload {
-    /// The log file (128 MiB at most by default, streamed; 413 over the cap).
+    /// The log file (128 MiB at most by default, streamed; 413 over the cap). Repeat the part
+    /// (each with its file name: its path in the run, such as `node-7/rank3.log`) to upload a
+    /// failed run's files as one run: one report with every file's role, the first failure
+    /// and the action (`files`, `first_failure`, `action` in the answer); the cap holds for
+    /// the files together.
     #[schema(value_type = String, format = Binary)]
     log: Vec<u8>,
+    /// Instead of `log` parts: a run's files as one `.tar.gz`, `.tgz` or `.zip` (at most 4,096
+    /// files and the log cap decoded; bombs, links, devices and absolute or `..` names are
+    /// refused, members that are not text are listed under `skipped`).
+    #[schema(value_type = String, format = Binary, required = false)]
+    archive: Vec<u8>,
     /// A minimal reproduction script (Python, 64 KiB at most by default); queues a
     /// reproduction job. A script that contains a secret is refused with 422 `bad_script`.
     #[schema(value_type = String, format = Binary, required = false)]
@@ -64,7 +73,8 @@ struct ReportUpload {
     meta: Meta,
 }
 
-/// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`).
+/// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`), or a
+/// run of files (several `log` parts or one `archive` part).
 #[utoipa::path(
     post,
     path = "/api/v1/reports",
@@ -78,12 +88,17 @@ struct ReportUpload {
     responses(
         (status = 201, description = "The stored report (or, for identical bytes of the same \
             project, the existing one with `duplicate: true`).", body = ReportCreated),
-        (status = 400, description = "`bad_multipart`, `missing_log`, `unexpected_field` or \
-            `bad_idempotency_key`.", body = ErrorBody),
+        (status = 400, description = "`bad_multipart`, `missing_log`, `unexpected_field` (also \
+            for `log` parts with an `archive` part) or `bad_idempotency_key`.", body = ErrorBody),
+        (status = 413, description = "`too_large`: a log or a run's files over the log cap, an \
+            archive over 4,096 files, its decoded size over the cap, or a compression bomb.",
+            body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`: not a multipart/form-data \
-            body, or the log looks binary.", body = ErrorBody),
-        (status = 422, description = "`empty_log`, `bad_meta`, `bad_script` or \
-            `idempotency_key_reused`.", body = ErrorBody),
+            body, the log looks binary, or the archive is not a readable .tar.gz or .zip.",
+            body = ErrorBody),
+        (status = 422, description = "`empty_log`, `bad_meta`, `bad_script`, \
+            `idempotency_key_reused`, or `bad_archive` (an absolute or `..` name, a link, a \
+            device, a repeated name).", body = ErrorBody),
     ),
     security(("bearer" = ["ingest"])),
 )]
