@@ -11,6 +11,7 @@ mod browser_attribution;
 mod browser_merge;
 mod browser_oidc;
 mod browser_outcome;
+mod browser_run;
 mod browser_triage;
 mod ci_action;
 mod classify_cli;

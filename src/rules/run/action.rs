@@ -34,7 +34,7 @@ pub fn decide(files: &[RunFile], first: Option<usize>, first_is_consequence: boo
     };
     let rc = f.root_cause.as_ref();
     let rule = rc.map_or("", |r| r.rule.as_str());
-    let text = rc.map_or("", |r| r.text.as_str());
+    let text = &short(rc.map_or("", |r| r.text.as_str()));
     let at = place_words(f);
     let others = files
         .iter()
@@ -91,6 +91,15 @@ pub fn decide(files: &[RunFile], first: Option<usize>, first_is_consequence: boo
         nodes: Vec::new(),
         gpus: Vec::new(),
     }
+}
+
+/// A failure line as a reason quotes it: its first 160 characters.
+fn short(text: &str) -> String {
+    if text.chars().count() <= 160 {
+        return text.to_owned();
+    }
+    let cut: String = text.chars().take(159).collect();
+    format!("{cut}…")
 }
 
 /// ` on rank 2 (node-1, cuda:2) in rank2.log`.
