@@ -42,9 +42,9 @@ pub struct FileScan {
     pub launcher_hosts: Vec<(u32, String)>,
 }
 
-/// Lines a scan reads before it stops looking for the file's place (a rank prefix repeats on
-/// every line; a host is named early).
-const PLACE_LINES: usize = 200_000;
+/// Lines a scan reads for the file's place (a rank prefix repeats on every line; a host is
+/// named early): past them, only the wanted lines' places are read.
+const PLACE_LINES: usize = 2_000;
 
 /// Scans `text`, recording the facts of the 1-based lines in `wanted`.
 pub fn scan(mut text: impl BufRead, wanted: &[usize]) -> io::Result<FileScan> {
@@ -76,27 +76,32 @@ pub fn scan(mut text: impl BufRead, wanted: &[usize]) -> io::Result<FileScan> {
         n += 1;
         let line = String::from_utf8_lossy(&buf);
         let line = line.trim_end_matches(['\n', '\r']);
-        let stamp = clock.line(line);
-        if out.year.is_none() {
-            out.year = stamp.and_then(Stamp::year);
-        }
+        clock.note(line);
         if n <= PLACE_LINES {
-            let here = origin::from_line(line);
-            if let Some(rank) = here.rank {
+            if out.year.is_none() {
+                out.year = clock.now().and_then(Stamp::year);
+            }
+            if let Some(rank) = super::normalize::rank_prefix(line) {
                 *ranks.entry(rank).or_default() += 1;
             }
-            if out.place.host.is_none() {
-                out.place.host.clone_from(&here.host);
-            }
-            if out.place.gpu.is_none() {
-                out.place.gpu.clone_from(&here.gpu);
+            if out.place.host.is_none() || out.place.gpu.is_none() {
+                let here = origin::from_line(line);
+                if out.place.host.is_none() {
+                    out.place.host = here.host;
+                }
+                if out.place.gpu.is_none() {
+                    out.place.gpu = here.gpu;
+                }
             }
         }
         if is_restart(line, &mut cycle) && n > 1 {
             out.restarts.push(n);
         }
-        table.line(line, &mut out.launcher_root, &mut out.launcher_hosts);
+        if table.in_table || line.contains("Root Cause (first") || line.contains("Failures:") {
+            table.line(line, &mut out.launcher_root, &mut out.launcher_hosts);
+        }
         if let Some(slots) = want.get(&n) {
+            let stamp = clock.now();
             let place = origin::from_line(line);
             for &slot in slots {
                 out.lines[slot].stamp = stamp;

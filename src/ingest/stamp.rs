@@ -67,16 +67,71 @@ impl Stamp {
 /// The stamps of one file's lines in order: each line's own, or the last one before it (a
 /// traceback's lines carry none, the log line before them does); dmesg uptimes become wall
 /// clock times once a line anchors them, before or after.
+///
+/// Reading a stamp costs more than the rest of a scan, and only a few lines' stamps are ever
+/// asked for: [`Clock::note`] keeps the last line that may carry one aside and reads it when
+/// [`Clock::now`] asks (and every [`REFRESH`] such lines, so an unreadable last one falls back
+/// on a stamp at most that many lines older).
 #[derive(Debug, Default)]
 pub struct Clock {
     last: Option<Stamp>,
     /// A wall clock and the uptime on the same line.
     anchor: Option<(Stamp, i64)>,
+    /// The last line that may carry a stamp, not read yet.
+    pending: String,
+    /// Lines kept aside since the last read.
+    since: usize,
 }
+
+/// Lines that may carry a stamp kept aside between two reads, at most.
+pub const REFRESH: usize = 64;
 
 impl Clock {
     /// Reads `line` (raw, prefixes and all) and returns the stamp in force at it.
     pub fn line(&mut self, line: &str) -> Option<Stamp> {
+        self.note(line);
+        self.now()
+    }
+
+    /// Notes `line`, the next line of the file.
+    pub fn note(&mut self, line: &str) {
+        let first = line
+            .trim_start()
+            .as_bytes()
+            .first()
+            .copied()
+            .unwrap_or(b' ');
+        if !(first.is_ascii_digit() || first == b'[' || first.is_ascii_uppercase()) {
+            return;
+        }
+        if line.contains("kernel: [") {
+            // A journal kernel line may anchor the dmesg uptimes: read it now.
+            self.read(line);
+            self.pending.clear();
+            self.since = 0;
+            return;
+        }
+        self.pending.clear();
+        self.pending.push_str(line);
+        self.since += 1;
+        if self.since >= REFRESH {
+            self.now();
+        }
+    }
+
+    /// The stamp in force at the last line noted.
+    pub fn now(&mut self) -> Option<Stamp> {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.read(&pending);
+            self.pending = pending;
+            self.pending.clear();
+            self.since = 0;
+        }
+        self.last
+    }
+
+    fn read(&mut self, line: &str) {
         if let Some((wall, uptime)) = parse_both(line) {
             if let Some(up) = uptime
                 && !matches!(wall, Stamp::Uptime(_))
@@ -85,7 +140,6 @@ impl Clock {
             }
             self.last = Some(wall);
         }
-        self.last
     }
 
     /// `stamp` as a wall clock where this file anchors its uptimes (call after the last line).
