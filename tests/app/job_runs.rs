@@ -349,7 +349,8 @@ async fn bombs_traversal_names_and_links_are_refused_with_nothing_stored() {
             None,
         )
         .await;
-    assert_eq!(res.status, StatusCode::BAD_REQUEST, "{}", res.body);
+    assert_eq!(res.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", res.body);
+    assert_eq!(res.error_code(), "bad_archive");
     for table in ["reports", "job_runs", "report_log_chunks", "groups"] {
         assert_eq!(app.count(table).await, 0, "{table}");
     }

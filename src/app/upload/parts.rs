@@ -58,8 +58,8 @@ impl ReceivedParts {
 }
 
 impl ReceivedParts {
-    /// The run the parts stand for: several `log` parts or one `archive` part (400
-    /// `unexpected_field` for both), checked as [`ReceivedParts::into_upload`] checks a log's.
+    /// The run the parts stand for: several `log` parts or one `archive` part (422
+    /// `bad_archive` for both), checked as [`ReceivedParts::into_upload`] checks a log's.
     fn into_run(self, limits: &Limits) -> Result<crate::app::job_run::RunUpload, Error> {
         use crate::app::job_run::{RunSource, RunUpload};
         let script = match self.script {
@@ -68,8 +68,8 @@ impl ReceivedParts {
         };
         let source = match (self.archive, self.log) {
             (Some(_), Some(_)) => {
-                return Err(Error::Malformed(
-                    ErrorCode::UnexpectedField,
+                return Err(Error::Invalid(
+                    ErrorCode::BadArchive,
                     "send either `log` parts or one `archive` part, not both".into(),
                 ));
             }

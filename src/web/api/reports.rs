@@ -88,8 +88,8 @@ struct ReportUpload {
     responses(
         (status = 201, description = "The stored report (or, for identical bytes of the same \
             project, the existing one with `duplicate: true`).", body = ReportCreated),
-        (status = 400, description = "`bad_multipart`, `missing_log`, `unexpected_field` (also \
-            for `log` parts with an `archive` part) or `bad_idempotency_key`.", body = ErrorBody),
+        (status = 400, description = "`bad_multipart`, `missing_log`, `unexpected_field` or \
+            `bad_idempotency_key`.", body = ErrorBody),
         (status = 413, description = "`too_large`: a log or a run's files over the log cap, an \
             archive over 4,096 files, its decoded size over the cap, or a compression bomb.",
             body = ErrorBody),
@@ -98,7 +98,7 @@ struct ReportUpload {
             body = ErrorBody),
         (status = 422, description = "`empty_log`, `bad_meta`, `bad_script`, \
             `idempotency_key_reused`, or `bad_archive` (an absolute or `..` name, a link, a \
-            device, a repeated name).", body = ErrorBody),
+            device, a repeated name, `log` parts with an `archive` part).", body = ErrorBody),
     ),
     security(("bearer" = ["ingest"])),
 )]
