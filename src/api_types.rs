@@ -25,7 +25,7 @@ pub mod people;
 mod reports;
 pub use reports::{
     CategorySource, Fix, GroupStanding, QueuedJob, ReportCreated, ReportDetail, Reproduction,
-    SimilarFailure,
+    RunFields, SimilarFailure,
 };
 pub mod retention;
 pub mod rules;
@@ -43,6 +43,7 @@ pub mod webhooks;
 #[allow(missing_docs)]
 pub enum ErrorCode {
     AlreadyUndone,
+    BadArchive,
     BadBody,
     BadBulk,
     BadDuration,
@@ -102,6 +103,7 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::AlreadyUndone => "already_undone",
+            ErrorCode::BadArchive => "bad_archive",
             ErrorCode::BadBody => "bad_body",
             ErrorCode::BadBulk => "bad_bulk",
             ErrorCode::BadDuration => "bad_duration",

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::{CpuRun, JobState, RunEnvironment, RunOutcome, Sandbox, retention};
 use crate::rules::outcome::Outcome;
+use crate::rules::run::{FirstFailure, RunAction, RunFile, RunStory, SkippedFile};
 use crate::rules::{Category, Classification};
 
 /// The reproduction job an upload queued.
@@ -50,6 +51,43 @@ pub struct ReportCreated {
     #[serde(default)]
     #[schema(required)]
     pub similar: Vec<SimilarFailure>,
+    /// For a run of files: its files, first failure and action.
+    #[serde(flatten)]
+    pub run: RunFields,
+}
+
+/// What a report uploaded as a run of files (several `log` parts or an `archive`) adds to its
+/// answers (issue 41); empty and null for a single log.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunFields {
+    /// Every file of the run: name, bytes, lines, category, root cause, role, consequence-of,
+    /// rank, host, GPU, attempts.
+    #[serde(default)]
+    #[schema(required)]
+    pub files: Vec<RunFile>,
+    /// The failure the others follow from: file, line, rank, host, GPU.
+    #[serde(default)]
+    #[schema(required)]
+    pub first_failure: Option<FirstFailure>,
+    /// What to do with the job (`fix_code`, `fix_environment`, `restart`, `drain_node`) and why.
+    #[serde(default)]
+    #[schema(required)]
+    pub action: Option<RunAction>,
+    /// Archive members left out (not text, empty), with the reason.
+    #[serde(default)]
+    #[schema(required)]
+    pub skipped: Vec<SkippedFile>,
+}
+
+impl From<Option<RunStory>> for RunFields {
+    fn from(story: Option<RunStory>) -> Self {
+        story.map_or_else(RunFields::default, |s| RunFields {
+            files: s.files,
+            first_failure: s.first_failure,
+            action: Some(s.action),
+            skipped: s.skipped,
+        })
+    }
 }
 
 /// A group of failures shaped like a report's (its root cause with numbers taken out, and the
@@ -216,6 +254,9 @@ pub struct ReportDetail {
     #[serde(default)]
     #[schema(required)]
     pub log_removed: Option<retention::LogRemoved>,
+    /// For a run of files: its files, first failure and action.
+    #[serde(flatten)]
+    pub run: RunFields,
 }
 
 impl GroupStanding {

@@ -104,6 +104,12 @@ pub struct ReportFacts {
     pub title: String,
     pub root_cause: Option<RootCauseLine>,
     pub next_steps: Vec<String>,
+    /// For a run of files (issue 41): what to do with the job, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<crate::rules::run::RunAction>,
+    /// For a run of files: the failure the others follow from (file, line, rank, host, GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<crate::rules::run::FirstFailure>,
 }
 
 /// The group an event is about.

@@ -9,6 +9,7 @@
 pub mod group_merge;
 pub mod group_triage;
 pub mod group_unmerge;
+pub mod job_run;
 pub mod log_objects;
 pub mod logfind;
 pub mod logstore;

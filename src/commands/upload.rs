@@ -16,6 +16,7 @@ use ureq::{Agent, SendBody};
 use super::BadInput;
 use crate::api_types::ReportCreated;
 
+pub mod run;
 pub mod summary;
 
 /// The metadata keys the server accepts (`--project` and `--version` set theirs, `--meta` any
@@ -66,7 +67,20 @@ pub struct UploadArgs {
     /// the usual lines then go to stderr, so the CI log still shows them.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub summary: Option<SummaryFormat>,
-    /// Log files to upload.
+    /// Send the log files given as one run (one report with its files' story: first failure,
+    /// consequences, action); without it each file is a report of its own. A directory or an
+    /// archive is always one run.
+    #[arg(long)]
+    pub run: bool,
+    /// In a directory, send only the files whose path matches this glob (`*.log`,
+    /// `node-*/stderr`, `**/rank*.txt`); repeatable.
+    #[arg(long, value_name = "GLOB")]
+    pub include: Vec<String>,
+    /// In a directory, leave out the files whose path matches this glob; repeatable.
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Log files, directories (each one run of its text files) or archives (`.tar.gz`, `.tgz`,
+    /// `.zip`: each one run) to upload.
     #[arg(required = true, value_name = "LOG")]
     pub logs: Vec<PathBuf>,
 }
@@ -95,8 +109,18 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
     if let Some(n) = args.repeats {
         meta.insert("repeats".into(), n.into());
     }
-    for path in args.script.iter().chain(&args.logs) {
-        check_readable(path)?;
+    if let Some(script) = &args.script {
+        check_readable(script)?;
+    }
+    let filter = run::Filter {
+        include: args.include.clone(),
+        exclude: args.exclude.clone(),
+    };
+    let jobs = run::plan(&args.logs, args.run, &filter)?;
+    for job in &jobs {
+        if let run::Job::Single(path) | run::Job::Archive(path) = job {
+            check_readable(path)?;
+        }
     }
     let agent = Agent::config_builder()
         .http_status_as_error(false)
@@ -113,7 +137,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         token,
     };
     let mut failed = 0;
-    for log in &args.logs {
+    for job in &jobs {
         // Small parts first, so a streaming server knows the metadata before the log arrives.
         let mut parts = Vec::new();
         if !meta.is_empty() {
@@ -123,7 +147,32 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
             ));
         }
         parts.extend(args.script.iter().map(|s| Part::File("script", s.clone())));
-        parts.push(Part::File("log", log.clone()));
+        // A large run is packed here; the packed file lives until its upload ends.
+        let mut _packed = None;
+        let log: &Path = match job {
+            run::Job::Single(path) => {
+                parts.push(Part::File("log", path.clone()));
+                path
+            }
+            run::Job::Archive(path) => {
+                parts.push(Part::File("archive", path.clone()));
+                path
+            }
+            run::Job::Run { label, files } if files.len() <= run::MAX_PARTS => {
+                for (path, name) in files {
+                    parts.push(Part::Named("log", path.clone(), name.clone()));
+                }
+                label
+            }
+            run::Job::Run { label, files } => {
+                let packed = run::pack(files)
+                    .map_err(|e| anyhow::anyhow!("{}: packing the run: {e}", label.display()))?;
+                let name = format!("{}.tar.gz", quoted_filename(label));
+                parts.push(Part::Named("archive", packed.path().to_owned(), name));
+                _packed = Some(packed);
+                label
+            }
+        };
         let (body, key) = (Multipart::new(parts)?, random_hex()?);
         match client.upload(&body, &key, log) {
             Ok(created) => match args.summary {
@@ -141,7 +190,7 @@ pub fn run(args: UploadArgs) -> anyhow::Result<()> {
         }
     }
     if failed > 0 {
-        anyhow::bail!("{failed} of {} uploads failed", args.logs.len());
+        anyhow::bail!("{failed} of {} uploads failed", jobs.len());
     }
     Ok(())
 }
@@ -233,6 +282,9 @@ enum Part {
     Text(&'static str, String),
     /// Field name and the file streamed as its content.
     File(&'static str, PathBuf),
+    /// Field name, the file streamed as its content, and the file name to send (a run's file
+    /// by its path in the run).
+    Named(&'static str, PathBuf, String),
 }
 
 /// A `multipart/form-data` body whose files are read lazily, each time it is sent.
@@ -264,10 +316,13 @@ impl Multipart {
                 Part::Text(name, value) => {
                     pending += &format!("name=\"{name}\"\r\n\r\n{value}\r\n")
                 }
-                Part::File(name, path) => {
+                Part::File(name, path) | Part::Named(name, path, _) => {
                     let file = File::open(path)?;
                     let size = file.metadata()?.len();
-                    let filename = quoted_filename(path);
+                    let filename = match part {
+                        Part::Named(_, _, given) => quoted(given),
+                        _ => quoted_filename(path),
+                    };
                     pending += &format!("name=\"{name}\"; filename=\"{filename}\"\r\n");
                     pending += "Content-Type: text/plain\r\n\r\n";
                     let head = std::mem::replace(&mut pending, "\r\n".to_owned());
@@ -285,7 +340,11 @@ impl Multipart {
 
 /// The file's base name, escaped the way browsers do for a quoted `filename=`.
 fn quoted_filename(path: &Path) -> String {
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    quoted(&path.file_name().unwrap_or_default().to_string_lossy())
+}
+
+/// A name escaped the way browsers do for a quoted `filename=`.
+fn quoted(name: &str) -> String {
     name.replace('"', "%22")
         .replace('\r', "%0D")
         .replace('\n', "%0A")
@@ -482,6 +541,38 @@ fn render_created(log: &Path, created: &ReportCreated, server: &str) -> String {
     }
     if let Some(repro) = &created.repro {
         out += &format!("  reproduction queued (job {})\n", repro.job_id);
+    }
+    out += &render_run(&created.run);
+    out
+}
+
+/// A run's first failure and action, for the upload's output.
+fn render_run(run: &crate::api_types::RunFields) -> String {
+    let mut out = String::new();
+    if let Some(first) = &run.first_failure {
+        let place: Vec<String> = [
+            first.rank.map(|r| format!("rank {r}")),
+            first.host.clone(),
+            first.gpu.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        out += &format!("  first failure: {}:{}", first.file, first.line);
+        if !place.is_empty() {
+            out += &format!(" ({})", place.join(", "));
+        }
+        out += "\n";
+    }
+    if let Some(action) = &run.action {
+        out += &format!("  action: {}: {}\n", action.kind.as_str(), action.reason);
+    }
+    if !run.files.is_empty() {
+        out += &format!("  {} files", run.files.len());
+        if !run.skipped.is_empty() {
+            out += &format!(", {} skipped", run.skipped.len());
+        }
+        out += "\n";
     }
     out
 }
@@ -741,6 +832,7 @@ mod tests {
             known_fix: None,
             group_state: None,
             similar: Vec::new(),
+            run: Default::default(),
         };
         serde_json::to_string(&created).unwrap_or_default()
     }

@@ -4,9 +4,13 @@
 //! checking and scrubbing of a log as it streams in.
 
 pub mod ansi;
+pub mod archive;
+pub mod file_scan;
 pub mod normalize;
+pub mod origin;
 pub mod prefix;
 pub mod scrub;
+pub mod stamp;
 pub mod stream;
 pub mod traceback;
 

@@ -18,6 +18,7 @@ pub mod origin;
 pub mod outcome;
 pub mod preview;
 mod refine;
+pub mod run;
 mod scan;
 pub mod spec;
 pub mod team_compile;

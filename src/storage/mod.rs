@@ -9,6 +9,7 @@ pub mod group_facets;
 pub mod group_merge;
 pub mod group_triage;
 pub mod groups;
+pub mod job_runs;
 pub mod jobs;
 pub mod log_objects;
 pub mod objects;

@@ -41,6 +41,8 @@ pub struct ReportContext {
     /// Its group's triage (state, the build it was resolved in, assignee), shown wherever the
     /// report is (issue 39 item 3); `None` only if the group vanished meanwhile.
     pub triage: Option<crate::storage::group_triage::Triage>,
+    /// The run's story, for a report uploaded as a run of files (issue 41).
+    pub run: Option<crate::rules::run::RunStory>,
 }
 
 impl ReportContext {
@@ -64,6 +66,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
     let basis = reads::category_basis(&mut *tx, id, false).await?;
     let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
     let triage = crate::storage::group_triage::get_triage(&mut *tx, report.group_id).await?;
+    let run = crate::storage::job_runs::get_story(&mut *tx, id).await?;
     tx.rollback().await.map_err(DbError::from)?;
     let jobs = with_outcomes(jobs).await?;
     Ok(ReportContext {
@@ -74,6 +77,7 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
         basis,
         similar,
         triage,
+        run,
     })
 }
 

@@ -273,6 +273,8 @@ pub struct Uploaded {
     pub similar: Vec<crate::app::similar::SimilarGroup>,
     /// Where the report's group stands after the upload (issue 39 item 3).
     pub group_state: Option<crate::storage::group_triage::Triage>,
+    /// The run's story, for a report uploaded as a run (issue 41).
+    pub run: Option<crate::rules::run::RunStory>,
 }
 
 /// Who uploads and how: the token, and the request's `Idempotency-Key` if it sent one.
@@ -332,7 +334,7 @@ pub async fn upload(
         meta_raw,
     } = upload;
     let script_for_key = script.clone().unwrap_or_default();
-    let mut new = blocking(move || {
+    let new = blocking(move || {
         use std::io::Seek;
         let _hold = hold;
         let mut log = log;
@@ -340,6 +342,20 @@ pub async fn upload(
         prepare(&ruleset, log, &filename, meta, script)
     })
     .await??;
+    store(db, uploader, new, &script_for_key, &meta_raw, None).await
+}
+
+/// Stores a prepared report (a log's, or a run's with its `run` story, `app::job_run`) in one
+/// transaction: its group, its idempotency key (over the log's hash, the script, `meta_raw`
+/// and the file name), the triage and webhook events it causes.
+pub(crate) async fn store(
+    db: &Db,
+    uploader: Uploader,
+    mut new: crate::storage::reports::NewReport,
+    script_for_key: &str,
+    meta_raw: &[u8],
+    run: Option<crate::rules::run::RunStory>,
+) -> Result<Uploaded, Error> {
     let span = tracing::Span::current();
     // Scrubbed by `prepare`, like every stored field.
     span.record("project", new.project.as_str());
@@ -351,7 +367,7 @@ pub async fn upload(
         h.update([0]);
         h.update(script_for_key.as_bytes());
         h.update([0]);
-        h.update(&meta_raw);
+        h.update(meta_raw);
         // The file name is part of the request too: a retry resends it unchanged.
         h.update([0]);
         h.update(new.filename.as_bytes());
@@ -363,7 +379,7 @@ pub async fn upload(
     });
     // With `--log-store`, the chunks go to the object store now, before the transaction.
     super::log_objects::place(db, &mut new).await?;
-    let result = store_report(db, &uploader, &new, idem.as_ref()).await;
+    let result = store_report(db, &uploader, &new, idem.as_ref(), run).await;
     if result.is_err() {
         // What was written for a report that was not stored goes at the next sweep.
         super::log_objects::abandon(db, &new.log_place).await;
@@ -377,6 +393,7 @@ async fn store_report(
     uploader: &Uploader,
     new: &store::NewReport,
     idem: Option<&IdempotencyRecord>,
+    run: Option<crate::rules::run::RunStory>,
 ) -> Result<Uploaded, Error> {
     let span = tracing::Span::current();
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
@@ -392,6 +409,17 @@ async fn store_report(
                 "this Idempotency-Key was used with a different request".into(),
             ));
         }
+    };
+    if let Some(story) = &run
+        && !stored.duplicate
+        && !stored.replayed
+    {
+        crate::storage::job_runs::insert_story(&mut *tx, stored.report_id, story).await?;
+    }
+    // A duplicate or replay answers with the stored run's story, not this request's.
+    let run = match run {
+        Some(story) if !stored.duplicate && !stored.replayed => Some(story),
+        _ => crate::storage::job_runs::get_story(&mut *tx, stored.report_id).await?,
     };
     span.record("report_id", stored.report_id);
     span.record("group_id", stored.group_id);
@@ -421,11 +449,15 @@ async fn store_report(
         new_group: stored.new_group,
         regressed,
     };
-    let report = report_facts(
+    let mut report = report_facts(
         stored.report_id,
         (&new.project, &new.branch, &new.commit_sha, &new.job_url),
         &classification,
     );
+    if let Some(story) = &run {
+        report.action = Some(story.action.clone());
+        report.first_failure.clone_from(&story.first_failure);
+    }
     let events = upload_events(
         outcome,
         report,
@@ -454,6 +486,7 @@ async fn store_report(
         replayed: stored.replayed,
         job: stored.job,
         classification,
+        run,
     })
 }
 

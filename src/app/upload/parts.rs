@@ -21,6 +21,10 @@ pub struct ReceivedParts {
     pub script: Option<Vec<u8>>,
     /// The `meta` part's bytes (empty: none came).
     pub meta_raw: Vec<u8>,
+    /// Further `log` parts: with them the upload is a run of files (`app::job_run`).
+    pub more_logs: Vec<(std::fs::File, String)>,
+    /// An `archive` part: the upload is a run of its members (`app::job_run`).
+    pub archive: Option<(std::fs::File, String)>,
 }
 
 impl ReceivedParts {
@@ -53,6 +57,39 @@ impl ReceivedParts {
     }
 }
 
+impl ReceivedParts {
+    /// The run the parts stand for: several `log` parts or one `archive` part (422
+    /// `bad_archive` for both), checked as [`ReceivedParts::into_upload`] checks a log's.
+    fn into_run(self, limits: &Limits) -> Result<crate::app::job_run::RunUpload, Error> {
+        use crate::app::job_run::{RunSource, RunUpload};
+        let script = match self.script {
+            Some(bytes) => Some(check_script(&bytes, limits)?),
+            None => None,
+        };
+        let source = match (self.archive, self.log) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Invalid(
+                    ErrorCode::BadArchive,
+                    "send either `log` parts or one `archive` part, not both".into(),
+                ));
+            }
+            (Some((file, name)), None) => RunSource::Archive(file, name),
+            (None, log) => RunSource::Logs(log.into_iter().chain(self.more_logs).collect()),
+        };
+        let meta = if self.meta_raw.is_empty() {
+            Meta::default()
+        } else {
+            Meta::parse(&self.meta_raw)?
+        };
+        Ok(RunUpload {
+            source,
+            script,
+            meta,
+            meta_raw: self.meta_raw,
+        })
+    }
+}
+
 /// Checks the received `parts` and stores the upload they stand for (see [`upload`]); `hold`
 /// is kept until the upload's blocking work ends.
 #[tracing::instrument(name = "upload::upload_parts", skip_all, fields(token_id = uploader.token_id))]
@@ -64,6 +101,10 @@ pub async fn upload_parts(
     parts: ReceivedParts,
     hold: impl Send + 'static,
 ) -> Result<Uploaded, Error> {
+    if parts.archive.is_some() || !parts.more_logs.is_empty() {
+        let run = parts.into_run(limits)?;
+        return crate::app::job_run::upload_run(db, ruleset, limits, uploader, run, hold).await;
+    }
     let upload_ = parts.into_upload(limits)?;
     upload(db, ruleset, uploader, upload_, hold).await
 }

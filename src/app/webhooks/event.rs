@@ -79,6 +79,8 @@ pub fn report_facts(
         title: classification.title.clone(),
         root_cause: RootCauseLine::of(classification),
         next_steps: classification.next_steps.clone(),
+        action: None,
+        first_failure: None,
     }
 }
 

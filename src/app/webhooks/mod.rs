@@ -366,6 +366,8 @@ mod tests {
                 title: "t".into(),
                 root_cause: None,
                 next_steps: Vec::new(),
+                action: None,
+                first_failure: None,
             }),
             ..Event::empty(EventKind::NewGroup)
         }

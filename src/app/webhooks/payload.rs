@@ -173,6 +173,14 @@ fn slack(event: &Event, env: Envelope<'_>) -> serde_json::Value {
             let text = slack_escape(&rc.text.replace('`', "'"));
             lines.push(format!("Root cause (line {}): `{text}`", rc.line));
         }
+        if let Some(a) = &r.action {
+            lines.push(format!(
+                "Action: *{}* (`{}`): {}",
+                a.kind.words(),
+                a.kind.as_str(),
+                slack_escape(&a.reason)
+            ));
+        }
         lines.push(format!("<{base}/reports/{}|Report {}>", r.id, r.id));
     }
     if let Some(g) = &event.group
@@ -276,6 +284,8 @@ mod tests {
                 text: "Assertion `srcIndex < srcSelectDimSize` failed <b>".into(),
             }),
             next_steps: vec!["Re-run with CUDA_LAUNCH_BLOCKING=1".into()],
+            action: None,
+            first_failure: None,
         };
         let mut events = super::super::event::upload_events(
             super::super::event::UploadOutcome {
@@ -339,6 +349,31 @@ mod tests {
         );
         assert!(
             section.contains("<https://triage.example.com/reports/42|Report 42>"),
+            "{section}"
+        );
+    }
+
+    #[test]
+    fn a_runs_action_is_in_the_json_and_slack_bodies() {
+        use crate::rules::run::{ActionKind, RunAction};
+        let mut event = event();
+        if let Some(r) = &mut event.report {
+            r.action = Some(RunAction {
+                kind: ActionKind::DrainNode,
+                reason: "Drain node-7 because the GPU hardware failed: Xid 79 <b>.".into(),
+                nodes: vec!["node-7".into()],
+                gpus: vec!["PCI:0000:3b:00".into()],
+            });
+        }
+        let json: serde_json::Value =
+            serde_json::from_slice(&render(&event, env(), Format::Json)).expect("json");
+        assert_eq!(json["report"]["action"]["kind"], "drain_node", "{json}");
+        assert_eq!(json["report"]["action"]["nodes"][0], "node-7");
+        let body: serde_json::Value =
+            serde_json::from_slice(&render(&event, env(), Format::Slack)).expect("json");
+        let section = body["blocks"][0]["text"]["text"].as_str().unwrap_or("");
+        assert!(
+            section.contains("Action: *Drain the node* (`drain_node`): Drain node-7 because the GPU hardware failed: Xid 79 &lt;b&gt;."),
             "{section}"
         );
     }

@@ -24,6 +24,35 @@ pub fn render(log: &Path, created: &ReportCreated, report_url: &str) -> String {
         out += " (already reported: the same log was uploaded before)";
     }
     out += "\n\n";
+    if let Some(action) = &created.run.action {
+        out += &format!(
+            "**Action: {}** (`{}`): {}\n\n",
+            action.kind.words(),
+            action.kind.as_str(),
+            escape(action.reason.trim())
+        );
+    }
+    if let Some(first) = &created.run.first_failure {
+        let place: Vec<String> = [
+            first.rank.map(|r| format!("rank {r}")),
+            first.host.clone(),
+            first.gpu.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        out += &format!(
+            "**First failure**: {} line {}{} of {} files\n\n",
+            code(&first.file),
+            first.line,
+            if place.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", escape(&place.join(", ")))
+            },
+            created.run.files.len()
+        );
+    }
     match &c.root_cause {
         Some(rc) => {
             out += &format!(
@@ -166,6 +195,7 @@ mod tests {
             known_fix: None,
             group_state: None,
             similar: Vec::new(),
+            run: Default::default(),
         }
     }
 

@@ -52,9 +52,18 @@ pub async fn classify_log(
 #[serde(deny_unknown_fields)] // Other parts are refused: 400 `unexpected_field`.
 #[allow(dead_code)] // Never built: it describes the parts `read_upload` accepts.
 struct ReportUpload {
-    /// The log file (128 MiB at most by default, streamed; 413 over the cap).
+    /// The log file (128 MiB at most by default, streamed; 413 over the cap). Repeat the part
+    /// (each with its file name: its path in the run, such as `node-7/rank3.log`) to upload a
+    /// failed run's files as one run: one report with every file's role, the first failure
+    /// and the action (`files`, `first_failure`, `action` in the answer); the cap holds for
+    /// the files together.
     #[schema(value_type = String, format = Binary)]
     log: Vec<u8>,
+    /// Instead of `log` parts: a run's files as one `.tar.gz`, `.tgz` or `.zip` (at most 4,096
+    /// files and the log cap decoded; bombs, links, devices and absolute or `..` names are
+    /// refused, members that are not text are listed under `skipped`).
+    #[schema(value_type = String, format = Binary, required = false)]
+    archive: Vec<u8>,
     /// A minimal reproduction script (Python, 64 KiB at most by default); queues a
     /// reproduction job. A script that contains a secret is refused with 422 `bad_script`.
     #[schema(value_type = String, format = Binary, required = false)]
@@ -64,7 +73,8 @@ struct ReportUpload {
     meta: Meta,
 }
 
-/// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`).
+/// `POST /api/v1/reports`: store a log (multipart `log`, optional `script` and `meta`), or a
+/// run of files (several `log` parts or one `archive` part).
 #[utoipa::path(
     post,
     path = "/api/v1/reports",
@@ -80,10 +90,15 @@ struct ReportUpload {
             project, the existing one with `duplicate: true`).", body = ReportCreated),
         (status = 400, description = "`bad_multipart`, `missing_log`, `unexpected_field` or \
             `bad_idempotency_key`.", body = ErrorBody),
+        (status = 413, description = "`too_large`: a log or a run's files over the log cap, an \
+            archive over 4,096 files, its decoded size over the cap, or a compression bomb.",
+            body = ErrorBody),
         (status = 415, description = "`unsupported_media_type`: not a multipart/form-data \
-            body, or the log looks binary.", body = ErrorBody),
-        (status = 422, description = "`empty_log`, `bad_meta`, `bad_script` or \
-            `idempotency_key_reused`.", body = ErrorBody),
+            body, the log looks binary, or the archive is not a readable .tar.gz or .zip.",
+            body = ErrorBody),
+        (status = 422, description = "`empty_log`, `bad_meta`, `bad_script`, \
+            `idempotency_key_reused`, or `bad_archive` (an absolute or `..` name, a link, a \
+            device, a repeated name, `log` parts with an `archive` part).", body = ErrorBody),
     ),
     security(("bearer" = ["ingest"])),
 )]
@@ -111,6 +126,7 @@ pub async fn create_report(
         known_fix: uploaded.known_fix,
         group_state: uploaded.group_state.map(standing),
         similar: similar_failures(&state.public_url, uploaded.similar),
+        run: uploaded.run.into(),
     };
     Ok((StatusCode::CREATED, Json(body)))
 }
@@ -118,12 +134,29 @@ pub async fn create_report(
 async fn read_parts(state: &AppState, mut multipart: Multipart) -> Result<ReceivedParts, AppError> {
     let limits = state.limits;
     let mut parts = ReceivedParts::default();
+    // The per-log cap holds for a run's files together.
+    let mut room = limits.max_log_bytes;
     while let Some(field) = multipart.next_field().await.map_err(multipart_error)? {
         let name = field.name().unwrap_or_default().to_owned();
         match name.as_str() {
-            "log" if parts.log.is_none() => {
-                let filename = file_name(&field, "log");
-                parts.log = Some((spool(field, limits.max_log_bytes).await?, filename));
+            "log" | "archive" => {
+                let filename = file_name(&field, &name);
+                let file = spool(field, room).await?;
+                let size = file
+                    .metadata()
+                    .map_err(|e| AppError::Internal(e.into()))?
+                    .len();
+                room = room.saturating_sub(size);
+                if name == "archive" {
+                    if parts.archive.is_some() {
+                        return Err(repeated(&name));
+                    }
+                    parts.archive = Some((file, filename));
+                } else if parts.log.is_none() {
+                    parts.log = Some((file, filename));
+                } else {
+                    parts.more_logs.push((file, filename));
+                }
             }
             "script" if parts.script.is_none() => {
                 parts.script = Some(read_small(field, limits.max_script_bytes, "script").await?);
@@ -131,17 +164,20 @@ async fn read_parts(state: &AppState, mut multipart: Multipart) -> Result<Receiv
             "meta" if parts.meta_raw.is_empty() => {
                 parts.meta_raw = read_small(field, limits.max_meta_bytes, "meta").await?;
             }
-            other => {
-                return Err(AppError::BadRequest(
-                    ErrorCode::UnexpectedField,
-                    format!(
-                        "unexpected or repeated multipart field {other:?}; expected log, script, meta"
-                    ),
-                ));
-            }
+            other => return Err(repeated(other)),
         }
     }
     Ok(parts)
+}
+
+/// 400 `unexpected_field` for a part that is unknown or came twice.
+fn repeated(name: &str) -> AppError {
+    AppError::BadRequest(
+        ErrorCode::UnexpectedField,
+        format!(
+            "unexpected or repeated multipart field {name:?}; expected log (one or more), archive, script, meta"
+        ),
+    )
 }
 
 /// `GET /api/v1/reports/{id}`: a report with its classification, fixes, similar failures and
@@ -174,7 +210,9 @@ pub async fn show_report(
         standing,
     );
     let r = d.report;
+    let run = d.run.into();
     Ok(Json(wire::ReportDetail {
+        run,
         id: r.id,
         url: format!("{}/reports/{}", state.public_url, r.id),
         created_at: r.created_at,

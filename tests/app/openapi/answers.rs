@@ -212,6 +212,29 @@ async fn reports_and_jobs(c: &mut Checker<'_>, t: &Tokens) -> i64 {
     );
     assert_eq!(queued["reproductions"][0]["exit_code"], Value::Null);
 
+    // A run of files (issue 41): its files, first failure and action match the document too.
+    let timeout = "[rank1]:[E ProcessGroupNCCL.cpp:563] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600037 milliseconds before timing out.\n";
+    let (ct, body) = multipart(&[
+        ("log", Some("node-7/rank0.log"), OOB_LOG.as_bytes()),
+        ("log", Some("node-7/rank1.log"), timeout.as_bytes()),
+        ("log", Some("node-7/stdout"), b"step 1\n"),
+    ]);
+    let run = expect(
+        &c.raw(&t.ingest, "post", "/api/v1/reports", ct, body).await,
+        StatusCode::CREATED,
+    );
+    assert_eq!(run["first_failure"]["file"], "node-7/rank0.log", "{run}");
+    assert_eq!(
+        run["files"][1]["consequence_of"], "node-7/rank0.log",
+        "{run}"
+    );
+    let run_id = run["id"].as_i64().unwrap();
+    let run_detail = expect(
+        &c.get(&t.read, &format!("/api/v1/reports/{run_id}")).await,
+        StatusCode::OK,
+    );
+    assert_eq!(run_detail["action"]["kind"], "fix_code", "{run_detail}");
+
     // An idempotent retry replays the first answer; the key with other bytes is refused.
     let (ct, body) = multipart(&[("log", Some("oom.log"), OOM_LOG.as_bytes())]);
     for _ in 0..2 {

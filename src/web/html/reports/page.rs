@@ -14,6 +14,7 @@ use super::super::repro::{self, ReproSection};
 use super::super::repro_status::{JobStatus, StatusContext};
 use super::findings::{FindingGroup, fact_rows, fold_findings, steps_beside_warning};
 use super::pane::{self, LogMode};
+use super::run::RunSection;
 use crate::app::reports::{self, KnownFix, LogRemoval, ReportContext, ReportView, WindowRequest};
 use crate::app::similar::SimilarGroup;
 use crate::app::triage::Fix;
@@ -75,6 +76,8 @@ pub struct ReportPage {
     log_removed: Option<LogRemoval>,
     script: Option<String>,
     repro: ReproSection,
+    /// For a run of files: the action, first failure, timeline and files.
+    run: Option<RunSection>,
 }
 
 /// The "Fixed before" banner: the report's own group's fix and its link text naming the
@@ -131,6 +134,7 @@ impl ReportPage {
             basis,
             similar,
             triage,
+            run,
         } = detail;
         let id = r.id;
         let c = r.classification;
@@ -208,6 +212,7 @@ impl ReportPage {
             log_removed,
             script: r.script,
             repro,
+            run: run.map(RunSection::new),
         }
     }
 }

@@ -1,0 +1,38 @@
+//! The story of a report uploaded as a run (migration 0043): written with the report, in its
+//! transaction, and read back with it.
+
+use sqlx::PgExecutor;
+use sqlx::types::Json;
+
+use crate::rules::run::RunStory;
+use crate::storage::DbError;
+
+/// Records `story` as report `report_id`'s run.
+pub async fn insert_story(
+    ex: impl PgExecutor<'_>,
+    report_id: i64,
+    story: &RunStory,
+) -> Result<(), DbError> {
+    sqlx::query("INSERT INTO job_runs (report_id, action, files, story) VALUES ($1, $2, $3, $4)")
+        .bind(report_id)
+        .bind(story.action.kind.as_str())
+        .bind(i32::try_from(story.files.len()).unwrap_or(i32::MAX))
+        .bind(Json(story))
+        .execute(ex)
+        .await?;
+    Ok(())
+}
+
+/// The run's story of report `report_id`, `None` when the report is not a run (or a story
+/// this version cannot read, which is passed over as no story).
+pub async fn get_story(
+    ex: impl PgExecutor<'_>,
+    report_id: i64,
+) -> Result<Option<RunStory>, DbError> {
+    let row: Option<Json<serde_json::Value>> =
+        sqlx::query_scalar("SELECT story FROM job_runs WHERE report_id = $1")
+            .bind(report_id)
+            .fetch_optional(ex)
+            .await?;
+    Ok(row.and_then(|Json(v)| serde_json::from_value(v).ok()))
+}
