@@ -48,10 +48,12 @@ impl SimilarGroup {
 #[tracing::instrument(name = "similar::of_signature", skip_all, fields(group_id = own_group))]
 pub(crate) async fn of_signature(
     conn: &mut PgConnection,
+    memo: &groups::NearestMemo,
     signature: &str,
     own_group: i64,
 ) -> Result<Vec<SimilarGroup>, DbError> {
-    let found = groups::similar_groups(&mut *conn, signature, own_group, LISTED, SHOWN).await?;
+    let found =
+        groups::similar_groups_memo(&mut *conn, memo, signature, own_group, LISTED, SHOWN).await?;
     let ids: Vec<i64> = found.iter().map(|s| s.group.id).collect();
     let fixes = if ids.is_empty() {
         Vec::new()

@@ -257,6 +257,135 @@ pub async fn similar_groups(
         .collect()
 }
 
+/// Answers of [`similar_groups`] remembered between uploads of the same failure (issue 42):
+/// the nearest-signature scan cost as much PostgreSQL time as storing a recurring report. An
+/// answer is kept with the value `groups_shape_version` had when it was read (migration 0045:
+/// every insert, delete, merge, unmerge or new signature of a group advances it, on any
+/// replica) and used only while the value is unchanged and for at most [`MEMO_TTL`]: a group
+/// committed while an answer was being read can be missed until then. The groups themselves
+/// are read afresh on every use (state, counts, and merged groups dropped); only which groups
+/// and how alike is remembered.
+#[derive(Debug, Default)]
+pub struct NearestMemo {
+    entries: std::sync::Mutex<std::collections::HashMap<MemoKey, Remembered>>,
+}
+
+/// What a lookup asked: the signature, the group left out, the floor's bits and the limit.
+type MemoKey = (String, i64, u32, i64);
+
+#[derive(Debug)]
+struct Remembered {
+    version: i64,
+    at: std::time::Instant,
+    found: Vec<(i64, f32)>,
+}
+
+/// Most answers remembered; past it the memo starts over (a burst of new failures is not
+/// remembered, it is looked up).
+const MEMO_ENTRIES: usize = 4096;
+/// Longest an answer is used.
+const MEMO_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl NearestMemo {
+    fn recall(&self, key: &MemoKey) -> Option<(i64, Vec<(i64, f32)>)> {
+        let entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        entries
+            .get(key)
+            .filter(|r| r.at.elapsed() < MEMO_TTL)
+            .map(|r| (r.version, r.found.clone()))
+    }
+
+    fn remember(&self, key: MemoKey, version: i64, found: Vec<(i64, f32)>) {
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if entries.len() >= MEMO_ENTRIES && !entries.contains_key(&key) {
+            entries.clear();
+        }
+        entries.insert(
+            key,
+            Remembered {
+                version,
+                at: std::time::Instant::now(),
+                found,
+            },
+        );
+    }
+}
+
+/// The value of `groups_shape_version` now (migration 0045).
+async fn shape_version(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
+    Ok(
+        sqlx::query_scalar("SELECT last_value FROM groups_shape_version")
+            .fetch_one(ex)
+            .await?,
+    )
+}
+
+/// [`similar_groups`], answered from `memo` while no group changed since it was remembered.
+pub async fn similar_groups_memo(
+    conn: &mut sqlx::PgConnection,
+    memo: &NearestMemo,
+    signature: &str,
+    exclude: i64,
+    min_similarity: f32,
+    limit: i64,
+) -> Result<Vec<Similar>, DbError> {
+    if signature.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let key = (
+        signature.to_owned(),
+        exclude,
+        min_similarity.to_bits(),
+        limit,
+    );
+    let version = shape_version(&mut *conn).await?;
+    if let Some((at, found)) = memo.recall(&key)
+        && at == version
+    {
+        let ids: Vec<i64> = found.iter().map(|(id, _)| *id).collect();
+        let mut groups = groups_by_ids(&mut *conn, &ids).await?;
+        return Ok(found
+            .into_iter()
+            .filter_map(|(id, similarity)| {
+                let at = groups.iter().position(|g| g.id == id)?;
+                Some(Similar {
+                    group: groups.swap_remove(at),
+                    similarity,
+                })
+            })
+            .collect());
+    }
+    // Read after the version: a change committed in between makes the next use look again.
+    let found = similar_groups(&mut *conn, signature, exclude, min_similarity, limit).await?;
+    memo.remember(
+        key,
+        version,
+        found.iter().map(|s| (s.group.id, s.similarity)).collect(),
+    );
+    Ok(found)
+}
+
+/// The live (not merged) groups among `ids`, in no order.
+async fn groups_by_ids(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<Group>, DbError> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SELECT {GROUP_COLUMNS} FROM groups g {GROUP_STATS} \
+         WHERE g.id = ANY($1) AND g.merged_into IS NULL"
+    )))
+    .bind(ids)
+    .fetch_all(ex)
+    .await?;
+    rows.iter().map(group_from_row).collect()
+}
+
 /// The fixes recorded for any of `group_ids`, newest first.
 pub async fn fixes_of_groups(
     ex: impl PgExecutor<'_>,

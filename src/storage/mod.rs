@@ -126,6 +126,8 @@ pub struct Db {
     pool: PgPool,
     migrated: Arc<AtomicBool>,
     logs: Option<Arc<objects::LogObjects>>,
+    /// Similar-groups answers remembered between uploads (`groups::NearestMemo`).
+    nearest: Arc<groups::NearestMemo>,
 }
 
 impl Db {
@@ -144,6 +146,7 @@ impl Db {
             pool,
             migrated: Arc::new(AtomicBool::new(false)),
             logs: None,
+            nearest: Arc::default(),
         }
     }
 
@@ -152,6 +155,11 @@ impl Db {
     pub fn with_log_store(mut self, store: Arc<objects::LogObjects>) -> Db {
         self.logs = Some(store);
         self
+    }
+
+    /// The similar-groups answers this handle (and its clones) remember.
+    pub fn nearest_memo(&self) -> &groups::NearestMemo {
+        &self.nearest
     }
 
     /// The object store for raw logs, when one is configured.

@@ -235,3 +235,36 @@ async fn logs_no_rule_matches_are_grouped_by_how_they_end() {
     assert!(texts(&html, "ul.similar > li").is_empty(), "{html}");
     assert!(html.contains("No other group has a failure shaped like this one."));
 }
+
+/// Similar failures are remembered between uploads of one failure (issue 42), never past a
+/// change: a group added since is listed at once, and the groups listed are read afresh
+/// (their counts move) even when which groups they are was remembered.
+#[tokio::test]
+async fn remembered_similar_failures_follow_new_groups_and_fresh_counts() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let again = |log: &str, n: u32| format!("run {n}\n{log}");
+    let first = upload(&app, &token, "a.log", OOM_OLD).await;
+    assert_eq!(first["similar"], serde_json::json!([]));
+    let repeat = upload(&app, &token, "a.log", &again(OOM_OLD, 1)).await;
+    assert_eq!(repeat["group_id"], first["group_id"]);
+    assert_eq!(repeat["similar"], serde_json::json!([]), "nothing new yet");
+
+    let other = upload(&app, &token, "b.log", OOM_NEW).await;
+    let other_group = other["group_id"].as_i64().unwrap();
+    assert_eq!(other["similar"][0]["group_id"], first["group_id"]);
+    for n in 2..4 {
+        let later = upload(&app, &token, "a.log", &again(OOM_OLD, n)).await;
+        let similar = later["similar"].as_array().unwrap();
+        assert_eq!(similar.len(), 1, "the group added since is listed: {later}");
+        assert_eq!(similar[0]["group_id"], other_group);
+        assert_eq!(similar[0]["report_count"], 1, "{later}");
+    }
+    upload(&app, &token, "b.log", &again(OOM_NEW, 1)).await;
+    let last = upload(&app, &token, "a.log", &again(OOM_OLD, 9)).await;
+    assert_eq!(last["similar"][0]["group_id"], other_group);
+    assert_eq!(
+        last["similar"][0]["report_count"], 2,
+        "the listed group is read afresh: {last}"
+    );
+}

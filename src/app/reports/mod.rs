@@ -64,7 +64,13 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
     let fixes = groups::group_fixes(&mut *tx, report.group_id).await?;
     let jobs = reads::report_jobs(&mut tx, id).await?;
     let basis = reads::category_basis(&mut *tx, id, false).await?;
-    let similar = similar::of_signature(&mut tx, &report.signature, report.group_id).await?;
+    let similar = similar::of_signature(
+        &mut tx,
+        db.nearest_memo(),
+        &report.signature,
+        report.group_id,
+    )
+    .await?;
     let triage = crate::storage::group_triage::get_triage(&mut *tx, report.group_id).await?;
     let run = crate::storage::job_runs::get_story(&mut *tx, id).await?;
     tx.rollback().await.map_err(DbError::from)?;

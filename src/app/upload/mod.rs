@@ -439,9 +439,13 @@ async fn store_report(
     let own_fixes = crate::storage::groups::group_fixes(&mut *tx, stored.group_id).await?;
     // Read after the regression rule ran: a report that reopened its group says so at once.
     let triage = crate::storage::group_triage::get_triage(&mut *tx, stored.group_id).await?;
-    let similar =
-        crate::app::similar::of_signature(&mut tx, &new.headline.signature, stored.group_id)
-            .await?;
+    let similar = crate::app::similar::of_signature(
+        &mut tx,
+        db.nearest_memo(),
+        &new.headline.signature,
+        stored.group_id,
+    )
+    .await?;
     let known_fix = crate::app::similar::known_fix(&own_fixes).cloned();
     // Announced in the same transaction: the outbox row commits with the report, or neither.
     let outcome = UploadOutcome {
