@@ -1,6 +1,6 @@
 //! `gpu-triage serve`: open the database (starting the embedded cluster when `DATABASE_URL` is
 //! unset, and restarting it should it die while serving), apply migrations, run the background
-//! tasks (lease reaper, team-rule watcher, webhook delivery, retention passes), serve HTTP until
+//! tasks (lease reaper, the relay of jobs queued on other replicas, team-rule watcher, webhook delivery, retention passes), serve HTTP until
 //! Ctrl-C or SIGTERM, then drain requests and stop the cluster.
 
 use anyhow::Context;
@@ -90,6 +90,11 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             },
         ))
     };
+    let job_relay = tokio::spawn(crate::app::reproduce::relay_queued_jobs(
+        db.clone(),
+        state.queue.wake.clone(),
+        state.queue.settings.poll,
+    ));
     state.webhooks = args.webhooks.settings();
     let webhooks = crate::app::webhooks::deliver::spawn(
         db.clone(),
@@ -141,6 +146,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down");
     migrations.abort();
     reaper.abort();
+    job_relay.abort();
     rules_watch.abort();
     webhooks.abort();
     retention.abort();

@@ -12,11 +12,32 @@
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::DbError;
 pub use super::attempts::AttemptOutcome;
 use super::attempts::RunRecord;
+use super::{Db, DbError};
 use crate::api_types::JobState;
 use crate::rules::Classification;
+
+/// The channel a committed job row in state `queued` notifies (migration 0046).
+pub const QUEUED_CHANNEL: &str = "gpu_triage_jobs";
+
+/// A dedicated connection listening on [`QUEUED_CHANNEL`].
+pub struct QueuedListener(sqlx::postgres::PgListener);
+
+/// Opens the listener (its own connection, reconnected by sqlx after a drop).
+pub async fn listen_queued(db: &Db) -> Result<QueuedListener, DbError> {
+    let mut l = sqlx::postgres::PgListener::connect_with(db.pool()).await?;
+    l.listen(QUEUED_CHANNEL).await?;
+    Ok(QueuedListener(l))
+}
+
+impl QueuedListener {
+    /// Waits for the next notification.
+    pub async fn recv(&mut self) -> Result<(), DbError> {
+        self.0.recv().await?;
+        Ok(())
+    }
+}
 
 /// A job handed to a worker.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -124,6 +124,42 @@ pub(crate) async fn tokens(app: &TestApp) -> (String, String) {
     )
 }
 
+/// A job queued through another replica wakes the claims waiting on this one (issue 42 item
+/// 4): the two share the database and nothing else, and this one's claims would look at the
+/// queue again only after ten minutes.
+#[tokio::test]
+async fn a_job_queued_on_another_replica_wakes_the_claims_waiting_here() {
+    let (db, _) = crate::support::fresh_db().await;
+    let queued_on = TestApp::on(db.clone());
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let here = TestApp::on_with(db.clone(), |mut s| {
+        s.queue.settings.poll = std::time::Duration::from_secs(600);
+        s.queue.wake = wake.clone();
+        s
+    });
+    let listener = gpu_triage::storage::jobs::listen_queued(&db)
+        .await
+        .expect("listen");
+    let relay = tokio::spawn({
+        let wake = wake.clone();
+        async move { gpu_triage::app::reproduce::relay(listener, &wake).await }
+    });
+    let (ingest, worker) = tokens(&queued_on).await;
+    let woken = wake.notified();
+    tokio::pin!(woken);
+    woken.as_mut().enable();
+    let (_, job) = report_with_script(&queued_on, &ingest, ASYNC_LOG).await;
+    tokio::time::timeout(std::time::Duration::from_secs(30), woken)
+        .await
+        .expect("the job queued on the other replica woke the claims waiting here");
+    let res = here
+        .post_json(&worker, "/api/v1/jobs/claim", &claim_body("host-1", 20))
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    assert_eq!(res.json()["job_id"], job);
+    relay.abort();
+}
+
 #[tokio::test]
 async fn an_empty_queue_answers_204_after_the_wait() {
     let app = TestApp::spawn().await;

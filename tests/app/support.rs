@@ -164,6 +164,12 @@ impl TestApp {
         TestApp::with_state(db, adjust)
     }
 
+    /// The application on `db` (shared with another `TestApp`, as replicas share one
+    /// database), its state adjusted by `adjust`.
+    pub fn on_with(db: Db, adjust: impl FnOnce(AppState) -> AppState) -> TestApp {
+        TestApp::with_state(db, adjust)
+    }
+
     fn with_state(db: Db, adjust: impl FnOnce(AppState) -> AppState) -> TestApp {
         let ruleset =
             std::sync::Arc::new(gpu_triage::rules::Ruleset::builtin().expect("builtin rules"));

@@ -37,6 +37,32 @@ pub use traces::{UserFrame, combined_output, location, main_traceback, moved_sen
 
 use crate::storage::Db;
 
+/// Wakes this server's waiting claims whenever a job is queued on any replica (the database's
+/// notification, migration 0046), for as long as the server runs. While the listener cannot
+/// connect (the database is down or still starting), claims fall back to looking every
+/// [`JobSettings::poll`], and it retries at that pace.
+pub async fn relay_queued_jobs(db: Db, wake: Arc<Notify>, retry: Duration) {
+    loop {
+        match crate::storage::jobs::listen_queued(&db).await {
+            Ok(listener) => relay(listener, &wake).await,
+            Err(e) => tracing::debug!(error = %e, "job listener not connected"),
+        }
+        tokio::time::sleep(retry).await;
+    }
+}
+
+/// Wakes `wake`'s waiters on every notification `listener` receives, until it fails.
+pub async fn relay(mut listener: crate::storage::jobs::QueuedListener, wake: &Notify) {
+    loop {
+        if let Err(e) = listener.recv().await {
+            tracing::debug!(error = %e, "job listener failed; reconnecting");
+            return;
+        }
+        // Missed notifications during a reconnect are covered by the claims' own polling.
+        wake.notify_waiters();
+    }
+}
+
 /// Queue settings of the server (flags / `GPU_TRIAGE_JOB_*`).
 #[derive(Clone, Copy, Debug)]
 pub struct JobSettings {
@@ -48,8 +74,9 @@ pub struct JobSettings {
     pub max_output_bytes: usize,
     /// Longest long-poll a claim may ask for.
     pub max_wait_secs: u64,
-    /// How often a waiting claim looks at the queue again (a report queued on this server
-    /// wakes it at once; this bounds the delay for reports queued on another replica).
+    /// How often a waiting claim looks at the queue again (a job queued on any replica wakes
+    /// it at once through [`relay_queued_jobs`]; this bounds the delay while that listener is
+    /// not connected).
     pub poll: Duration,
     /// How often the background reaper runs.
     pub reaper_interval: Duration,
