@@ -62,6 +62,16 @@ impl<'a> Assembly<'a> {
         });
     }
 
+    /// Gives the file just added as `name` its uploaded size `bytes` (a stored run classified
+    /// again reads its files back scrubbed).
+    pub(super) fn keep_bytes(&mut self, name: &str, bytes: u64) {
+        if let Some(last) = self.files.last_mut()
+            && last.input.name == name
+        {
+            last.input.bytes = bytes;
+        }
+    }
+
     /// Adds file `name`: scrubbed, compressed, classified, scanned. An empty, blank or binary
     /// file is listed as skipped.
     pub(super) fn file(&mut self, name: &str, data: impl Read) -> Result<(), RunError> {
