@@ -223,5 +223,8 @@ pub fn reclassify_run(
     for s in &story.skipped {
         asm.skip(&s.name, &s.reason);
     }
-    asm.finish(run_name, meta, None)
+    // The dumps were read on upload and not kept: what they said stays.
+    let (new, mut told) = asm.finish(run_name, meta, None)?;
+    told.collectives.clone_from(&story.collectives);
+    Ok((new, told))
 }

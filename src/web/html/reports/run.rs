@@ -30,6 +30,8 @@ pub struct RunSection {
     /// Every file, in upload order.
     pub files: Vec<FileRow>,
     pub skipped: Vec<SkippedFile>,
+    /// What the ranks' flight-recorder dumps say, in a sentence; empty without.
+    pub collectives: String,
 }
 
 /// One failure on the timeline.
@@ -97,8 +99,40 @@ impl RunSection {
             consequences,
             files,
             skipped: story.skipped,
+            collectives: story
+                .collectives
+                .as_ref()
+                .map(collectives)
+                .unwrap_or_default(),
         }
     }
+}
+
+/// `Collective 5 of group 0 (gloo:all_reduce): ranks 0, 1, 3 entered it; rank 2 never did.`
+fn collectives(d: &crate::rules::run::flight::Divergence) -> String {
+    let ranks = |r: &[u32]| {
+        let list: Vec<String> = r.iter().map(ToString::to_string).collect();
+        format!(
+            "rank{} {}",
+            if r.len() == 1 { "" } else { "s" },
+            list.join(", ")
+        )
+    };
+    let mut out = format!(
+        "Collective {} of group {} ({}): {} entered it",
+        d.seq,
+        d.group,
+        d.op,
+        ranks(&d.entered)
+    );
+    if !d.missing.is_empty() {
+        out.push_str(&format!("; {} never did", ranks(&d.missing)));
+    }
+    for m in &d.mismatched {
+        out.push_str(&format!("; rank {} ran {} instead", m.rank, m.op));
+    }
+    out.push('.');
+    out
 }
 
 fn place(f: &RunFile) -> String {
@@ -313,6 +347,7 @@ mod tests {
                 gpus: Vec::new(),
             },
             skipped: Vec::new(),
+            collectives: None,
         };
         let page = RunPane::new(7, &story, &[3, 4, 5, 6, 7], None);
         let heads: Vec<(bool, &str, &str)> = page
