@@ -73,10 +73,16 @@ pub struct RunFields {
     #[serde(default)]
     #[schema(required)]
     pub action: Option<RunAction>,
-    /// Archive members left out (not text, empty), with the reason.
+    /// Archive members left out (not text, empty, flight-recorder dumps), with the reason.
     #[serde(default)]
     #[schema(required)]
     pub skipped: Vec<SkippedFile>,
+    /// From the ranks' flight-recorder dumps in the run: the first collective some ranks never
+    /// entered (group, number, operation, ranks in and out); null without dumps or when the
+    /// ranks agree.
+    #[serde(default)]
+    #[schema(required)]
+    pub collectives: Option<crate::rules::run::flight::Divergence>,
 }
 
 impl From<Option<RunStory>> for RunFields {
@@ -86,6 +92,7 @@ impl From<Option<RunStory>> for RunFields {
             first_failure: s.first_failure,
             action: Some(s.action),
             skipped: s.skipped,
+            collectives: s.collectives,
         })
     }
 }

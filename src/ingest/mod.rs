@@ -8,6 +8,7 @@ pub mod archive;
 pub mod file_scan;
 pub mod normalize;
 pub mod origin;
+pub mod pickle;
 pub mod prefix;
 pub mod scrub;
 pub mod stamp;

@@ -36,3 +36,19 @@ pub async fn get_story(
             .await?;
     Ok(row.and_then(|Json(v)| serde_json::from_value(v).ok()))
 }
+
+/// Replaces report `report_id`'s run story (a reclassification told it again).
+pub async fn update_story(
+    ex: impl PgExecutor<'_>,
+    report_id: i64,
+    story: &RunStory,
+) -> Result<(), DbError> {
+    sqlx::query("UPDATE job_runs SET action = $2, files = $3, story = $4 WHERE report_id = $1")
+        .bind(report_id)
+        .bind(story.action.kind.as_str())
+        .bind(i32::try_from(story.files.len()).unwrap_or(i32::MAX))
+        .bind(Json(story))
+        .execute(ex)
+        .await?;
+    Ok(())
+}

@@ -92,6 +92,9 @@ pub struct Reclassified {
     /// The new search document and its vocabulary words (sorted).
     pub search: super::search::Document,
     pub search_words: Vec<String>,
+    /// For a report uploaded as a run: the run's story told again over its files (its first
+    /// failure is the headline above), stored in place of the old one.
+    pub story: Option<crate::rules::run::RunStory>,
 }
 
 /// What updating one report did.
@@ -241,6 +244,9 @@ pub struct StoredLog {
     pub job_url: String,
     /// The scrubbed log, gzip-compressed (several members: decode with `MultiGzDecoder`).
     pub log_gz: Vec<u8>,
+    /// For a report uploaded as a run (migration 0043): its story as stored, which says where
+    /// each file lies in the joined log.
+    pub story: Option<Json<serde_json::Value>>,
 }
 
 /// The next reports after `after_id` that still have their log, in id order (a report whose log
@@ -249,7 +255,9 @@ pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<Stor
     let mut logs: Vec<StoredLog> = sqlx::query_as(concat!(
         "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
-        " AS log_gz FROM reports WHERE id > $1 AND log_removed_at IS NULL ORDER BY id LIMIT $2"
+        " AS log_gz, ",
+        "(SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS story",
+        " FROM reports WHERE id > $1 AND log_removed_at IS NULL ORDER BY id LIMIT $2"
     ))
     .bind(after_id)
     .bind(limit)
@@ -304,7 +312,9 @@ pub async fn reports_by_id(db: &Db, ids: &[i64]) -> Result<Vec<StoredLog>, DbErr
     let mut logs: Vec<StoredLog> = sqlx::query_as(concat!(
         "SELECT id, filename, project, branch, commit_sha, job_url, ",
         super::reports::whole_log_gz!(),
-        " AS log_gz FROM reports WHERE id = ANY($1) AND log_removed_at IS NULL ORDER BY id"
+        " AS log_gz, ",
+        "(SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS story",
+        " FROM reports WHERE id = ANY($1) AND log_removed_at IS NULL ORDER BY id"
     ))
     .bind(ids)
     .fetch_all(db.pool())
@@ -334,8 +344,9 @@ pub async fn apply(
     new: &Reclassified,
 ) -> Result<Applied, DbError> {
     let Some(row) = sqlx::query(
-        "SELECT group_id, fingerprint, classification, merged_from FROM reports \
-         WHERE id = $1 FOR UPDATE",
+        "SELECT group_id, fingerprint, classification, merged_from, \
+             (SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS story \
+         FROM reports WHERE id = $1 FOR UPDATE",
     )
     .bind(report_id)
     .fetch_optional(&mut *tx)
@@ -350,7 +361,15 @@ pub async fn apply(
     let old_c: serde_json::Value = row.try_get("classification")?;
     let new_c = serde_json::to_value(&new.classification)
         .map_err(|e| DbError::Corrupt(format!("classification does not encode: {e}")))?;
-    if old_c == new_c && old_fp == new.headline.fingerprint {
+    let old_story: Option<serde_json::Value> = row
+        .try_get::<Option<Json<serde_json::Value>>, _>("story")?
+        .map(|Json(v)| v);
+    let new_story = (new.story.as_ref())
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| DbError::Corrupt(format!("run story does not encode: {e}")))?;
+    let same_story = new_story.is_none() || new_story == old_story;
+    if old_c == new_c && old_fp == new.headline.fingerprint && same_story {
         return Ok(Applied::Unchanged);
     }
     let mut group_id = old_group;
@@ -435,6 +454,11 @@ pub async fn apply(
     .execute(&mut *tx)
     .await?;
     super::search::add_words(&mut *tx, &new.search_words).await?;
+    if let Some(story) = &new.story
+        && !same_story
+    {
+        super::job_runs::update_story(&mut *tx, report_id, story).await?;
+    }
     if group_id != old_group {
         // Counts are read from reports; a group left with no report, no fix and no report
         // retention deleted goes (a merged group stays: its URL names its target). An upload, a fix or a retention pass landing in it meanwhile

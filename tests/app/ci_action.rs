@@ -190,6 +190,56 @@ fn expand(
     out
 }
 
+/// Runs the Action's `run:` steps with bash in `work` as a runner would, `inputs` and
+/// `github` substituted into their `env:`; each must succeed.
+fn run_steps(
+    action: &Value,
+    inputs: &BTreeMap<String, String>,
+    github: &BTreeMap<&str, String>,
+    work: &Path,
+    summary: &Path,
+    github_path: &Path,
+) {
+    let steps = action["runs"]["steps"].as_array().unwrap();
+    assert!(steps.len() >= 2);
+    for step in steps {
+        let Some(run) = step["run"].as_str() else {
+            continue;
+        };
+        assert_eq!(
+            step["shell"], "bash",
+            "a composite run step names its shell"
+        );
+        // Inputs reach scripts through `env:` only, never spliced into the script text.
+        assert!(!run.contains("${{"), "{run}");
+        let mut cmd = std::process::Command::new("bash");
+        cmd.args(["--noprofile", "--norc", "-eo", "pipefail", "-c", run])
+            .current_dir(work)
+            .env_remove("GPU_TRIAGE_URL")
+            .env_remove("GPU_TRIAGE_TOKEN")
+            .env("GITHUB_STEP_SUMMARY", summary)
+            .env("GITHUB_PATH", github_path)
+            .env("GITHUB_REPOSITORY", "org/vision")
+            .env("GITHUB_SERVER_URL", "https://github.example.com")
+            .env("GITHUB_RUN_ID", "4242")
+            .env("GITHUB_SHA", "0123abcd")
+            .env("GITHUB_REF_NAME", "main")
+            .env("GITHUB_HEAD_REF", "")
+            .env("RUNNER_TEMP", work);
+        for (name, value) in step["env"].as_object().into_iter().flatten() {
+            cmd.env(name, expand(value.as_str().unwrap(), inputs, github));
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "step {}: {}{}",
+            step["name"],
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 #[test]
 fn the_github_action_uploads_the_failed_logs_and_writes_the_job_summary() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -236,44 +286,14 @@ fn the_github_action_uploads_the_failed_logs_and_writes_the_job_summary() {
         .into_iter()
         .collect();
 
-    let steps = action["runs"]["steps"].as_array().unwrap();
-    assert!(steps.len() >= 2);
-    for step in steps {
-        let Some(run) = step["run"].as_str() else {
-            continue;
-        };
-        assert_eq!(
-            step["shell"], "bash",
-            "a composite run step names its shell"
-        );
-        // Inputs reach scripts through `env:` only, never spliced into the script text.
-        assert!(!run.contains("${{"), "{run}");
-        let mut cmd = std::process::Command::new("bash");
-        cmd.args(["--noprofile", "--norc", "-eo", "pipefail", "-c", run])
-            .current_dir(work.path())
-            .env_remove("GPU_TRIAGE_URL")
-            .env_remove("GPU_TRIAGE_TOKEN")
-            .env("GITHUB_STEP_SUMMARY", &summary)
-            .env("GITHUB_PATH", &github_path)
-            .env("GITHUB_REPOSITORY", "org/vision")
-            .env("GITHUB_SERVER_URL", "https://github.example.com")
-            .env("GITHUB_RUN_ID", "4242")
-            .env("GITHUB_SHA", "0123abcd")
-            .env("GITHUB_REF_NAME", "main")
-            .env("GITHUB_HEAD_REF", "")
-            .env("RUNNER_TEMP", work.path());
-        for (name, value) in step["env"].as_object().into_iter().flatten() {
-            cmd.env(name, expand(value.as_str().unwrap(), &inputs, &github));
-        }
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "step {}: {}{}",
-            step["name"],
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    run_steps(
+        &action,
+        &inputs,
+        &github,
+        work.path(),
+        &summary,
+        &github_path,
+    );
 
     // One report, from the log the glob found, with the runner's metadata.
     let rows: Vec<(String, String, String, String, String)> = rt
@@ -301,6 +321,86 @@ fn the_github_action_uploads_the_failed_logs_and_writes_the_job_summary() {
         written.contains("**Root cause** (line 2): `IndexError: Target 10 is out of bounds.`"),
         "{written}"
     );
+    assert!(
+        written.contains(&format!("({base}/reports/1)")),
+        "{written}"
+    );
+}
+
+/// The Action given a directory (issue 41): its text files are one run, one report whose
+/// summary names the first failure and the action, with the runner's metadata.
+#[test]
+fn the_github_action_uploads_a_directory_as_one_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let action = parse_yaml(&std::fs::read_to_string(root.join("action.yml")).unwrap());
+    let declared = action["inputs"].as_object().unwrap();
+    let (rt, db, _server, base, token) = server();
+    let work = tempfile::tempdir().unwrap();
+    for (name, text) in crate::job_runs::run_files() {
+        let path = work.path().join("artifacts").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    // Not text: not part of the run.
+    std::fs::write(
+        work.path().join("artifacts/core.bin"),
+        [0u8, 159, 146, 150, 0, 1],
+    )
+    .unwrap();
+    let summary = work.path().join("step-summary.md");
+    let github_path = work.path().join("github-path");
+    let mut inputs: BTreeMap<String, String> = declared
+        .iter()
+        .map(|(k, v)| (k.clone(), v["default"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    inputs.insert("server-url".into(), base.clone());
+    inputs.insert("token".into(), token);
+    inputs.insert("logs".into(), "artifacts".into());
+    inputs.insert(
+        "gpu-triage".into(),
+        env!("CARGO_BIN_EXE_gpu-triage").to_owned(),
+    );
+    let github: BTreeMap<&str, String> = [("action_path", root.display().to_string())]
+        .into_iter()
+        .collect();
+    run_steps(
+        &action,
+        &inputs,
+        &github,
+        work.path(),
+        &summary,
+        &github_path,
+    );
+
+    let (reports, runs): (i64, i64) = rt
+        .block_on(
+            sqlx::query_as(
+                "SELECT (SELECT count(*) FROM reports), (SELECT count(*) FROM job_runs)",
+            )
+            .fetch_one(db.pool()),
+        )
+        .unwrap();
+    assert_eq!((reports, runs), (1, 1), "one directory, one run");
+    let (project, job_url, files, first): (String, String, i32, String) = rt
+        .block_on(
+            sqlx::query_as(
+                "SELECT r.project, r.job_url, j.files, j.story -> 'first_failure' ->> 'file' \
+                 FROM reports r JOIN job_runs j ON j.report_id = r.id",
+            )
+            .fetch_one(db.pool()),
+        )
+        .unwrap();
+    assert_eq!(project, "org/vision");
+    assert_eq!(
+        job_url,
+        "https://github.example.com/org/vision/actions/runs/4242"
+    );
+    let want = i32::try_from(crate::job_runs::run_files().len()).unwrap();
+    assert_eq!(files, want, "the rank logs, the journal and Slurm's output");
+    assert_eq!(first, "node-0/rank2.log");
+    let written = std::fs::read_to_string(&summary).unwrap();
+    assert!(written.contains("**Action: Fix the code**"), "{written}");
+    assert!(written.contains("node-0/rank2.log"), "{written}");
     assert!(
         written.contains(&format!("({base}/reports/1)")),
         "{written}"

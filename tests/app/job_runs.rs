@@ -4,6 +4,8 @@
 //! eight-rank FunASR log (`tests/tune/cases/1203.log`) split per rank, with the node's journal
 //! and the scheduler's output beside it; hostile archives are refused with nothing stored.
 
+mod flight;
+mod reclassify;
 mod torchrun;
 
 use std::io::Write;

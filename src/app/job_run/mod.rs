@@ -172,3 +172,59 @@ pub fn prepare_run(
     };
     asm.finish(&name, meta, script)
 }
+
+/// A stored run classified again with `ruleset` (a reclassification or a regroup): the joined
+/// log is cut back into its files where `story` says they lie, each file classified and the
+/// story told again, so the headline, first failure and group stay the first failure's, not
+/// whatever the joined text would classify as. Files keep their uploaded byte counts and the
+/// archive's skipped members stay listed. Blocking.
+pub fn reclassify_run(
+    ruleset: &Ruleset,
+    joined: impl Read,
+    story: &crate::rules::run::RunStory,
+    run_name: &str,
+    meta: Meta,
+) -> Result<
+    (
+        crate::storage::reports::NewReport,
+        crate::rules::run::RunStory,
+    ),
+    RunError,
+> {
+    use std::io::BufRead;
+    let mut asm = prepare::Assembly::new(ruleset);
+    let mut files: Vec<&crate::rules::run::RunFile> = story.files.iter().collect();
+    files.sort_by_key(|f| f.first_line);
+    let mut reader = std::io::BufReader::new(joined);
+    // 1-based number of the next line `reader` gives.
+    let mut next: u64 = 1;
+    let mut line = Vec::new();
+    for f in files {
+        while next < f.first_line {
+            line.clear();
+            if reader.read_until(b'\n', &mut line)? == 0 {
+                return Err(RunError::Io(std::io::Error::other(format!(
+                    "the stored log ends before {:?} (line {})",
+                    f.name, f.first_line
+                ))));
+            }
+            next += 1;
+        }
+        let mut text = Vec::new();
+        for _ in 0..f.lines {
+            if reader.read_until(b'\n', &mut text)? == 0 {
+                break;
+            }
+            next += 1;
+        }
+        asm.file(&f.name, &text[..])?;
+        asm.keep_bytes(&f.name, f.bytes);
+    }
+    for s in &story.skipped {
+        asm.skip(&s.name, &s.reason);
+    }
+    // The dumps were read on upload and not kept: what they said stays.
+    let (new, mut told) = asm.finish(run_name, meta, None)?;
+    told.collectives.clone_from(&story.collectives);
+    Ok((new, told))
+}

@@ -15,7 +15,7 @@ use crate::app::upload::{Meta, Needs, search_doc};
 use crate::ingest::stream::{Blocks, Scrubber};
 use crate::ingest::{self, Reject, file_scan};
 use crate::rules::run::story::{self, FileInput};
-use crate::rules::run::{RunStory, SkippedFile, attempts};
+use crate::rules::run::{RunStory, SkippedFile, attempts, flight};
 use crate::rules::{Classification, Finding, Role, Ruleset};
 use crate::storage::reports::{Headline, LogChunk, NewReport};
 
@@ -40,6 +40,8 @@ pub(super) struct Assembly<'a> {
     ruleset: &'a Ruleset,
     files: Vec<Prepared>,
     skipped: Vec<SkippedFile>,
+    /// Flight-recorder dumps among the files, by rank.
+    dumps: Vec<(u32, flight::Dump)>,
     /// Lines of the joined log so far.
     lines: u64,
 }
@@ -50,6 +52,7 @@ impl<'a> Assembly<'a> {
             ruleset,
             files: Vec::new(),
             skipped: Vec::new(),
+            dumps: Vec::new(),
             lines: 0,
         }
     }
@@ -62,11 +65,40 @@ impl<'a> Assembly<'a> {
         });
     }
 
+    /// Gives the file just added as `name` its uploaded size `bytes` (a stored run classified
+    /// again reads its files back scrubbed).
+    pub(super) fn keep_bytes(&mut self, name: &str, bytes: u64) {
+        if let Some(last) = self.files.last_mut()
+            && last.input.name == name
+        {
+            last.input.bytes = bytes;
+        }
+    }
+
     /// Adds file `name`: scrubbed, compressed, classified, scanned. An empty, blank or binary
     /// file is listed as skipped.
-    pub(super) fn file(&mut self, name: &str, data: impl Read) -> Result<(), RunError> {
+    pub(super) fn file(&mut self, name: &str, mut data: impl Read) -> Result<(), RunError> {
         let name = ingest::scrub::scrub(name).text.into_owned();
-        let mut blocks = Blocks::new(data);
+        let mut head = Vec::with_capacity(2);
+        (&mut data).take(2).read_to_end(&mut head)?;
+        if ingest::pickle::looks_like(&head) {
+            // A flight-recorder dump (a pickle) is read for the collectives, not shown as text.
+            let mut whole = head;
+            let cap = ingest::pickle::MAX_BYTES as u64 + 1;
+            data.take(cap).read_to_end(&mut whole)?;
+            let dump = flight::Dump::read(&whole);
+            let reason = match (dump, flight::rank_of(&name)) {
+                (Ok(dump), Some(rank)) => {
+                    self.dumps.push((rank, dump));
+                    "flight-recorder dump, read for the collectives"
+                }
+                (Ok(_), None) => "flight-recorder dump without a rank in its name",
+                (Err(_), _) => "not text",
+            };
+            self.skip(&name, reason);
+            return Ok(());
+        }
+        let mut blocks = Blocks::new(std::io::Cursor::new(head).chain(data));
         let mut scrubber = Scrubber::default();
         let mut sha = Sha256::new();
         let mut gz = ChunkWriter::default();
@@ -172,7 +204,8 @@ impl<'a> Assembly<'a> {
             .iter()
             .map(|f| (f.name.clone(), f.first_line, f.classification.clone()))
             .collect();
-        let story = story::tell(inputs, self.skipped);
+        let mut story = story::tell(inputs, self.skipped);
+        story.collectives = flight::diverged(&self.dumps);
         let first = story
             .files
             .iter()

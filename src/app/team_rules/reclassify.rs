@@ -228,6 +228,16 @@ fn classify_batch(ruleset: &Ruleset, batch: Vec<StoredLog>) -> Vec<(i64, Reclass
     batch
         .into_iter()
         .filter_map(|r| {
+            if let Some(story) = &r.story {
+                // A run is classified file by file, its story told again (issue 41).
+                return match run_columns(ruleset, &r, story) {
+                    Ok(update) => Some((r.id, update)),
+                    Err(e) => {
+                        tracing::warn!(report = r.id, error = %e, "stored run unreadable; left as is");
+                        None
+                    }
+                };
+            }
             let reader = flate2::read::MultiGzDecoder::new(&r.log_gz[..]).take(MAX_LOG_BYTES);
             match ruleset
                 .classify_reader(&r.filename, reader)
@@ -242,6 +252,36 @@ fn classify_batch(ruleset: &Ruleset, batch: Vec<StoredLog>) -> Vec<(i64, Reclass
             }
         })
         .collect()
+}
+
+/// A stored run's new columns: its files cut out of the joined log and its story told again
+/// ([`crate::app::job_run::reclassify_run`]), so its headline and group stay its first
+/// failure's.
+fn run_columns(
+    ruleset: &Ruleset,
+    r: &StoredLog,
+    story: &sqlx::types::Json<serde_json::Value>,
+) -> Result<Reclassified, String> {
+    let story: crate::rules::run::RunStory =
+        serde_json::from_value(story.0.clone()).map_err(|e| format!("its story: {e}"))?;
+    let meta = crate::app::upload::Meta {
+        project: r.project.clone(),
+        job_url: r.job_url.clone(),
+        commit: r.commit_sha.clone(),
+        branch: r.branch.clone(),
+        ..Default::default()
+    };
+    let reader = flate2::read::MultiGzDecoder::new(&r.log_gz[..]).take(MAX_LOG_BYTES);
+    let (new, story) =
+        crate::app::job_run::reclassify_run(ruleset, reader, &story, &r.filename, meta)
+            .map_err(|e| e.to_string())?;
+    Ok(Reclassified {
+        headline: new.headline,
+        classification: new.classification,
+        search: new.search,
+        search_words: new.search_words,
+        story: Some(story),
+    })
 }
 
 /// The classification as report columns, and the search document read from the log (a second
@@ -265,6 +305,7 @@ fn columns(c: &Classification, r: &StoredLog) -> std::io::Result<Reclassified> {
         classification: c.clone(),
         search_words: search_doc::words(&search),
         search,
+        story: None,
     })
 }
 

@@ -233,7 +233,7 @@ impl<F: FnMut(&str, &mut dyn Read) -> io::Result<()>> Walk<F> {
         });
     }
 
-    /// Sniffs a file member's start and hands it to the visitor when it is text.
+    /// Sniffs a file member's start and hands it to the visitor when it is text or a pickle.
     fn member(&mut self, name: &str, data: &mut dyn Read) -> Result<(), ArchiveError> {
         let mut head = Vec::with_capacity(SNIFF);
         data.take(SNIFF as u64)
@@ -243,7 +243,8 @@ impl<F: FnMut(&str, &mut dyn Read) -> io::Result<()>> Walk<F> {
             self.skip(name, "empty");
             return Ok(());
         }
-        if looks_binary(&head) {
+        // A flight-recorder dump (a pickle) goes to the visitor, which reads it as one.
+        if looks_binary(&head) && !super::pickle::looks_like(&head) {
             self.skip(name, "not text");
             return Ok(());
         }

@@ -7,6 +7,7 @@
 
 pub mod action;
 pub mod attempts;
+pub mod flight;
 pub mod story;
 
 use serde::{Deserialize, Serialize};
@@ -27,6 +28,11 @@ pub struct RunStory {
     /// Members of an uploaded archive that were left out (not text, empty), with the reason.
     #[serde(default)]
     pub skipped: Vec<SkippedFile>,
+    /// Where the ranks' flight-recorder dumps uploaded with the run part: the first
+    /// collective some ranks never entered; null without dumps or when they agree.
+    #[serde(default)]
+    #[schema(required)]
+    pub collectives: Option<flight::Divergence>,
 }
 
 /// One file of a run.

@@ -168,6 +168,7 @@ pub fn tell(files: Vec<FileInput>, skipped: Vec<SkippedFile>) -> RunStory {
         first_failure,
         action,
         skipped,
+        collectives: None,
     }
 }
 

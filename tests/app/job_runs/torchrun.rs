@@ -33,7 +33,7 @@ print("done", flush=True)
 
 /// The interpreter with PyTorch, or `None` (skip) where this machine has none and CI does not
 /// require it.
-fn torch_python() -> Option<PathBuf> {
+pub(super) fn torch_python() -> Option<PathBuf> {
     let found = std::env::var_os("GPU_TRIAGE_TORCH_PYTHON")
         .map(PathBuf::from)
         .filter(|p| p.is_file());

@@ -36,6 +36,7 @@ fn moved_to(fingerprint: &str, category: &str) -> Reclassified {
             ..Default::default()
         },
         search_words: vec!["failed".into(), "mykernel".into()],
+        story: None,
     }
 }
 

@@ -538,6 +538,7 @@ async fn a_triaged_group_emptied_by_reclassification_keeps_its_state_and_history
             ..Default::default()
         },
         search_words: vec!["moved".into()],
+        story: None,
     };
     for r in [report, other_report] {
         let applied = gpu_triage::app::team_rules::reclassify::apply(&app.db, r, &moved)

@@ -14,7 +14,7 @@ use super::super::repro::{self, ReproSection};
 use super::super::repro_status::{JobStatus, StatusContext};
 use super::findings::{FindingGroup, fact_rows, fold_findings, steps_beside_warning};
 use super::pane::{self, LogMode};
-use super::run::RunSection;
+use super::run::{RunPane, RunSection};
 use crate::app::reports::{self, KnownFix, LogRemoval, ReportContext, ReportView, WindowRequest};
 use crate::app::similar::SimilarGroup;
 use crate::app::triage::Fix;
@@ -78,6 +78,9 @@ pub struct ReportPage {
     repro: ReproSection,
     /// For a run of files: the action, first failure, timeline and files.
     run: Option<RunSection>,
+    /// For a run of files: the file of each line the log pane shows, and a find's matches per
+    /// file (empty otherwise).
+    run_pane: RunPane,
 }
 
 /// The "Fixed before" banner: the report's own group's fix and its link text naming the
@@ -149,6 +152,14 @@ impl ReportPage {
             .map(|f| f.line)
             .collect();
         let (log_mode, log) = pane::draw(id, pane, total_lines, &highlight);
+        let run_pane = run.as_ref().map_or_else(RunPane::default, |story| {
+            let shown: Vec<usize> = log.lines.iter().map(|l| l.number).collect();
+            let needle = match &log_mode {
+                LogMode::Find { needle, .. } => Some(needle.as_str()),
+                LogMode::Page | LogMode::Findings => None,
+            };
+            RunPane::new(id, story, &shown, needle)
+        });
         let can_write = user.require(&[Scope::Ingest, Scope::Admin]).is_ok();
         let layout = Layout::for_user(Some(user));
         let status = workers_seen.as_ref().map(|seen| StatusContext {
@@ -213,6 +224,7 @@ impl ReportPage {
             script: r.script,
             repro,
             run: run.map(RunSection::new),
+            run_pane,
         }
     }
 }
