@@ -313,9 +313,10 @@ fn deciding_versions(line: &str) -> Vec<&str> {
 /// the build, so it says which build failed where the log prints no version (TensorFlow 1.13's
 /// and jaxlib 0.4's cuDNN handle failures are fixed in different builds).
 fn library_site(prefix: &str) -> Option<String> {
+    // The last site before the message: scanned from the end.
     prefix
-        .split(|c: char| c.is_whitespace() || "[](),".contains(c))
-        .filter_map(|token| {
+        .rsplit(|c: char| c.is_whitespace() || "[](),".contains(c))
+        .find_map(|token| {
             let (path, line) = token.rsplit_once(':')?;
             let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
             let (_, ext) = file.rsplit_once('.')?;
@@ -324,7 +325,6 @@ fn library_site(prefix: &str) -> Option<String> {
                 !line.is_empty() && line.len() <= 6 && line.bytes().all(|b| b.is_ascii_digit());
             (source && number).then(|| format!("{file}:{line}"))
         })
-        .last()
 }
 
 /// Messages whose fix depends on the GPU's architecture: a build without kernels for it
