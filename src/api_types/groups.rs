@@ -267,6 +267,10 @@ pub struct GroupListItem {
     /// The distributed ranks their logs name, ascending, at most eight.
     #[serde(default)]
     pub ranks: Vec<u32>,
+    /// The hosts their root-cause lines come from (the `failing_host` fact: `node-7`), most
+    /// frequent first, at most eight.
+    #[serde(default)]
+    pub hosts: Vec<String>,
 }
 
 /// `GET /api/v1/groups` response: one page of groups and where the next begins.

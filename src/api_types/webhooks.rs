@@ -16,6 +16,9 @@ pub enum EventKind {
     NewGroup,
     /// A failure came back (see `app::webhooks::event::is_regression`).
     Regression,
+    /// A group ignored until it happened N more times (or again) got the last of them and
+    /// reopened by itself.
+    Reopened,
     /// A reproduction job ended: a result was recorded, or the job gave up (`dead`).
     ReproductionFinished,
     /// A team rule was created, changed, turned on or off, deleted or imported.
@@ -26,9 +29,10 @@ pub enum EventKind {
 
 impl EventKind {
     /// The kinds an endpoint may subscribe to.
-    pub const SUBSCRIBABLE: [EventKind; 4] = [
+    pub const SUBSCRIBABLE: [EventKind; 5] = [
         EventKind::NewGroup,
         EventKind::Regression,
+        EventKind::Reopened,
         EventKind::ReproductionFinished,
         EventKind::RuleSaved,
     ];
@@ -39,6 +43,7 @@ impl EventKind {
         match self {
             EventKind::NewGroup => "new_group",
             EventKind::Regression => "regression",
+            EventKind::Reopened => "reopened",
             EventKind::ReproductionFinished => "reproduction_finished",
             EventKind::RuleSaved => "rule_saved",
             EventKind::Test => "test",
@@ -60,6 +65,7 @@ impl EventKind {
         match self {
             EventKind::NewGroup => "a failure never seen before (new group)",
             EventKind::Regression => "a failure that was fixed before came back",
+            EventKind::Reopened => "an ignored failure came back as often as allowed (reopened)",
             EventKind::ReproductionFinished => "a reproduction finished",
             EventKind::RuleSaved => "a team rule was saved or deleted",
             EventKind::Test => "a test delivery",
@@ -316,7 +322,8 @@ impl std::fmt::Display for DeliveryState {
 #[serde(deny_unknown_fields)]
 pub struct EndpointRequest {
     pub url: Option<String>,
-    /// Event names: `new_group`, `regression`, `reproduction_finished`, `rule_saved`.
+    /// Event names: `new_group`, `regression`, `reopened`, `reproduction_finished`,
+    /// `rule_saved`.
     pub events: Option<Vec<String>>,
     /// `json` (default) or `slack`.
     pub format: Option<String>,

@@ -34,8 +34,11 @@ pub use facts::Facts;
 /// program's failure also by its own frames, an environment's by its facts (issue 39); 3:
 /// Rich-traceback frames and C++ raise sites count as frames, cuDNN/cuBLAS run-time statuses
 /// are the program's, and the index of a dimension stays in the failure line; 4: a log no rule
-/// matched by the line the locator found in it (issue 40).
-pub const GROUPING_SCHEME: i32 = 4;
+/// matched by the line the locator found in it (issue 40); 5: a program's failure whose whole
+/// log is the library's sentence alone by that log's own text, a matrix product's mismatch by
+/// the layer's sizes, an environment's failure whose fix depends on a GPU architecture the log
+/// does not name by the code that met it, a library's by the source site it printed from.
+pub const GROUPING_SCHEME: i32 = 5;
 
 /// The shipped ruleset, embedded in the binary: the PyTorch/CUDA/NCCL core, the failures outside
 /// the GPU taxonomy, contexts and category advice in `builtin.toml`, then one file per further

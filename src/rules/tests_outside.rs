@@ -142,11 +142,13 @@ fn a_gpu_rule_still_outranks_every_fallback() {
 
 #[test]
 fn recurring_non_gpu_failures_share_a_fingerprint() {
+    // Each run's log holds a line of the job's own (a log that is the failure's sentence alone
+    // joins only copies of itself: grouping scheme 5, `tests_variants`).
     let a = classify(
-        "[100.1] Out of memory: Killed process 698405 (python) total-vm:49978204kB, anon-rss:12918388kB\n",
+        "python train.py --config big.yaml\n[100.1] Out of memory: Killed process 698405 (python) total-vm:49978204kB, anon-rss:12918388kB\n",
     );
     let b = classify(
-        "[900.7] Out of memory: Killed process 1234 (python) total-vm:51234567kB, anon-rss:13000001kB\n",
+        "python train.py --config big.yaml\n[900.7] Out of memory: Killed process 1234 (python) total-vm:51234567kB, anon-rss:13000001kB\n",
     );
     let other = classify("OSError: [Errno 28] No space left on device: '/ckpt/a.pt'\n");
     assert_eq!(a.fingerprint, b.fingerprint);

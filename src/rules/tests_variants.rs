@@ -381,3 +381,110 @@ fn library_statuses_at_run_time_group_by_the_programs_frames() {
         assert_eq!(rule.spec.failure_kind(), spec::FailureKind::Program, "{id}");
     }
 }
+
+/// A log that is the library's sentence alone (no frame, no code line, nothing the program
+/// printed) is no evidence of which program failed: it joins only copies of itself, not
+/// another program's paste of the same sentence, while the same sentence after a line of the
+/// program's own output is keyed by the sentence and stays one group over re-runs (the
+/// broadcast variants above). Grouping scheme 5.
+#[test]
+fn a_log_that_is_the_library_sentence_alone_joins_only_its_copies() {
+    let fp = |log: &str| RULES.classify_bytes("-", log.as_bytes()).fingerprint;
+    let advice = "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n\
+                  For debugging consider passing CUDA_LAUNCH_BLOCKING=1.\n";
+    let bare =
+        format!("RuntimeError: CUDA error: an illegal memory access was encountered\n{advice}");
+    let pasted = format!(
+        "```\nRuntimeError: CUDA error: an illegal memory access was encountered\n{advice}\
+         Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n```\n"
+    );
+    let with_code = format!(
+        "    grad = grads[rank].clone().detach()\n\
+         RuntimeError: CUDA error: an illegal memory access was encountered\n{advice}"
+    );
+    assert_eq!(fp(&bare), fp(&bare.clone()));
+    assert_ne!(
+        fp(&bare),
+        fp(&pasted),
+        "two pastes of the bare sentence joined"
+    );
+    assert_ne!(fp(&bare), fp(&with_code));
+    // The same sentence with a code line: keyed by the sentence and not by the log's text,
+    // so a re-run with other numbers around it is the same group.
+    let rerun = with_code.replace("grads[rank]", "grads[rank]   ");
+    assert_eq!(
+        RULES.classify_bytes("-", rerun.as_bytes()).signature,
+        RULES.classify_bytes("-", with_code.as_bytes()).signature
+    );
+    // Repeated asserts of one kernel, every thread's line, are the library alone too.
+    let asserts = |block: u32| {
+        (0..4)
+            .map(|t| format!("/opt/conda/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [{block},0,0], thread: [{t},0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"))
+            .collect::<String>()
+    };
+    let c = RULES.classify_bytes("-", asserts(31).as_bytes());
+    assert!(c.root_cause.is_some());
+    assert_ne!(c.fingerprint, fp(&format!("```\n{}```\n", asserts(5))));
+}
+
+/// A matrix product's mismatch without a stack is keyed by the layer's sizes: another batch
+/// is the same group, another layer another (`F.linear` is every program's code line).
+#[test]
+fn a_matmul_mismatch_keeps_the_layers_sizes_and_drops_the_batch() {
+    let log = |rows: u32, inner: u32, out: u32| {
+        format!(
+            "step 3 of epoch 1\n    return F.linear(input, self.weight, self.bias)\n\
+             RuntimeError: mat1 and mat2 shapes cannot be multiplied ({rows}x{inner} and {out}x{out})\n"
+        )
+    };
+    let fp = |log: String| RULES.classify_bytes("-", log.as_bytes()).fingerprint;
+    assert_eq!(fp(log(2112, 1000, 96)), fp(log(64, 1000, 96)));
+    assert_ne!(fp(log(2112, 1000, 96)), fp(log(64, 768, 1152)));
+}
+
+/// A missing kernel image's fix depends on the GPU's architecture: named (`sm_86`), every
+/// program that met it joins; not named, the code that met it keys it, so two programs on
+/// unnamed GPUs are two groups and one program re-run is one.
+#[test]
+fn an_unnamed_architecture_is_no_reason_to_join() {
+    let log = |file: &str, line: u32, arch: &str| {
+        format!(
+            "{arch}Traceback (most recent call last):\n  \
+             File \"/srv/{file}\", line {line}, in train\n    model.cuda()\n\
+             RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+        )
+    };
+    let named = "UserWarning: NVIDIA A40 with CUDA capability sm_86 is not compatible with the current PyTorch installation.\n";
+    let fp = |log: String| RULES.classify_bytes("-", log.as_bytes()).fingerprint;
+    assert_eq!(
+        fp(log("pretrain.py", 40, "")),
+        fp(log("pretrain.py", 52, ""))
+    );
+    assert_ne!(fp(log("pretrain.py", 40, "")), fp(log("webui.py", 40, "")));
+    let c = RULES.classify_bytes("-", log("pretrain.py", 40, named).as_bytes());
+    assert_eq!(c.facts.arch.as_deref(), Some("sm_86"), "{:?}", c.facts);
+    assert_eq!(
+        fp(log("pretrain.py", 40, named)),
+        fp(log("webui.py", 40, named))
+    );
+}
+
+/// A library's failure is keyed by the source site that printed it where no version is
+/// printed: one build's cuDNN handle failure re-run is one group, another build's another.
+#[test]
+fn a_library_failure_keeps_the_site_it_was_printed_from() {
+    let log = |at: &str, site: &str| {
+        format!(
+            "{at}: E tensorflow/stream_executor/cuda/{site}] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR\n"
+        )
+    };
+    let fp = |log: String| RULES.classify_bytes("-", log.as_bytes()).fingerprint;
+    assert_eq!(
+        fp(log("2019-05-08 02:09:42.922192", "cuda_dnn.cc:334")),
+        fp(log("2020-01-01 10:00:00.000001", "cuda_dnn.cc:334"))
+    );
+    assert_ne!(
+        fp(log("2019-05-08 02:09:42.922192", "cuda_dnn.cc:334")),
+        fp(log("2019-05-08 02:09:42.922192", "cuda_dnn.cc:535"))
+    );
+}

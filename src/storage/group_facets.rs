@@ -1,7 +1,7 @@
 //! What tells look-alike groups apart in the group list (issue 39 item 4): for each group of a
 //! page, the projects its reports come from, the framework their logs name, the short
-//! environment labels they were uploaded with (`ci-a100`, `node-7`: where they ran) and the
-//! distributed ranks their facts name. Read for one page of groups in one statement, from each
+//! environment labels they were uploaded with (`ci-a100`, `node-7`: where they ran), the
+//! distributed ranks their facts name and the hosts their root-cause lines come from. Read for one page of groups in one statement, from each
 //! group's newest reports only, so a group of a million reports costs what one of a hundred
 //! does. Policy (how many values a row shows) lives in `app::group_triage`.
 
@@ -31,6 +31,9 @@ pub struct Facets {
     /// Ranks in ascending order (the most frequent eight).
     pub ranks: Vec<u32>,
     pub ranks_total: i64,
+    /// The hosts the root-cause lines come from (the `failing_host` fact), most frequent first.
+    pub hosts: Vec<String>,
+    pub hosts_total: i64,
 }
 
 /// The facets of groups `ids`, by group id (a group without reports is missing).
@@ -53,7 +56,10 @@ pub async fn facets(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<HashMap<i64,
              SELECT group_id, 'rank', k.value FROM recent \
              CROSS JOIN LATERAL jsonb_array_elements_text( \
                  CASE WHEN jsonb_typeof(classification -> 'facts' -> 'ranks') = 'array' \
-                      THEN classification -> 'facts' -> 'ranks' ELSE '[]'::jsonb END) k), \
+                      THEN classification -> 'facts' -> 'ranks' ELSE '[]'::jsonb END) k \
+             UNION ALL \
+             SELECT group_id, 'host', btrim(classification -> 'facts' ->> 'failing_host') \
+             FROM recent), \
          counted AS ( \
              SELECT group_id, tag, left(value, 200) AS value, \
                  row_number() OVER (PARTITION BY group_id, tag \
@@ -78,6 +84,10 @@ pub async fn facets(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<HashMap<i64,
                 f.projects_total = total;
             }
             "framework" => f.frameworks.push(value),
+            "host" => {
+                f.hosts.push(value);
+                f.hosts_total = total;
+            }
             "environment" => {
                 f.environments.push(value);
                 f.environments_total = total;

@@ -297,7 +297,8 @@ fn the_smaller_portal_items_work_in_a_real_browser() {
     let log = "Epoch 1:  45%|████▌     | 45/100 [00:10<00:12, 4.50it/s]torch.OutOfMemoryError: \
                CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 \
                GiB of which 1.20 GiB is free.\n";
-    let report = s.paste(log);
+    // A line of the run's own: a log that is the library's sentence alone joins only its copies.
+    let report = s.paste(&format!("run 1\n{log}"));
     let root = d.text("#root-cause");
     assert!(root.starts_with("torch.OutOfMemoryError"), "{root}");
 

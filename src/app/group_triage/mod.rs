@@ -292,27 +292,30 @@ pub async fn list(
 /// resolved group from a build that should contain the fix makes the group regressed; one from
 /// an older build is recorded in its history and leaves it resolved; a group ignored until more
 /// reports counts this one, and the last of them reopens it (as open). Open, regressed and
-/// other ignored groups are left as they are. Returns whether the group became regressed.
+/// other ignored groups are left as they are. Says what changed, for the upload's events.
 #[tracing::instrument(name = "group_triage::after_upload", skip_all, fields(report_id = report_id, group_id = group_id))]
 pub(crate) async fn after_upload(
     tx: &mut PgConnection,
     report_id: i64,
     group_id: i64,
-) -> Result<bool, Error> {
+) -> Result<AfterUpload, Error> {
     // Only a group that can change here is locked (uploads of an open group do not queue
     // behind each other). A change that is resolving the group but has not committed is not
     // waited for: this upload then comes before it, as if it had committed first, and the
     // history stays a chain either way.
     let resolved = match store::lock_if_watched(tx, group_id).await? {
-        None => return Ok(false),
+        None => return Ok(AfterUpload::default()),
         Some(Watched::Resolved(resolved)) => resolved,
         Some(Watched::IgnoredFor(left)) => {
-            after_ignored_upload(tx, report_id, group_id, left).await?;
-            return Ok(false);
+            let reopened = after_ignored_upload(tx, report_id, group_id, left).await?;
+            return Ok(AfterUpload {
+                regressed: false,
+                reopened,
+            });
         }
     };
     let Some(build) = store::report_build(&mut *tx, report_id).await? else {
-        return Ok(false);
+        return Ok(AfterUpload::default());
     };
     // A stored `resolved_in` was checked when it was set; one this build cannot read names
     // nothing it can compare.
@@ -363,19 +366,35 @@ pub(crate) async fn after_upload(
         },
     )
     .await?;
-    Ok(matches!(verdict, Verdict::Regressed(_)))
+    Ok(AfterUpload {
+        regressed: matches!(verdict, Verdict::Regressed(_)),
+        reopened: false,
+    })
+}
+
+/// What the triage rules did with an upload's group ([`after_upload`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct AfterUpload {
+    /// The resolved group became regressed.
+    pub regressed: bool,
+    /// The upload was the last report an ignore waited for: the group reopened by itself.
+    pub reopened: bool,
 }
 
 /// A report in a group ignored until `left` more reports (its row locked): one fewer to come,
 /// or with the last of them the group reopens, recorded in its history as the service's change.
+/// Returns whether it reopened.
 async fn after_ignored_upload(
     tx: &mut PgConnection,
     report_id: i64,
     group_id: i64,
     left: i32,
-) -> Result<(), Error> {
+) -> Result<bool, Error> {
     match regression::after_ignore(left) {
-        IgnoreStep::Wait(left) => store::set_ignore_left(&mut *tx, group_id, left).await?,
+        IgnoreStep::Wait(left) => {
+            store::set_ignore_left(&mut *tx, group_id, left).await?;
+            Ok(false)
+        }
         IgnoreStep::Reopen(why) => {
             let at = store::change_moment(&mut *tx, group_id).await?;
             store::reopen_ignored(&mut *tx, group_id, at).await?;
@@ -393,9 +412,9 @@ async fn after_ignored_upload(
                 },
             )
             .await?;
+            Ok(true)
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -423,10 +423,10 @@ async fn store_report(
     };
     span.record("report_id", stored.report_id);
     span.record("group_id", stored.group_id);
-    let regressed = if !stored.duplicate && !stored.replayed {
+    let after = if !stored.duplicate && !stored.replayed {
         super::group_triage::after_upload(&mut tx, stored.report_id, stored.group_id).await?
     } else {
-        false
+        super::group_triage::AfterUpload::default()
     };
     let classification = if stored.duplicate || stored.replayed {
         // The stored report's own classification (the first upload's), not this request's.
@@ -451,7 +451,8 @@ async fn store_report(
     let outcome = UploadOutcome {
         new_report: !stored.duplicate && !stored.replayed,
         new_group: stored.new_group,
-        regressed,
+        regressed: after.regressed,
+        reopened: after.reopened,
     };
     let mut report = report_facts(
         stored.report_id,
@@ -474,7 +475,8 @@ async fn store_report(
     tracing::info!(
         new_report = outcome.new_report,
         new_group = outcome.new_group,
-        regressed,
+        regressed = outcome.regressed,
+        reopened = outcome.reopened,
         duplicate = stored.duplicate,
         replayed = stored.replayed,
         job_id = stored.job.as_ref().map(|j| j.job_id),

@@ -19,6 +19,9 @@ pub struct UploadOutcome {
     /// The upload moved its group from resolved to regressed (the triage regression rule,
     /// `app::group_triage::after_upload`).
     pub regressed: bool,
+    /// The upload was the last report an ignore waited for: its group reopened by itself
+    /// (`app::group_triage::after_upload`).
+    pub reopened: bool,
 }
 
 /// Whether an upload is a regression: a new report that moved its resolved group to
@@ -29,7 +32,8 @@ pub fn is_regression(upload: UploadOutcome) -> bool {
 }
 
 /// The events an upload causes: `new_group` when it created the group, `regression` per
-/// [`is_regression`]; none for a duplicate or a replay.
+/// [`is_regression`], `reopened` when it ended an ignore that waited for N more reports; none
+/// for a duplicate or a replay.
 #[must_use]
 pub fn upload_events(
     upload: UploadOutcome,
@@ -42,6 +46,8 @@ pub fn upload_events(
         EventKind::NewGroup
     } else if is_regression(upload) {
         EventKind::Regression
+    } else if upload.new_report && upload.reopened {
+        EventKind::Reopened
     } else {
         return Vec::new();
     };
@@ -163,9 +169,36 @@ mod tests {
                 new_report,
                 new_group,
                 regressed,
+                reopened: false,
             };
             assert_eq!(is_regression(outcome), want, "{outcome:?}");
         }
+    }
+
+    #[test]
+    fn a_new_report_that_ended_an_ignore_announces_the_reopening() {
+        let rules = crate::rules::Ruleset::builtin().expect("builtin ruleset");
+        let classification =
+            rules.classify_bytes("-", b"step 1\nRuntimeError: CUDA error: out of memory\n");
+        let kinds = |new_report: bool, reopened: bool| {
+            let outcome = UploadOutcome {
+                new_report,
+                new_group: false,
+                regressed: false,
+                reopened,
+            };
+            let report = report_facts(1, ("p", "", "", ""), &classification);
+            upload_events(outcome, report, 2, None, None)
+                .iter()
+                .map(|e| e.event)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(true, true), [EventKind::Reopened]);
+        assert!(kinds(true, false).is_empty());
+        assert!(
+            kinds(false, true).is_empty(),
+            "a duplicate announces nothing"
+        );
     }
 
     #[test]

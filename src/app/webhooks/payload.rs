@@ -110,6 +110,7 @@ pub fn summary(event: &Event) -> String {
                 .unwrap_or_default();
             format!("Regression{project}: {headline}{fix}")
         }
+        EventKind::Reopened => format!("Reopened{project} (was ignored): {headline}"),
         EventKind::ReproductionFinished => {
             let id = event.report.as_ref().map_or(0, |r| r.id);
             match &event.reproduction {
@@ -292,6 +293,7 @@ mod tests {
                 new_report: true,
                 new_group: true,
                 regressed: false,
+                reopened: false,
             },
             report,
             7,

@@ -12,7 +12,10 @@ use std::io::Read;
 pub use signature::culprit;
 
 use captures::{captures_with_wrap, context_settled, named};
-use signature::{environment_fingerprint, fingerprint, signature};
+use signature::{
+    environment_fingerprint, fingerprint, log_identity, names_nothing_else, signature,
+    undecided_environment,
+};
 
 use super::compile::PatternId;
 use super::locator::LOCATOR_RULE;
@@ -423,11 +426,43 @@ impl Ruleset {
             ),
             (None, None, None) => (0, String::new()),
         };
-        let signature = signature(&anchor_text, frames.iter().chain(&tail_frames), anchor);
+        let (signature, framed) =
+            signature(&anchor_text, frames.iter().chain(&tail_frames), anchor);
+        // What keys the failure in the code: its signature, and where the signature is the
+        // library's sentence alone because the whole log says nothing else (no frame, no code
+        // line, no file, no output of the program's), the log's own text: a generic sentence
+        // is no evidence that two programs failed alike (issue 39).
+        let tail: Vec<(usize, std::borrow::Cow<'_, str>)> = (scanned.tail.iter())
+            .map(|(n, t)| (*n, String::from_utf8_lossy(t)))
+            .collect();
+        let whole_log = tail.first().is_none_or(|(n, _)| *n == 1);
+        let matched: Vec<usize> = hits.iter().map(|h| h.line).collect();
+        let bare = !framed
+            && root.is_some()
+            && whole_log
+            && names_nothing_else(
+                tail.iter().map(|(n, t)| (*n, t.as_ref())),
+                &matched,
+                &anchor_text,
+            );
+        let code_key = if bare {
+            let own = log_identity(tail.iter().map(|(_, t)| t.as_ref()));
+            format!("{signature}\0log {own}")
+        } else {
+            signature.clone()
+        };
         let fingerprint = if let Some(r) = root {
             let rule = &self.rules[r.rule].spec;
             match rule.failure_kind() {
-                FailureKind::Program => fingerprint(rule.category, &rule.id, &signature),
+                FailureKind::Program => fingerprint(rule.category, &rule.id, &code_key),
+                // The environment fact that decides the fix is not in the log (a missing
+                // kernel image on an unnamed GPU): whose fix applies is unknown, and unknown
+                // is no reason to join, so the failure is keyed by the code that met it.
+                FailureKind::Environment
+                    if undecided_environment(&r.text, facts.arch.as_deref()) =>
+                {
+                    fingerprint(rule.category, &rule.id, &code_key)
+                }
                 FailureKind::Environment => {
                     let regex = self.rules[r.rule].m.regex();
                     // The sentence the rule's message starts: what the library said, without

@@ -62,6 +62,7 @@ pub async fn list_groups(
                 frameworks: l.facets.frameworks,
                 environments: l.facets.environments,
                 ranks: l.facets.ranks,
+                hosts: l.facets.hosts,
             })
             .collect(),
         page: found.page,

@@ -49,18 +49,24 @@ fn some_of(values: &[String], total: i64) -> String {
     out
 }
 
-/// Ranks as a row names them: `ranks 0, 3` (`+N` more).
+/// Hosts and ranks as a row names them: `hosts node-7, node-3 · ranks 0, 3` (`+N` more).
 fn ranks_of(facets: &Facets) -> String {
-    if facets.ranks.is_empty() {
-        return String::new();
-    }
-    let ranks: Vec<String> = facets.ranks.iter().map(u32::to_string).collect();
-    let word = if facets.ranks_total == 1 {
-        "rank"
-    } else {
-        "ranks"
+    let named = |values: &[String], total: i64, one: &str, many: &str| {
+        if values.is_empty() {
+            return None;
+        }
+        let word = if total == 1 { one } else { many };
+        Some(format!("{word} {}", some_of(values, total)))
     };
-    format!("{word} {}", some_of(&ranks, facets.ranks_total))
+    let ranks: Vec<String> = facets.ranks.iter().map(u32::to_string).collect();
+    let parts: Vec<String> = [
+        named(&facets.hosts, facets.hosts_total, "host", "hosts"),
+        named(&ranks, facets.ranks_total, "rank", "ranks"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    parts.join(" · ")
 }
 
 /// A group in the list.
@@ -72,8 +78,8 @@ pub struct GroupRow {
     pub culprit: Option<String>,
     /// The root-cause line as the row shows it (whole up to 300 characters), or empty.
     pub root_line: String,
-    /// Where its reports come from: projects, frameworks, environments, ranks (each empty
-    /// when its reports name none).
+    /// Where its reports come from: projects, frameworks, environments, hosts and ranks (each
+    /// empty when its reports name none).
     pub projects: String,
     pub frameworks: String,
     pub environments: String,
@@ -445,6 +451,12 @@ mod tests {
             ..Facets::default()
         };
         assert_eq!(ranks_of(&one), "rank 7");
+        let hosts = Facets {
+            hosts: vec!["node-7".into(), "node-3".into()],
+            hosts_total: 2,
+            ..one
+        };
+        assert_eq!(ranks_of(&hosts), "hosts node-7, node-3 · rank 7");
         assert_eq!(ranks_of(&Facets::default()), "");
         assert_eq!(some_of(&["a".into(), "b".into()], 2), "a, b");
     }

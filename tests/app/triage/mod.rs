@@ -18,6 +18,7 @@ mod merge;
 mod merge_portal;
 mod portal;
 mod regression;
+mod reopened;
 mod tracker;
 mod unmerge;
 

@@ -1,6 +1,6 @@
 //! The group list as an issue tracker (issue 39 item 4): the unresolved groups by default, any
 //! state when asked, and on each row what tells look-alikes apart (the program's own frame,
-//! projects, frameworks, environments, ranks), in the API and the portal alike.
+//! projects, frameworks, environments, hosts and ranks), in the API and the portal alike.
 
 use axum::http::StatusCode;
 use gpu_triage::auth::Scope;
@@ -296,4 +296,48 @@ async fn the_list_changes_the_ticked_groups_in_one_form_and_its_notice_undoes_th
     ];
     let res = crate::browse::post_form(&app, &r, "/groups/bulk", &fields, None).await;
     assert_eq!(res.status, StatusCode::FORBIDDEN);
+}
+
+/// A single log's root-cause line that names its host (`gpu-node-12: [rank3]: ...`): the row
+/// says which hosts and ranks the group's reports failed on.
+fn on_host(host: &str, rank: u32) -> String {
+    format!(
+        "Traceback (most recent call last):\n{host}: [rank{rank}]:   File \"/home/u/model.py\", \
+         line 9, in forward\n{host}: [rank{rank}]:     out = self.emb(x)\n{host}: [rank{rank}]: \
+         RuntimeError: Expected all tensors to be on the same device, but found at least two \
+         devices, cuda:0 and cpu! (when checking argument for argument index in method \
+         wrapper_CUDA__index_select)\n"
+    )
+}
+
+#[tokio::test]
+async fn a_row_names_the_hosts_and_ranks_its_reports_failed_on() {
+    let app = TestApp::spawn().await;
+    let ci = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let mut group = None;
+    for (host, rank) in [("gpu-node-12", 3), ("gpu-node-12", 5), ("gpu-node-4", 3)] {
+        let (_, g) = upload(
+            &app,
+            &ci,
+            &on_host(host, rank),
+            json!({"project": "vision"}),
+        )
+        .await;
+        assert!(group.is_none_or(|id| id == g), "one failure, one group");
+        group = Some(g);
+    }
+    let g = group.expect("a group");
+    let list = app.get_as(&ci, "/api/v1/groups").await;
+    assert_eq!(list.status, StatusCode::OK, "{}", list.body);
+    let row = item(&list.json(), g);
+    assert_eq!(row["hosts"], json!(["gpu-node-12", "gpu-node-4"]));
+    assert_eq!(row["ranks"], json!([3, 5]));
+
+    let session = sign_in(&app, &ci).await;
+    let html = page(&app, &session.cookie, "/groups").await;
+    assert_eq!(html.status, StatusCode::OK, "{}", html.body);
+    assert_eq!(
+        texts(&html.body, &format!("#group-{g} td.where .ranks")).concat(),
+        "hosts gpu-node-12, gpu-node-4 · ranks 3, 5"
+    );
 }
