@@ -302,3 +302,101 @@ fn rules_whose_wording_is_not_pytorchs_have_titles_without_torch() {
         }
     }
 }
+
+/// Schedulers, Ray and CI runners are frameworks of their own (issue 40 item 3): their logs are
+/// named so, and get the scheduler's or runner's own next steps.
+#[test]
+fn schedulers_ray_and_buildkite_logs_get_their_own_steps() {
+    for (log, framework, step) in [
+        (
+            "=>> PBS: job killed: walltime 3630 exceeded limit 3600\n",
+            "pbs",
+            "qstat -fx",
+        ),
+        (
+            "TERM_RUNLIMIT: job killed after reaching LSF run time limit.\n",
+            "lsf",
+            "bjobs -l",
+        ),
+        (
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n",
+            "ray",
+            "ray logs",
+        ),
+        (
+            "--- :python: run tests\nbuildkite-agent: starting\n🚨 Error: The command exited with status 137\n",
+            "buildkite",
+            "exit_status: -1",
+        ),
+    ] {
+        let c = classify(log);
+        assert_eq!(c.framework.as_deref(), Some(framework), "{log}");
+        assert!(
+            c.next_steps.iter().any(|s| s.contains(step)),
+            "{framework}: {:?}",
+            c.next_steps
+        );
+    }
+}
+
+/// Wordings of families the catalog gained from the libraries' own messages, and the facts they
+/// carry in each runtime's spelling (issue 40 items 3 and 5).
+#[test]
+fn new_families_name_their_category_and_facts() {
+    use Category::*;
+    for (log, category, rule) in [
+        (
+            "RuntimeError: Executor creation failed due to insufficient GPU memory.\n",
+            OutOfMemory,
+            "runtime.insufficient_gpu_memory",
+        ),
+        (
+            "[Mon Jan  5 10:00:00 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:100\n",
+            DriverIssue,
+            "nvrm.gsp_rpc_failed",
+        ),
+        (
+            "Failed to allocate device vector B (error code unknown error)!\n",
+            DriverIssue,
+            "driver.unknown_error",
+        ),
+        (
+            "/usr/include/crt/host_config.h:132:2: error: #error -- unsupported GNU version! gcc versions later than 12 are not supported!\n",
+            Unknown,
+            "cuda.host_compiler_unsupported",
+        ),
+        (
+            "error   : 'cicc' died with status 0xC0000005 (ACCESS_VIOLATION)\nninja: build stopped: subcommand failed.\n",
+            Unknown,
+            "build.nvcc_tool_killed",
+        ),
+        (
+            "nvcc fatal   : Unsupported gpu architecture 'compute_30\n",
+            DriverIssue,
+            "torch.cpp_extension.nvcc_unsupported_arch",
+        ),
+    ] {
+        let c = classify(log);
+        let got = c.root_cause.as_ref().map_or("", |r| r.rule.as_str());
+        assert_eq!((c.category, got), (category, rule), "{log}");
+    }
+    // ggml's abort ('%s:%d: %s') names the failure before the Go runtime's dump of the crash.
+    let c = classify(
+        "llama.cpp:9000: The current context does not support K-shift\nSIGSEGV: segmentation violation\nPC=0x7f0 m=0 sigcode=1\nsignal arrived during cgo execution\n",
+    );
+    assert_eq!(c.root_cause.map(|r| r.line), Some(1));
+    // Paddle's OOM states what was left; MSVC's `struct c10::Half` and full-width parentheses
+    // (retyped in CJK locales) still give the dtypes.
+    let c = classify(
+        "ResourceExhaustedError: Out of memory error on GPU 1. Cannot allocate 2.000000GB memory on GPU 1, available memory is only 512.000000MB.\n",
+    );
+    assert_eq!(c.facts.memory.requested_bytes, Some(2 << 30));
+    assert_eq!(c.facts.memory.free_bytes, Some(512 << 20));
+    let c = classify(
+        "RuntimeError: Input type (float) and bias type (struct c10::Half) should be the same\n",
+    );
+    assert_eq!(c.facts.dtypes, ["float", "Half"]);
+    let c = classify("Input type （Half） and weight type （float） Should be the same\n");
+    assert_eq!(c.category, DtypeMismatch);
+    assert_eq!(c.facts.dtypes, ["Half", "float"]);
+}

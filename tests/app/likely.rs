@@ -11,7 +11,7 @@ use crate::support::TestApp;
 
 /// An MLX log whose allocation failure no rule's pattern matches: only the catch-all exception
 /// rule names its line.
-const LIKELY_LOG: &[u8] = b"Traceback (most recent call last):\n  File \"/opt/venv/lib/python3.11/site-packages/mlx_lm/generate.py\", line 412, in generate\n    out = model(tokens)\nRuntimeError: MTLAllocator: unable to allocate 3.2 GB for the KV cache buffer: insufficient GPU memory\n";
+const LIKELY_LOG: &[u8] = b"Traceback (most recent call last):\n  File \"/opt/venv/lib/python3.11/site-packages/mlx_lm/generate.py\", line 412, in generate\n    out = model(tokens)\nRuntimeError: MTLAllocator: unable to allocate 3.2 GB for the KV cache buffer: the heap is exhausted\n";
 
 #[tokio::test]
 async fn a_line_no_rule_names_gets_a_likely_category_its_words_and_its_framework_everywhere() {

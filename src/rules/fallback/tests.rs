@@ -140,7 +140,7 @@ fn a_rule_hit_is_never_overridden_by_the_fallback() {
 #[test]
 fn a_line_only_a_catch_all_rule_names_gets_a_likely_category_and_keeps_its_line() {
     let rs = Ruleset::builtin().expect("builtin");
-    let log = "loading weights\nRuntimeError: MTLAllocator: unable to allocate 3.2 GB for the KV cache buffer: insufficient GPU memory\n";
+    let log = "loading weights\nRuntimeError: MTLAllocator: unable to allocate 3.2 GB for the KV cache buffer: the heap is exhausted\n";
     let c = rs.classify_bytes("-", log.as_bytes());
     assert_eq!(c.category, Category::OutOfMemory, "{c:?}");
     assert_eq!(c.confidence, Confidence::Likely);
@@ -163,4 +163,32 @@ fn a_line_only_a_catch_all_rule_names_gets_a_likely_category_and_keeps_its_line(
             .get("basis")
             .is_none()
     );
+}
+
+#[test]
+fn the_code_an_assertion_prints_is_not_read_as_words_about_the_failure() {
+    assert_eq!(
+        super::without_asserted_code("x.c:9: GGML_ASSERT(f(a) <= alloc_size(b)) failed"),
+        "x.c:9: GGML_ASSERT() failed"
+    );
+    assert_eq!(
+        super::without_asserted_code("python3: a.c:4: run: Assertion `index < n' failed."),
+        "python3: a.c:4: run: Assertion `' failed."
+    );
+    assert_eq!(super::without_asserted_code("no assertion"), "no assertion");
+    // An assertion whose condition names memory or indices says nothing of which failure it
+    // is: the fallback stays silent rather than call it an out-of-memory or an index error.
+    let model = builtin_model();
+    for line in [
+        "/src/ggml-backend.cpp:1850: GGML_ASSERT((char *)addr + ggml_backend_buffer_get_alloc_size(buffer, tensor) <= (char *)base + size) failed",
+        "/src/ggml-cpu.c:8456: GGML_ASSERT(i01 >= 0 && i01 < ne01) failed",
+    ] {
+        let answer = model.propose(line, &[]);
+        assert!(
+            answer
+                .as_ref()
+                .is_none_or(|l| l.category == Category::Unknown),
+            "{line}: {answer:?}"
+        );
+    }
 }
