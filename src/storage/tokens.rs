@@ -63,7 +63,8 @@ pub struct TokenOwner {
 /// The columns of a token row, for a query that names the table `t`.
 const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
     floor(extract(epoch FROM t.created_at))::int8 AS created, \
-    floor(extract(epoch FROM t.last_used_at))::int8 AS last_used, \
+    (SELECT floor(extract(epoch FROM u.last_used_at))::int8 FROM token_usage u \
+        WHERE u.token_id = t.id) AS last_used, \
     t.revoked_at IS NOT NULL AS revoked, \
     floor(extract(epoch FROM t.expires_at))::int8 AS expires, \
     coalesce(t.expires_at <= now(), false) AS expired, t.created_by, t.owner_person_id, \
@@ -180,7 +181,8 @@ pub async fn authenticate(
 ) -> Result<Option<TokenRecord>, DbError> {
     let mut conn = conn.acquire().await?;
     let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS}, (t.last_used_at IS NULL OR t.last_used_at < now() - interval '60 seconds') AS stale \
+        "SELECT {COLUMNS}, NOT EXISTS (SELECT 1 FROM token_usage u WHERE u.token_id = t.id \
+             AND u.last_used_at >= now() - interval '60 seconds') AS stale \
          FROM tokens t WHERE t.hash = $1 AND {LIVE}"
     )))
     .bind(hash)
@@ -189,10 +191,14 @@ pub async fn authenticate(
     let Some(row) = row else { return Ok(None) };
     let token = from_row(&row)?;
     if row.try_get::<bool, _>("stale")? {
-        sqlx::query("UPDATE tokens SET last_used_at = now() WHERE id = $1")
-            .bind(token.id)
-            .execute(&mut *conn)
-            .await?;
+        // Its own row (migration 0047): the token's row is share-locked by uploads in flight.
+        sqlx::query(
+            "INSERT INTO token_usage (token_id, last_used_at) VALUES ($1, now()) \
+             ON CONFLICT (token_id) DO UPDATE SET last_used_at = excluded.last_used_at",
+        )
+        .bind(token.id)
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(Some(token))
 }

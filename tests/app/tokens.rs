@@ -266,3 +266,39 @@ async fn admins_manage_tokens_in_the_portal_with_the_secret_shown_once() {
     let home = page(&app, &r.cookie, "/").await;
     assert!(!home.body.contains("href=\"/tokens\""));
 }
+
+/// A token's last use is written while uploads hold its row (issue 42): an upload keeps its
+/// token's row share-locked until it commits, and with uploads overlapping all the time an
+/// update of that row waited for all of them (34 s in the API benchmark), and the request
+/// that carried it with it.
+#[tokio::test]
+async fn a_requests_last_use_is_recorded_while_an_upload_holds_the_tokens_row() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Read]).await;
+    let id: i64 = sqlx::query_scalar("SELECT id FROM tokens WHERE name = 'ci'")
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    // What an upload's transaction holds until it commits (`storage::tokens::lock_live`).
+    let mut upload = app.db.pool().begin().await.unwrap();
+    sqlx::query("SELECT id FROM tokens WHERE id = $1 FOR SHARE")
+        .bind(id)
+        .execute(&mut *upload)
+        .await
+        .unwrap();
+    let res = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        app.get_as(&token, "/api/v1/search?q=x"),
+    )
+    .await
+    .expect("the request is answered while the upload holds the token's row");
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    let used: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM token_usage WHERE token_id = $1)")
+            .bind(id)
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert!(used, "its last use is recorded");
+    upload.rollback().await.unwrap();
+}

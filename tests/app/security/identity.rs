@@ -38,7 +38,9 @@ async fn tokens_and_sessions_are_stored_only_as_hashes_with_a_prefix() {
         "the raw session id is stored"
     );
     let (prefix, hash, scopes, used): (String, Vec<u8>, Vec<String>, bool) = sqlx::query_as(
-        "SELECT prefix, hash, scopes, last_used_at IS NOT NULL FROM tokens WHERE name = 'ci'",
+        "SELECT prefix, hash, scopes, \
+         EXISTS (SELECT 1 FROM token_usage u WHERE u.token_id = t.id) \
+         FROM tokens t WHERE name = 'ci'",
     )
     .fetch_one(app.db.pool())
     .await
