@@ -19,7 +19,12 @@
 //! 5. 128 slow uploads on one token (each stalled after its first bytes) while 16 clients of
 //!    another token classify: their p99 (target < 1 s) and status classes (target: all 200).
 //!
-//! `BENCH_SECTIONS` picks sections (`uploads,search,big,views,flood`, default all).
+//! 1b. (`uploads-grown`) the same two upload runs after `BENCH_GROUPS` (default 100,000) more
+//!    distinct failures, each its own group, were stored through the storage layer.
+//!
+//! `BENCH_SECTIONS` picks sections (`uploads,uploads-grown,search,big,views,flood`, default
+//! all). With `GPU_TRIAGE_LOG_STORE` (and the `AWS_*` variables) set, the server keeps logs in
+//! that object store, so the same runs measure uploads with the store.
 //! Run: `cargo bench --bench api` (e.g. `BENCH_SECS=5 BENCH_SEED=20000 cargo bench --bench api`,
 //! or `BENCH_SECTIONS=uploads cargo bench --bench api` for the uploads alone).
 
@@ -300,6 +305,103 @@ async fn table_stats(data: &Path, url: Option<&str>) -> anyhow::Result<String> {
     Ok(format!("analyzed {analyzed} times ({rows} rows counted)"))
 }
 
+/// The first `n` of the groups [`seed_groups`] makes, after every `n` an upload run uses.
+const SEEDED_FROM: u64 = 1_000_000;
+
+/// The upload section's settings: two runs, new failures then recurring ones.
+struct UploadRuns {
+    port: u16,
+    pid: u32,
+    token: String,
+    clients: u64,
+    new_failures: u64,
+    secs: u64,
+    window: usize,
+    kb: usize,
+}
+
+impl UploadRuns {
+    /// `new_failures` distinct failures never seen before (numbered from `first + 1`, so a
+    /// second call does not repeat the first's), then `secs` of the four recurring ones, each
+    /// with its rate, latencies, first/last windows, the server's RSS before and after and
+    /// whether `groups` was analyzed meanwhile.
+    fn run(&self, first: u64, data: &Path, env_db: Option<&str>) -> anyhow::Result<()> {
+        let UploadRuns {
+            port,
+            pid,
+            clients,
+            new_failures,
+            secs,
+            window,
+            kb,
+            ..
+        } = *self;
+        let token = &self.token;
+        println!(
+            "\n== POST /api/v1/reports, {new_failures} distinct new failures, ~{kb} KB logs, \
+             {clients} keep-alive clients"
+        );
+        let rss = rss_kib(pid, "VmRSS:");
+        let start = Instant::now();
+        let run = upload_run(port, token, clients, Until::Count(new_failures), move |n| {
+            new_failure_log(first + n, kb)
+        })?;
+        let new = summarize(start, run, window);
+        let stats = rt_block(table_stats(data, env_db))?;
+        println!(
+            "groups made: {} of {new_failures} uploads; statistics on groups during the run: {stats}; \
+             server RSS {} -> {} MiB",
+            new.groups,
+            rss / 1024,
+            rss_kib(pid, "VmRSS:") / 1024
+        );
+        println!(
+            "targets: last {w} >= 80% as fast as the first {w}: {}; \
+             >= 1,000 req/s, p99 < 50 ms, zero 5xx: {}",
+            pass(new.ratio >= 0.8),
+            pass(new.rps >= 1000.0 && new.p99 < 50.0 && new.server_errors == 0),
+            w = new.window,
+        );
+
+        println!(
+            "\n== POST /api/v1/reports, recurring failures (4 known, each log unique), ~{kb} KB \
+             logs, {clients} keep-alive clients, {secs} s"
+        );
+        let rss = rss_kib(pid, "VmRSS:");
+        let start = Instant::now();
+        let stop = start + Duration::from_secs(secs);
+        let run = upload_run(port, token, clients, Until::Deadline(stop), move |n| {
+            recurring_log(first + n, kb)
+        })?;
+        let recurring = summarize(start, run, window);
+        println!(
+            "server RSS {} -> {} MiB",
+            rss / 1024,
+            rss_kib(pid, "VmRSS:") / 1024
+        );
+        println!(
+            "targets: last {w} >= 80% as fast as the first {w}: {}; \
+             >= 1,500 req/s, p99 < 50 ms, zero 5xx: {}",
+            pass(recurring.ratio >= 0.8),
+            pass(recurring.rps >= 1500.0 && recurring.p99 < 50.0 && recurring.server_errors == 0),
+            w = recurring.window,
+        );
+        Ok(())
+    }
+}
+
+/// Stores `n` distinct failures, each its own group (new-failure logs of about 1 KB numbered
+/// from [`SEEDED_FROM`]), through the storage layer as an upload would.
+async fn seed_groups(data: &Path, url: Option<&str>, n: u64) -> anyhow::Result<()> {
+    seed(data, url, n, |i| {
+        (
+            new_failure_log(SEEDED_FROM + i, 1),
+            gpu_triage::app::upload::Meta::default(),
+        )
+    })
+    .await
+}
+
 fn main() -> anyhow::Result<()> {
     let secs = env_num("BENCH_SECS", 10);
     let clients = env_num("BENCH_CLIENTS", 16);
@@ -330,50 +432,31 @@ fn main() -> anyhow::Result<()> {
     );
 
     // 1. Uploads: new failures into the empty database, then recurring ones.
+    let runs = UploadRuns {
+        port,
+        pid,
+        token: token.clone(),
+        clients,
+        new_failures,
+        secs,
+        window,
+        kb,
+    };
     if wants("uploads") {
+        println!("\n=== uploads into an empty database");
+        runs.run(0, &data, env_db.as_deref())?;
+    }
+    // 1b. The same runs once the knowledge base holds `BENCH_GROUPS` groups.
+    if wants("uploads-grown") {
+        let groups = env_num("BENCH_GROUPS", 100_000);
+        println!("\n=== uploads into a database holding {groups} more groups");
+        let t = Instant::now();
+        rt_block(seed_groups(&data, env_db.as_deref(), groups))?;
         println!(
-            "\n== POST /api/v1/reports, {new_failures} distinct new failures, ~{kb} KB logs, \
-             {clients} keep-alive clients, into an empty database"
+            "seeded {groups} groups in {:.1} s",
+            t.elapsed().as_secs_f64()
         );
-        let start = Instant::now();
-        let run = upload_run(
-            port,
-            &token,
-            clients,
-            Until::Count(new_failures),
-            move |n| new_failure_log(n, kb),
-        )?;
-        let new = summarize(start, run, window);
-        let stats = rt_block(table_stats(&data, env_db.as_deref()))?;
-        println!(
-            "groups made: {} of {new_failures} uploads; statistics on groups during the run: {stats}",
-            new.groups
-        );
-        println!(
-            "targets: last {w} >= 80% as fast as the first {w}: {}; \
-             >= 1,000 req/s, p99 < 50 ms, zero 5xx: {}",
-            pass(new.ratio >= 0.8),
-            pass(new.rps >= 1000.0 && new.p99 < 50.0 && new.server_errors == 0),
-            w = new.window,
-        );
-
-        println!(
-            "\n== POST /api/v1/reports, recurring failures (4 known, each log unique), ~{kb} KB \
-             logs, {clients} keep-alive clients, {secs} s"
-        );
-        let start = Instant::now();
-        let stop = start + Duration::from_secs(secs);
-        let run = upload_run(port, &token, clients, Until::Deadline(stop), move |n| {
-            recurring_log(n, kb)
-        })?;
-        let recurring = summarize(start, run, window);
-        println!(
-            "targets: last {w} >= 80% as fast as the first {w}: {}; \
-             >= 1,500 req/s, p99 < 50 ms, zero 5xx: {}",
-            pass(recurring.ratio >= 0.8),
-            pass(recurring.rps >= 1500.0 && recurring.p99 < 50.0 && recurring.server_errors == 0),
-            w = recurring.window,
-        );
+        runs.run(SEEDED_FROM + groups, &data, env_db.as_deref())?;
     }
 
     if wants("search") {
@@ -753,6 +836,36 @@ fn slow_upload_flood(port: u16, hog: &str, other: &str, secs: u64) -> anyhow::Re
 
 /// Inserts `n` reports through the storage layer (the same code path as uploads, minus HTTP).
 async fn seed_reports(data: &Path, url: Option<&str>, n: u64) -> anyhow::Result<()> {
+    seed(data, url, n, |i| {
+        let log = format!(
+            "step {i}\nFile \"/srv/proj{}/train.py\", line {}, in forward\n{}\n",
+            i % 50,
+            i % 400,
+            match i % 5 {
+                0 => format!("RuntimeError: CUDA error: an illegal memory access was encountered (op kernel_{})", i % 97),
+                1 => format!("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}.00 MiB.", i % 900),
+                2 => "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.".to_owned(),
+                3 => format!("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x{} and 1152x1152)", i % 2000),
+                _ => format!("ValueError: bad batch {i}"),
+            }
+        );
+        let meta = gpu_triage::app::upload::Meta {
+            project: format!("proj{}", i % 50),
+            ..Default::default()
+        };
+        (log.into_bytes(), meta)
+    })
+    .await
+}
+
+/// Stores the logs `make(i)` for i in 0..n through the storage layer (prepared and inserted as
+/// an upload would be, minus HTTP), from 8 connections.
+async fn seed(
+    data: &Path,
+    url: Option<&str>,
+    n: u64,
+    make: fn(u64) -> (Vec<u8>, gpu_triage::app::upload::Meta),
+) -> anyhow::Result<()> {
     use gpu_triage::storage::{self, DataLocation};
     let location = match url {
         Some(u) => DataLocation::Url(u.to_owned()),
@@ -763,25 +876,13 @@ async fn seed_reports(data: &Path, url: Option<&str>, n: u64) -> anyhow::Result<
     let rules = std::sync::Arc::new(gpu_triage::rules::Ruleset::builtin()?);
     let workers: Vec<_> = (0..8u64)
         .map(|w| {
-            let db = db.clone();
-            let rules = rules.clone();
+            let (db, rules) = (db.clone(), rules.clone());
             tokio::spawn(async move {
                 let mut i = w;
                 while i < n {
-                    let log = format!(
-                        "step {i}\nFile \"/srv/proj{}/train.py\", line {}, in forward\n{}\n",
-                        i % 50,
-                        i % 400,
-                        match i % 5 {
-                            0 => format!("RuntimeError: CUDA error: an illegal memory access was encountered (op kernel_{})", i % 97),
-                            1 => format!("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {}.00 MiB.", i % 900),
-                            2 => "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1231: indexSelectSmallIndex: block: [3,0,0], thread: [1,0,0] Assertion `srcIndex < srcSelectDimSize` failed.".to_owned(),
-                            3 => format!("RuntimeError: mat1 and mat2 shapes cannot be multiplied (64x{} and 1152x1152)", i % 2000),
-                            _ => format!("ValueError: bad batch {i}"),
-                        }
-                    );
-                    let meta = gpu_triage::app::upload::Meta { project: format!("proj{}", i % 50), ..Default::default() };
-                    let prepared = gpu_triage::app::upload::prepare(&rules, log.as_bytes(), "seed.log", meta, None)?;
+                    let (log, meta) = make(i);
+                    let prepared =
+                        gpu_triage::app::upload::prepare(&rules, &log[..], "seed.log", meta, None)?;
                     let mut tx = db.pool().begin().await?;
                     gpu_triage::storage::reports::insert_report(&mut tx, &prepared, None).await?;
                     tx.commit().await?;
