@@ -202,7 +202,7 @@ pub struct Similar {
 /// How many nearest signatures the index returns before the similarity floor is applied.
 const NEAREST: i64 = 50;
 
-/// A group's signature as the `groups_live_signature` index holds it (migration 0029): empty
+/// A group's signature as the `groups_live_signature` index holds it (migrations 0029, 0048): empty
 /// for a merged group. Must stay the index's expression, or the index cannot order the scan.
 const LIVE_SIGNATURE: &str = "(CASE WHEN g.merged_into IS NULL THEN g.signature ELSE '' END)";
 
