@@ -11,7 +11,7 @@
 //! counts as independent evidence), so the evidence is scaled to at most [`EVIDENCE_WORDS`]
 //! words before the softmax. The answer is given only when the top category is not `unknown`,
 //! at least [`MIN_KNOWN_WORDS`] of the line's words are in the vocabulary, and its probability
-//! reaches [`THRESHOLD`], calibrated on the development corpora (README, Rules).
+//! reaches [`THRESHOLD`], calibrated on the development corpora (docs/src/engine.md).
 
 mod words;
 
@@ -24,7 +24,7 @@ use super::spec::RuleSpec;
 
 /// Probability the top category needs before the fallback answers. Chosen as the lowest value
 /// whose precision on the dev2 + dev3 corpora is at least 90% where it answers, rounded up to
-/// leave a margin (README, Rules, says how it was measured).
+/// leave a margin (docs/src/engine.md says how it was measured).
 pub const THRESHOLD: f64 = 0.80;
 
 /// Probability the top category needs before the fallback answers on a line the locator found
@@ -32,7 +32,7 @@ pub const THRESHOLD: f64 = 0.80;
 /// `examples/train_locator.rs` leaving one split out of `tests/tune`, `tests/gpu-logs`,
 /// `tests/locate` and `tests/holdout2`: the lowest value at which the answers on the located
 /// lines are right at least 90% of the time in each split is 0.84 on all four, 0.89 with the
-/// margin it adds, rounded up here (README, Rules, gives each left-out split's precision and
+/// margin it adds, rounded up here (docs/src/engine.md gives each left-out split's precision and
 /// coverage and the development corpora's, which it was not fitted on).
 pub const LOCATED_THRESHOLD: f64 = 0.90;
 

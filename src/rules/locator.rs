@@ -13,7 +13,7 @@
 //! trained to put the probability of each log's labelled line above its other lines (a softmax
 //! over the log's lines), by plain gradient descent from zero, deterministic. Its weights are
 //! [`WEIGHTS`], a reviewed file written by `cargo run --release --example train_locator` from
-//! the repository's labelled logs (README, Rules, says which and how it is measured).
+//! the repository's labelled logs (docs/src/engine.md says which and how it is measured).
 
 pub mod features;
 pub mod train;

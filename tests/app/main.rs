@@ -16,6 +16,7 @@ mod browser_tracker;
 mod browser_triage;
 mod ci_action;
 mod classify_cli;
+mod docs;
 mod health;
 mod job_runs;
 mod jobs;

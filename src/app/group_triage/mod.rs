@@ -288,7 +288,7 @@ pub async fn list(
     })
 }
 
-/// The rules on upload (README "Triage"), in the upload's transaction: a new report in a
+/// The rules on upload (docs/src/triage.md), in the upload's transaction: a new report in a
 /// resolved group from a build that should contain the fix makes the group regressed; one from
 /// an older build is recorded in its history and leaves it resolved; a group ignored until more
 /// reports counts this one, and the last of them reopens it (as open). Open, regressed and

@@ -34,7 +34,7 @@ struct Linked<'a, T: Serialize> {
     url: String,
 }
 
-/// The JSON payload (README, "Webhooks"): every key always present, null when it does not apply.
+/// The JSON payload (docs/src/webhooks.md): every key always present, null when it does not apply.
 #[derive(Serialize)]
 struct Payload<'a> {
     schema_version: u32,

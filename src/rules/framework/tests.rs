@@ -16,7 +16,7 @@ fn pytorch_only_steps(c: &Classification) -> Vec<&String> {
 }
 
 #[test]
-fn the_catalog_parses_and_names_the_frameworks_the_readme_lists() {
+fn the_catalog_parses_and_names_the_frameworks_the_engine_chapter_lists() {
     let catalog = Catalog::builtin();
     let names = catalog.names();
     for want in [

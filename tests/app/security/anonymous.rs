@@ -11,7 +11,7 @@ use tokio::net::{TcpSocket, TcpStream};
 
 use crate::support::{create_token, database_url, fresh_db, spawn_server_with};
 
-/// What the server allows by default (README, Security and limits).
+/// What the server allows by default (docs/src/security.md).
 const PER_ADDRESS: usize = 8;
 const ANONYMOUS_TOTAL: usize = 32;
 
