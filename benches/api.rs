@@ -480,8 +480,9 @@ fn main() -> anyhow::Result<()> {
         ];
         let mut conn = Conn::open(port)?;
         let mut slat = Vec::new();
+        let mut per_query: Vec<Vec<f64>> = vec![Vec::new(); queries.len()];
         for round in 0..20 {
-            for q in queries {
+            for (qi, q) in queries.iter().enumerate() {
                 let path = format!(
                     "/api/v1/search?q={}&page={}",
                     q.replace(' ', "%20"),
@@ -492,11 +493,22 @@ fn main() -> anyhow::Result<()> {
                 );
                 let t = Instant::now();
                 let (status, _) = conn.request(&head, &mut std::io::empty())?;
-                slat.push(t.elapsed().as_secs_f64() * 1e3);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                slat.push(ms);
+                per_query[qi].push(ms);
                 if status != 200 {
                     bail!("search {path} answered {status}");
                 }
             }
+        }
+        // Which words cost what: a slow percentile is one query's doing, or every query's.
+        for (q, times) in queries.iter().zip(&mut per_query) {
+            times.sort_by(|a, b| a.total_cmp(b));
+            println!(
+                "  {q:<24} p50 {:6.1} ms  max {:6.1} ms",
+                percentile(times, 0.5),
+                times.last().copied().unwrap_or(0.0)
+            );
         }
         slat.sort_by(|a, b| a.total_cmp(b));
         let p95 = percentile(&slat, 0.95);

@@ -92,7 +92,8 @@ pub fn rss_kib(pid: u32, field: &str) -> u64 {
 /// The URL of the database [`fresh_database`] created, once it has.
 static FRESH_URL: OnceLock<String> = OnceLock::new();
 
-/// A database created for this run on the `DATABASE_URL` server, dropped with this value.
+/// A database created for this run on the `DATABASE_URL` server, dropped with this value unless
+/// `BENCH_KEEP_DB` is set (then its name is printed, to read its plans afterwards).
 pub struct FreshDatabase {
     admin: sqlx::postgres::PgConnectOptions,
     name: String,
@@ -103,6 +104,10 @@ pub struct FreshDatabase {
 impl Drop for FreshDatabase {
     fn drop(&mut self) {
         use sqlx::Connection;
+        if std::env::var_os("BENCH_KEEP_DB").is_some() {
+            eprintln!("kept the benchmark database {}", self.name);
+            return;
+        }
         let drop_it = async {
             let mut conn = sqlx::PgConnection::connect_with(&self.admin).await?;
             let sql = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
