@@ -12,7 +12,10 @@
 //! statement from that measure (`enable_bitmapscan` / `enable_indexscan`, local to the search's
 //! transaction). The count walks a bounded number of the newest reports, or counts through the
 //! index when the matches are few; when neither can prove the total cheaply, it states the
-//! lower bound it did prove.
+//! lower bound it did prove. The symptom and log tiers, whose indexes also hand over every row of
+//! the tiers above them, walk only the newest reports when their own match is rare under a
+//! common one ([`plan::TierPath`]): proving that no old report holds the words only in its log
+//! would cost a fetch of every root-cause match.
 
 // The statements' shared fragments are macros: declared first, so the modules below see them.
 #[macro_use]
@@ -107,7 +110,8 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
 /// and whether the tier holds no more hits. It ranks `need` hits, then four times as many while
 /// they fall in fewer new groups (one group's reports filling them), up to [`COUNT_CAP`] hits:
 /// a group whose reports are all older than that many hits of others is left to later pages'
-/// count, not searched for.
+/// count, not searched for. A symptom or log tier whose path is a bounded walk
+/// ([`plan::TierPath::Bounded`]) is never complete: older rows were not read.
 async fn tier_groups(
     tx: &mut PgConnection,
     terms: &terms::Terms,
@@ -118,14 +122,15 @@ async fn tier_groups(
 ) -> Result<(Vec<Ranked>, bool), DbError> {
     let mut want = need.min(COUNT_CAP);
     loop {
-        let hits = rank::tier_hits(tx, terms, probe, tier, want).await?;
-        let complete = (hits.len() as i64) < want;
+        let (hits, full) = rank::tier_hits(tx, terms, probe, tier, want).await?;
+        let short = (hits.len() as i64) < want;
         let mut new: HashSet<i64> = HashSet::new();
         let firsts: Vec<Ranked> = (rank::with_groups(tx, hits).await?.into_iter())
             .filter(|h| !seen.contains(&h.group) && new.insert(h.group))
             .collect();
-        if complete || firsts.len() as i64 >= need || want >= COUNT_CAP {
-            return Ok((firsts, complete));
+        // A bounded walk that came up short found all it can: asking for more reads no further.
+        if short || firsts.len() as i64 >= need || want >= COUNT_CAP {
+            return Ok((firsts, short && full));
         }
         want = (want * 4).min(COUNT_CAP);
     }

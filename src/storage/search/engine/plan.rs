@@ -26,6 +26,15 @@ pub(super) const COUNT_WALK_ROWS: i64 = 12_000;
 /// fetch): about ten milliseconds.
 const COUNT_INDEX_MATCHES: f64 = 20_000.0;
 
+/// Rows at most a symptom or log tier walks, newest first, when neither full path is cheap
+/// (about eight milliseconds) ...
+pub(super) const TIER_WALK_ROWS: i64 = 5_000;
+/// ... which is when both would cost more than this, in microseconds: the tier's own match is
+/// rare (a walk reads far) while the tier above it is common (the index hands over every row of
+/// the tier above too: a report whose root cause matches has its whole document match, and
+/// each such row is fetched to be ruled out).
+const TIER_BUDGET_US: f64 = 10_000.0;
+
 /// How a statement reaches its rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Access {
@@ -35,6 +44,16 @@ pub(super) enum Access {
     Index,
     /// Whatever the planner picks (groups and fixes: small tables).
     Planner,
+}
+
+/// How a symptom or log tier finds its rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TierPath {
+    /// Every matching row, through this access path.
+    Full(Access),
+    /// The matches among the newest [`TIER_WALK_ROWS`] rows of the filtered set only: older
+    /// ones are left to the count's lower bound.
+    Bounded,
 }
 
 /// How common each tier's match is among the newest reports of the filtered set.
@@ -76,6 +95,29 @@ impl Probe {
             Access::Walk
         } else {
             Access::Index
+        }
+    }
+
+    /// The path of a symptom or log tier whose own match has share `share` and whose index
+    /// hands over the rows of share `bitmap_share` (its match or any tier's above it): the
+    /// cheaper full path when it fits [`TIER_BUDGET_US`], else a bounded walk. A search still
+    /// answers in milliseconds when its words fill the root-cause tier of a hundred thousand
+    /// reports and nothing else; a symptom or log hit older than the walk is not listed.
+    pub(super) fn tier_path(&self, share: f64, bitmap_share: f64, want: i64) -> TierPath {
+        if let Some(access) = self.forced {
+            return TierPath::Full(access);
+        }
+        if self.rows < PROBE {
+            return TierPath::Full(Access::Walk);
+        }
+        let walk = (want as f64 / share).min(self.table) * WALK_US;
+        let bitmap = bitmap_share * self.table * (ENTRY_US + FETCH_US);
+        if walk.min(bitmap) > TIER_BUDGET_US {
+            TierPath::Bounded
+        } else if walk <= bitmap {
+            TierPath::Full(Access::Walk)
+        } else {
+            TierPath::Full(Access::Index)
         }
     }
 
@@ -183,5 +225,52 @@ mod tests {
             ..probe(0)
         };
         assert_eq!(small.count_access(), Access::Walk);
+        assert_eq!(
+            small.tier_path(0.0005, 0.3, 21),
+            TierPath::Full(Access::Walk)
+        );
+    }
+
+    #[test]
+    fn a_rare_lower_tier_under_a_common_one_is_walked_within_bounds() {
+        let probe = Probe {
+            rows: PROBE,
+            root: 200,
+            head: 200,
+            any: 200,
+            table: 100_000.0,
+            forced: None,
+        };
+        // No symptom match among the newest, the root-cause tier common: a walk would read the
+        // whole table, the index would fetch every root-cause match.
+        assert_eq!(
+            probe.tier_path(probe.share(0), probe.share(200), 21),
+            TierPath::Bounded
+        );
+        // Rare in its tier and in the tiers above: the index.
+        let rare = Probe {
+            root: 0,
+            head: 0,
+            any: 1,
+            ..probe
+        };
+        assert_eq!(
+            rare.tier_path(rare.share(1), rare.share(1), 21),
+            TierPath::Full(Access::Index)
+        );
+        // Common in its own tier: the walk finds its rows at once.
+        assert_eq!(
+            probe.tier_path(probe.share(300), probe.share(500), 21),
+            TierPath::Full(Access::Walk)
+        );
+        // A literal search keeps its forced path.
+        let literal = Probe {
+            forced: Some(Access::Index),
+            ..probe
+        };
+        assert_eq!(
+            literal.tier_path(literal.share(0), literal.share(200), 21),
+            TierPath::Full(Access::Index)
+        );
     }
 }

@@ -5,7 +5,7 @@
 
 use sqlx::PgConnection;
 
-use super::plan::{Access, Probe, set_access};
+use super::plan::{Access, Probe, TIER_WALK_ROWS, TierPath, set_access};
 use super::terms::Terms;
 use crate::storage::DbError;
 use crate::storage::search::{HitKind, Tier};
@@ -22,14 +22,15 @@ pub(super) struct Ranked {
     pub(super) group: i64,
 }
 
-/// The newest `want` hits of one tier.
+/// The newest `want` hits of one tier, and whether they were looked for among all its rows
+/// (false: only among the newest [`TIER_WALK_ROWS`] of the filtered set).
 pub(super) async fn tier_hits(
     tx: &mut PgConnection,
     t: &Terms,
     probe: &Probe,
     tier: Tier,
     want: i64,
-) -> Result<Vec<Ranked>, DbError> {
+) -> Result<(Vec<Ranked>, bool), DbError> {
     let report = |id: i64, at: i64| Ranked {
         tier,
         kind: HitKind::Report,
@@ -62,7 +63,7 @@ pub(super) async fn tier_hits(
                     .then(b.id.cmp(&a.id))
             });
             hits.truncate(usize::try_from(want).unwrap_or(0));
-            Ok(hits)
+            Ok((hits, true))
         }
         Tier::Fix => {
             set_access(tx, Access::Planner).await?;
@@ -70,28 +71,50 @@ pub(super) async fn tier_hits(
                 .bind(want)
                 .fetch_all(&mut *tx)
                 .await?;
-            Ok(fixes
-                .into_iter()
-                .map(|(id, at, group)| Ranked {
-                    tier,
-                    kind: HitKind::Fix,
-                    id,
-                    at,
-                    group,
-                })
-                .collect())
+            let fixes = fixes.into_iter().map(|(id, at, group)| Ranked {
+                tier,
+                kind: HitKind::Fix,
+                id,
+                at,
+                group,
+            });
+            Ok((fixes.collect(), true))
         }
-        Tier::Symptom => {
-            let share = probe.share(probe.head - probe.root);
-            set_access(tx, probe.list_access(share, want)).await?;
-            let rows = report_rows(tx, t, SYMPTOM_ROWS, want).await?;
-            Ok(rows.into_iter().map(|(i, a)| report(i, a)).collect())
-        }
-        Tier::Log => {
-            let share = probe.share(probe.any - probe.head);
-            set_access(tx, probe.list_access(share, want)).await?;
-            let rows = report_rows(tx, t, LOG_ROWS, want).await?;
-            Ok(rows.into_iter().map(|(i, a)| report(i, a)).collect())
+        // A lower tier's index hands over the rows of the tiers above it as well (their whole
+        // document matches too), which are then ruled out one by one.
+        Tier::Symptom | Tier::Log => {
+            let (own, above, full, bounded) = if tier == Tier::Symptom {
+                (
+                    probe.head - probe.root,
+                    probe.head,
+                    SYMPTOM_ROWS,
+                    SYMPTOM_ROWS_BOUNDED,
+                )
+            } else {
+                (
+                    probe.any - probe.head,
+                    probe.any,
+                    LOG_ROWS,
+                    LOG_ROWS_BOUNDED,
+                )
+            };
+            let path = probe.tier_path(probe.share(own), probe.share(above), want);
+            let rows = match path {
+                TierPath::Full(access) => {
+                    set_access(tx, access).await?;
+                    report_rows(tx, t, full, want).await?
+                }
+                TierPath::Bounded => {
+                    set_access(tx, Access::Walk).await?;
+                    bind_terms!(sqlx::query_as(bounded), t)
+                        .bind(want)
+                        .bind(TIER_WALK_ROWS)
+                        .fetch_all(&mut *tx)
+                        .await?
+                }
+            };
+            let hits = rows.into_iter().map(|(i, a)| report(i, a)).collect();
+            Ok((hits, path != TierPath::Bounded))
         }
     }
 }
@@ -106,30 +129,43 @@ const ROOT_ROWS: &str = concat!(
     newest!(),
     " LIMIT $6"
 );
-const SYMPTOM_ROWS: &str = concat!(
-    "SELECT s.report_id, ",
-    micros!("s.created_at"),
-    " FROM report_search s WHERE ",
-    head_match!(),
-    " AND NOT ",
-    root_match!(),
-    " AND ",
-    filters!(),
-    newest!(),
-    " LIMIT $6"
-);
-const LOG_ROWS: &str = concat!(
-    "SELECT s.report_id, ",
-    micros!("s.created_at"),
-    " FROM report_search s WHERE ",
-    any_match!(),
-    " AND NOT ",
-    head_match!(),
-    " AND ",
-    filters!(),
-    newest!(),
-    " LIMIT $6"
-);
+/// A lower tier's rows: its newest `$6` matches, among every row ...
+macro_rules! tier_rows {
+    ($matches:expr) => {
+        concat!(
+            "SELECT s.report_id, ",
+            micros!("s.created_at"),
+            " FROM report_search s WHERE ",
+            $matches,
+            " AND ",
+            filters!(),
+            newest!(),
+            " LIMIT $6"
+        )
+    };
+}
+/// ... or among the newest `$7` rows of the filtered set.
+macro_rules! tier_rows_bounded {
+    ($matches:expr) => {
+        concat!(
+            "SELECT s.report_id, ",
+            micros!("s.created_at"),
+            " FROM (SELECT * FROM report_search s WHERE ",
+            filters!(),
+            newest!(),
+            " LIMIT $7) s WHERE ",
+            $matches,
+            newest!(),
+            " LIMIT $6"
+        )
+    };
+}
+const SYMPTOM_ROWS: &str = tier_rows!(concat!(head_match!(), " AND NOT ", root_match!()));
+const SYMPTOM_ROWS_BOUNDED: &str =
+    tier_rows_bounded!(concat!(head_match!(), " AND NOT ", root_match!()));
+const LOG_ROWS: &str = tier_rows!(concat!(any_match!(), " AND NOT ", head_match!()));
+const LOG_ROWS_BOUNDED: &str =
+    tier_rows_bounded!(concat!(any_match!(), " AND NOT ", head_match!()));
 /// Groups match on their title, category and root cause (root-cause tier); they belong to no
 /// project, so a project filter leaves them out. A merged group is no hit of its own: its
 /// target, which holds its reports now, is.
