@@ -152,6 +152,22 @@ fn a_console_wrapped_message_still_gives_its_facts() {
 }
 
 #[test]
+fn a_message_wrapped_at_a_space_the_console_dropped_still_gives_its_facts() {
+    // A rich console wraps at a word boundary and drops the space; a hard cut would glue
+    // "cpu" to "and" and name no second device.
+    let log = " ERROR    Exception: Expected all tensors to be on the same device, but found at least two devices, cpu\n                         and cuda:0! (when checking argument for argument mat1 in method wrapper_CUDA_addmm)\n";
+    let c = classify(log);
+    assert_eq!(c.category, Category::DeviceMismatch);
+    assert_eq!(c.facts.devices, vec!["cpu", "cuda:0"]);
+    // PyTorch's allocator sentence quoted without its first words, re-wrapped by its author.
+    let log = "    Tried to allocate 136.00 MiB. GPU 0 has a total capacity of 22.36 GiB of\n    which 120.88 MiB is free. ... If this problem persists, try again\n";
+    let c = classify(log);
+    assert_eq!(c.category, Category::OutOfMemory);
+    assert_eq!(c.facts.memory.requested_bytes, Some(136 * 1024 * 1024));
+    assert_eq!(c.facts.memory.free_bytes, facts::parse_bytes("120.88 MiB"));
+}
+
+#[test]
 fn noise_from_ci_is_ignored_and_lines_keep_their_numbers() {
     let log = "\
 2026-07-30T03:36:29.7333793Z \x1b[32mINFO\x1b[0m starting\r

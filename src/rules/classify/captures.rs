@@ -32,20 +32,31 @@ pub(super) fn captures_with_wrap(
                 Some(rest) if line.contains("NVRM: ") => rest,
                 _ => next.as_str(),
             };
-            // A hard wrap cuts words ("capty" / "of"); a soft one ends a sentence.
-            if !joined.ends_with([' ', '.', ';', ',', ':']) && joined.len() >= 60 {
-                joined.push_str(next);
-            } else {
-                joined.push(' ');
-                joined.push_str(next);
+            // A hard wrap cuts words ("capty" / "of"); a soft one, as rich and other consoles
+            // wrap at a space they drop ("devices, cpu" / "and cuda:0!"), ends a word or a
+            // sentence. Both joins are tried after a long line that ends mid-word; the one whose
+            // match names more is kept (the hard one on a tie).
+            let hard = !joined.ends_with([' ', '.', ';', ',', ':']) && joined.len() >= 60;
+            let mut joins = vec![format!("{joined} {next}")];
+            if hard {
+                joins.insert(0, format!("{joined}{next}"));
             }
-            if let Some(caps) = re.captures(&joined)
-                && caps.get(0).is_some_and(|m| m.start() < line.len())
-            {
-                let more = named(re, &caps);
+            let mut best: Option<(Vec<(String, String)>, String)> = None;
+            for candidate in joins {
+                let more = re
+                    .captures(&candidate)
+                    .filter(|caps| caps.get(0).is_some_and(|m| m.start() < line.len()))
+                    .map(|caps| named(re, &caps))
+                    .unwrap_or_default();
+                if best.as_ref().is_none_or(|(b, _)| more.len() > b.len()) {
+                    best = Some((more, candidate));
+                }
+            }
+            if let Some((more, candidate)) = best {
                 if more.len() > got.len() {
                     got = more;
                 }
+                joined = candidate;
             }
         }
     }
