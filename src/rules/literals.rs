@@ -199,9 +199,19 @@ fn best(options: Vec<Vec<String>>) -> Option<Vec<String>> {
             (
                 shortest < GOOD_REQUIRED,
                 set.len(),
+                set.iter().any(|l| is_wordy(l)),
                 std::cmp::Reverse(shortest),
             )
         })
+}
+
+/// A literal of letters and spaces only (` in `, `step`): a short one is on most lines of prose
+/// and logs, so among pieces shorter than [`GOOD_REQUIRED`] one with punctuation or other
+/// characters (`.py`, `│`) lets the candidate pass skip more lines, even a byte shorter.
+fn is_wordy(literal: &str) -> bool {
+    literal
+        .bytes()
+        .all(|b| b.is_ascii_alphabetic() || b == b' ')
 }
 
 #[cfg(test)]
@@ -210,6 +220,16 @@ mod tests {
 
     fn required_literals(pattern: &str) -> Option<Vec<String>> {
         LiteralPlan::of(pattern).literals().map(<[String]>::to_vec)
+    }
+
+    #[test]
+    fn a_short_piece_with_punctuation_is_required_before_a_short_word() {
+        // rich's frame line: ` in ` is on most log lines, `│` and `.py` on few.
+        let got = required_literals(r"│\s*(?P<f>[\w.-]+\.py):\d+ in (?P<g>\w+)\s*│");
+        assert!(
+            got.as_ref().is_some_and(|l| l.iter().all(|l| !is_wordy(l))),
+            "{got:?}"
+        );
     }
 
     #[test]
