@@ -106,8 +106,9 @@ FROM (
   JOIN groups g ON g.id = 1 + floor(ngroups * power((h(i, 1) % 1000000) / 1e6, 3))::int
 ) x;
 
-INSERT INTO report_search (report_id, created_at, category, project, root, symptoms, names, excerpt)
-SELECT r.id, r.created_at, r.category, lower(r.project),
+INSERT INTO report_search (report_id, created_at, category, project, group_id, root, symptoms,
+                           names, excerpt)
+SELECT r.id, r.created_at, r.category, lower(r.project), r.group_id,
        r.title || E'\n' || r.root_cause_text,
        CASE WHEN h(r.id, 40) % 3 = 0 THEN '' ELSE pick(c.symptoms, h(r.id, 41)) END,
        concat_ws(E'\n', f.frames, r.filename, r.project, r.branch, r.commit_sha, r.job_url),

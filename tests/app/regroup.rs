@@ -104,6 +104,20 @@ async fn reports_grouped_the_old_way_are_regrouped_once() {
         .execute(pool)
         .await
         .expect("move");
+    let search_groups = async || -> Vec<i64> {
+        sqlx::query_scalar(
+            "SELECT group_id FROM report_search WHERE report_id = ANY($1) ORDER BY report_id",
+        )
+        .bind(vec![first, second])
+        .fetch_all(pool)
+        .await
+        .expect("search groups")
+    };
+    assert_eq!(
+        search_groups().await,
+        [old, old],
+        "search rows follow a move"
+    );
     sqlx::query("UPDATE instance SET grouping_scheme = 1")
         .execute(pool)
         .await
@@ -123,6 +137,8 @@ async fn reports_grouped_the_old_way_are_regrouped_once() {
         [group_a, group_b],
         "each back in the group of its own code"
     );
+    // Their search rows moved with them (search collapses hits by the group these name).
+    assert_eq!(search_groups().await, [group_a, group_b]);
     let scheme: i32 = sqlx::query_scalar("SELECT grouping_scheme FROM instance")
         .fetch_one(pool)
         .await

@@ -205,9 +205,9 @@ pub async fn insert_document(
     words: &[String],
 ) -> Result<(), DbError> {
     sqlx::query(
-        "INSERT INTO report_search (report_id, created_at, category, project, root, symptoms, \
-             names, excerpt) \
-         SELECT id, created_at, category, lower(project), $2, $3, $4, $5 \
+        "INSERT INTO report_search (report_id, created_at, category, project, group_id, root, \
+             symptoms, names, excerpt) \
+         SELECT id, created_at, category, lower(project), group_id, $2, $3, $4, $5 \
          FROM reports WHERE id = $1",
     )
     .bind(report_id)

@@ -155,6 +155,25 @@ async fn an_unmerge_gives_back_exactly_what_belongs_to_the_group_after_chains_an
             .await
             .unwrap();
     assert_eq!(stray, 0);
+    // Search follows the reports home: a's failure is one row, of group a; every search row
+    // names its report's group.
+    let res = app
+        .get_as(&alice, "/api/v1/search?q=wrapper_CUDA__alpha")
+        .await;
+    assert_eq!(res.status, StatusCode::OK, "{}", res.body);
+    let found = res.json();
+    let groups: Vec<i64> = (found["results"].as_array().unwrap().iter())
+        .map(|h| h["group"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(groups, [a], "{found}");
+    let astray: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM report_search s JOIN reports r ON r.id = s.report_id \
+         WHERE s.group_id <> r.group_id",
+    )
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap();
+    assert_eq!(astray, 0);
 }
 
 #[tokio::test]

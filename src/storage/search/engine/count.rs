@@ -83,14 +83,13 @@ fn round_down(n: i64) -> i64 {
 
 /// Matching reports (up to $6 of the newest $7 of the filtered set) and their groups.
 const COUNT_WALK: &str = concat!(
-    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT r.group_id), '{}') \
-     FROM (SELECT s.report_id FROM (SELECT * FROM report_search s WHERE ",
+    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT x.group_id), '{}') \
+     FROM (SELECT s.group_id FROM (SELECT * FROM report_search s WHERE ",
     filters!(),
     newest!(),
     " LIMIT $7) s WHERE ",
     any_match!(),
-    " LIMIT $6) x CROSS JOIN LATERAL (SELECT r.group_id FROM reports r \
-       WHERE r.id = x.report_id) r"
+    " LIMIT $6) x"
 );
 /// Rows of the filtered set ($1 category, $2 project), up to $3 (from the recency indexes).
 const COUNT_ROWS: &str = "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s \
@@ -98,13 +97,12 @@ const COUNT_ROWS: &str = "SELECT count(*)::int8 FROM (SELECT 1 FROM report_searc
      LIMIT $3) x";
 /// Matching reports (up to $6) and their groups.
 const COUNT_INDEX: &str = concat!(
-    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT r.group_id), '{}') \
-     FROM (SELECT s.report_id FROM report_search s WHERE ",
+    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT x.group_id), '{}') \
+     FROM (SELECT s.group_id FROM report_search s WHERE ",
     any_match!(),
     " AND ",
     filters!(),
-    " LIMIT $6) x CROSS JOIN LATERAL (SELECT r.group_id FROM reports r \
-       WHERE r.id = x.report_id) r"
+    " LIMIT $6) x"
 );
 /// The matching groups, and the groups of the matching fixes (up to $6 each).
 const COUNT_OTHERS: &str = concat!(

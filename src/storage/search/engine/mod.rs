@@ -125,7 +125,7 @@ async fn tier_groups(
         let (hits, full) = rank::tier_hits(tx, terms, probe, tier, want).await?;
         let short = (hits.len() as i64) < want;
         let mut new: HashSet<i64> = HashSet::new();
-        let firsts: Vec<Ranked> = (rank::with_groups(tx, hits).await?.into_iter())
+        let firsts: Vec<Ranked> = (hits.into_iter())
             .filter(|h| !seen.contains(&h.group) && new.insert(h.group))
             .collect();
         // A bounded walk that came up short found all it can: asking for more reads no further.

@@ -1,7 +1,7 @@
 //! The ranking: the newest hits of one tier at a time (root cause, fix, symptom, log), reports
-//! through the access path the probe chose, groups and fixes through the planner's, as ids and
-//! timestamps only; their titles and snippets are read for the page alone ([`super::details`]).
-//! Each hit then learns its group ([`with_groups`]), which the search collapses its rows by.
+//! through the access path the probe chose, groups and fixes through the planner's, as ids,
+//! timestamps and groups only (a search row holds its report's group, migration 0049); their
+//! titles and snippets are read for the page alone ([`super::details`]).
 
 use sqlx::PgConnection;
 
@@ -18,7 +18,7 @@ pub(super) struct Ranked {
     pub(super) id: i64,
     /// Microseconds since the epoch.
     at: i64,
-    /// The group it belongs to (a group's own id); 0 until [`with_groups`] reads it.
+    /// The group it belongs to (a group's own id), which the search collapses its rows by.
     pub(super) group: i64,
 }
 
@@ -31,12 +31,12 @@ pub(super) async fn tier_hits(
     tier: Tier,
     want: i64,
 ) -> Result<(Vec<Ranked>, bool), DbError> {
-    let report = |id: i64, at: i64| Ranked {
+    let report = |(id, at, group): (i64, i64, i64)| Ranked {
         tier,
         kind: HitKind::Report,
         id,
         at,
-        group: 0,
+        group,
     };
     match tier {
         Tier::RootCause => {
@@ -48,7 +48,7 @@ pub(super) async fn tier_hits(
                 .bind(want)
                 .fetch_all(&mut *tx)
                 .await?;
-            let mut hits: Vec<Ranked> = reports.into_iter().map(|(i, a)| report(i, a)).collect();
+            let mut hits: Vec<Ranked> = reports.into_iter().map(report).collect();
             hits.extend(groups.into_iter().map(|(id, at)| Ranked {
                 tier,
                 kind: HitKind::Group,
@@ -113,7 +113,7 @@ pub(super) async fn tier_hits(
                         .await?
                 }
             };
-            let hits = rows.into_iter().map(|(i, a)| report(i, a)).collect();
+            let hits = rows.into_iter().map(report).collect();
             Ok((hits, path != TierPath::Bounded))
         }
     }
@@ -122,7 +122,7 @@ pub(super) async fn tier_hits(
 const ROOT_ROWS: &str = concat!(
     "SELECT s.report_id, ",
     micros!("s.created_at"),
-    " FROM report_search s WHERE ",
+    ", s.group_id FROM report_search s WHERE ",
     root_match!(),
     " AND ",
     filters!(),
@@ -135,7 +135,7 @@ macro_rules! tier_rows {
         concat!(
             "SELECT s.report_id, ",
             micros!("s.created_at"),
-            " FROM report_search s WHERE ",
+            ", s.group_id FROM report_search s WHERE ",
             $matches,
             " AND ",
             filters!(),
@@ -150,7 +150,7 @@ macro_rules! tier_rows_bounded {
         concat!(
             "SELECT s.report_id, ",
             micros!("s.created_at"),
-            " FROM (SELECT * FROM report_search s WHERE ",
+            ", s.group_id FROM (SELECT * FROM report_search s WHERE ",
             filters!(),
             newest!(),
             " LIMIT $7) s WHERE ",
@@ -194,38 +194,9 @@ async fn report_rows(
     t: &Terms,
     sql: &'static str,
     want: i64,
-) -> Result<Vec<(i64, i64)>, DbError> {
+) -> Result<Vec<(i64, i64, i64)>, DbError> {
     Ok(bind_terms!(sqlx::query_as(sql), t)
         .bind(want)
         .fetch_all(&mut *tx)
         .await?)
-}
-
-/// `hits` with the group of each report read (reports hold their group, the one a merge moved
-/// them to); a report deleted since it was ranked is left out.
-pub(super) async fn with_groups(
-    tx: &mut PgConnection,
-    mut hits: Vec<Ranked>,
-) -> Result<Vec<Ranked>, DbError> {
-    let reports: Vec<i64> = (hits.iter())
-        .filter(|h| h.kind == HitKind::Report)
-        .map(|h| h.id)
-        .collect();
-    if reports.is_empty() {
-        return Ok(hits);
-    }
-    let groups: std::collections::HashMap<i64, i64> =
-        sqlx::query_as("SELECT id, group_id FROM reports WHERE id = ANY($1)")
-            .bind(&reports)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
-    hits.retain_mut(|h| {
-        if h.kind != HitKind::Report {
-            return true;
-        }
-        groups.get(&h.id).map(|g| h.group = *g).is_some()
-    });
-    Ok(hits)
 }
