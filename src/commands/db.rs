@@ -40,9 +40,9 @@ pub async fn migrate(args: DatabaseArgs) -> anyhow::Result<()> {
 /// `gpu-triage db ...`: maintenance of the stored data.
 #[derive(Debug, clap::Subcommand)]
 pub enum DbCommand {
-    /// Move stored raw logs between PostgreSQL and an S3-compatible object store, one report
-    /// at a time, each chunk verified by its SHA-256. Interrupted, it loses nothing: run it
-    /// again to go on. Objects it leaves behind are removed at its end (and by `serve`'s
+    /// Move stored raw logs and reproduction scripts between PostgreSQL and an S3-compatible
+    /// object store, one report at a time, each chunk and script verified by its SHA-256.
+    /// Interrupted, it loses nothing: run it again to go on. Objects it leaves behind are removed at its end (and by `serve`'s
     /// sweeper).
     MoveLogs {
         /// `s3://BUCKET/PREFIX` to move the logs stored in PostgreSQL into that store, or
@@ -109,9 +109,9 @@ async fn move_logs(
         Destination::Database => "PostgreSQL",
     };
     println!(
-        "moved the logs of {} reports ({} chunks, each verified by SHA-256) to {place}; \
-         {} skipped (changed meanwhile), {} object prefixes removed",
-        moved.reports, moved.chunks, moved.skipped, moved.swept
+        "moved the logs of {} reports ({} chunks) and {} reproduction scripts, each verified \
+         by SHA-256, to {place}; {} skipped (changed meanwhile), {} object prefixes removed",
+        moved.reports, moved.chunks, moved.scripts, moved.skipped, moved.swept
     );
     Ok(())
 }

@@ -49,8 +49,8 @@ pub struct LeasedJob {
     pub max_attempts: u32,
     /// The lease's secret: heartbeats and the result must carry it.
     pub lease_token: String,
-    /// The report's minimal reproduction script.
-    pub script: String,
+    /// The report's minimal reproduction script, or where the object store keeps it.
+    pub script: crate::storage::reports::StoredScript,
     /// Runs asked for.
     pub repeats: u8,
 }
@@ -119,10 +119,11 @@ pub async fn claim(
              lease_token = gen_random_uuid(), \
              lease_expires_at = now() + make_interval(secs => $2), \
              worker = $1, claimed_at = now(), heartbeat_at = NULL, updated_at = now() \
-         FROM next WHERE j.id = next.id AND j.state = 'queued' \
+         FROM next, reports r WHERE j.id = next.id AND j.state = 'queued' \
+             AND r.id = j.report_id \
          RETURNING j.id, j.report_id, j.attempts, j.max_attempts, j.lease_token::text AS token, \
              j.repeats, \
-             (SELECT r.script FROM reports r WHERE r.id = j.report_id) AS script",
+             r.script, r.script_prefix, r.script_sha256",
     )
     .bind(worker)
     .bind(f64::from(lease_secs))
@@ -138,11 +139,34 @@ pub async fn claim(
         attempt: count(row.try_get("attempts")?),
         max_attempts: count(row.try_get("max_attempts")?),
         lease_token: row.try_get("token")?,
-        script: row
-            .try_get::<Option<String>, _>("script")?
-            .unwrap_or_default(),
+        script: crate::storage::reports::StoredScript::from_columns(
+            row.try_get("script")?,
+            row.try_get("script_prefix")?,
+            row.try_get("script_sha256")?,
+        )
+        .unwrap_or(crate::storage::reports::StoredScript::Row(String::new())),
         repeats: u8::try_from(row.try_get::<i16, _>("repeats")?).unwrap_or(1),
     }))
+}
+
+/// Puts a job claimed by `lease_token` back in the queue as if the claim had not happened
+/// (its attempt not counted): the claim could not be answered (its script is in an object
+/// store that failed). `false`: the lease is no longer this one.
+pub async fn unclaim(
+    ex: impl PgExecutor<'_>,
+    job_id: i64,
+    lease_token: &str,
+) -> Result<bool, DbError> {
+    let done = sqlx::query(
+        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_token = NULL, \
+             lease_expires_at = NULL, worker = '', claimed_at = NULL, updated_at = now() \
+         WHERE id = $1 AND state = 'running' AND lease_token = $2::uuid",
+    )
+    .bind(job_id)
+    .bind(lease_token)
+    .execute(ex)
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// An attempt counter from its `int4` column (never negative: a CHECK keeps it so).

@@ -248,6 +248,7 @@ impl<'a> Assembly<'a> {
             log,
             // Placed in the object store (when one is configured) by `upload::store`.
             log_place: crate::storage::reports::LogPlace::Database,
+            script_place: crate::storage::reports::ScriptPlace::Database,
             script,
             search,
             search_words,

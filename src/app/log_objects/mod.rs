@@ -5,6 +5,8 @@
 //! stops an upload half way (the store or the database down, a crash, a duplicate), its
 //! objects are on the sweep list and go once the grace period has passed; retention and
 //! deleted reports queue theirs in the same transaction that forgets them (migration 0039).
+//! A report's script goes to the store too, under a prefix of its own (migration 0050), read
+//! back by [`read_script`].
 //! Moving stored logs between PostgreSQL and the store (`db move-logs`) is in [`moving`].
 
 pub mod moving;
@@ -15,48 +17,92 @@ use sha2::{Digest, Sha256};
 
 use super::Error;
 use crate::storage::log_objects as store;
-use crate::storage::objects::LogObjects;
-use crate::storage::reports::{LogPlace, NewReport, object_key};
+use crate::storage::objects::{LogObjects, StoreError};
+use crate::storage::reports::{
+    LogPlace, NewReport, ScriptPlace, StoredScript, object_key, script_key,
+};
 use crate::storage::{Db, DbError};
 
-/// A fresh object prefix for one log: `logs/` and 128 random bits.
-fn new_prefix() -> Result<String, Error> {
+/// A fresh object prefix under `kind` (`logs`, `scripts`): `{kind}/` and 128 random bits.
+fn fresh_prefix(kind: &str) -> Result<String, Error> {
     let mut id = [0u8; 16];
     getrandom::fill(&mut id).map_err(|e| Error::Internal(anyhow::anyhow!("random source: {e}")))?;
-    Ok(format!("logs/{}/", hex::encode(id)))
+    Ok(format!("{kind}/{}/", hex::encode(id)))
 }
 
-/// Puts `new`'s chunks in the object store when the server has one (else leaves them for
-/// their rows), and records where in `new.log_place`. The prefix is on the sweep list, due
-/// after the store's grace period, before the first object is written; [`NewReport`]'s insert takes
-/// it back. A store that fails gives the error (503 when it is unreachable) and leaves what
-/// was written to the sweeper.
+/// A fresh object prefix for one log.
+fn new_prefix() -> Result<String, Error> {
+    fresh_prefix("logs")
+}
+
+/// Puts `new`'s chunks and script in the object store when the server has one (else leaves
+/// them for their rows), and records where in `new.log_place` and `new.script_place`. Each
+/// prefix is on the sweep list, due after the store's grace period, before its first object
+/// is written; [`NewReport`]'s insert takes it back. A store that fails gives the error (503
+/// when it is unreachable) and leaves what was written to the sweeper.
 #[tracing::instrument(name = "log_objects::place", skip_all, fields(chunks = new.log.len()))]
 pub async fn place(db: &Db, new: &mut NewReport) -> Result<(), Error> {
     let Some(objects) = db.log_store() else {
         return Ok(());
     };
-    if new.log.is_empty() {
-        return Ok(());
+    if !new.log.is_empty() {
+        let prefix = new_prefix()?;
+        store::record_pending(db.pool(), &prefix, objects.grace()).await?;
+        let written = put_chunks(
+            objects,
+            &prefix,
+            new.log.iter().map(|c| (c.seq, c.data.clone())),
+        )
+        .await;
+        let place = LogPlace::Objects {
+            prefix,
+            sha256: written.as_ref().cloned().unwrap_or_default(),
+        };
+        if written.is_err() {
+            abandon(db, &place).await;
+        }
+        written?;
+        new.log_place = place;
     }
-    let prefix = new_prefix()?;
-    store::record_pending(db.pool(), &prefix, objects.grace()).await?;
-    let written = put_chunks(
-        objects,
-        &prefix,
-        new.log.iter().map(|c| (c.seq, c.data.clone())),
-    )
-    .await;
-    let place = LogPlace::Objects {
-        prefix,
-        sha256: written.as_ref().cloned().unwrap_or_default(),
-    };
-    if written.is_err() {
-        abandon(db, &place).await;
+    if let Some(script) = &new.script {
+        let prefix = fresh_prefix("scripts")?;
+        store::record_pending(db.pool(), &prefix, objects.grace()).await?;
+        let sha256 = Sha256::digest(script.as_bytes()).to_vec();
+        let written = objects
+            .put(&script_key(&prefix), script.as_bytes().to_vec())
+            .await;
+        let place = ScriptPlace::Objects { prefix, sha256 };
+        if let Err(e) = written {
+            abandon_script(db, &place).await;
+            abandon(db, &new.log_place).await;
+            return Err(DbError::from(e).into());
+        }
+        new.script_place = place;
     }
-    written?;
-    new.log_place = place;
     Ok(())
+}
+
+/// A stored report's script text: the row's, or the object's, checked against its recorded
+/// SHA-256 (a store that cannot give it back, or gives other bytes, is an error naming it).
+pub async fn read_script(db: &Db, script: StoredScript) -> Result<String, Error> {
+    match script {
+        StoredScript::Row(text) => Ok(text),
+        StoredScript::Object { prefix, sha256 } => {
+            let objects = db.require_log_store()?;
+            let key = script_key(&prefix);
+            let bytes = objects.get(&key).await.map_err(DbError::from)?;
+            if Sha256::digest(&bytes)[..] != sha256[..] {
+                return Err(DbError::from(StoreError::Corrupt {
+                    url: objects.url().to_owned(),
+                    key,
+                })
+                .into());
+            }
+            String::from_utf8(bytes).map_err(|_| {
+                Error::Internal(anyhow::anyhow!("the script object {key} is not UTF-8"))
+            })
+        }
+    }
 }
 
 /// Writes the chunks, a few at a time, and returns their SHA-256 in order.
@@ -87,9 +133,20 @@ async fn put_chunks(
 /// due for the sweeper now rather than after the grace period (best effort: when the
 /// database is down too, the record made before the first object was written stands).
 pub async fn abandon(db: &Db, place: &LogPlace) {
-    if let LogPlace::Objects { prefix, .. } = place
-        && let Err(e) = store::record_pending(db.pool(), prefix, Duration::ZERO).await
-    {
+    if let LogPlace::Objects { prefix, .. } = place {
+        abandon_prefix(db, prefix).await;
+    }
+}
+
+/// [`abandon`] for a script written to the store.
+pub async fn abandon_script(db: &Db, place: &ScriptPlace) {
+    if let ScriptPlace::Objects { prefix, .. } = place {
+        abandon_prefix(db, prefix).await;
+    }
+}
+
+async fn abandon_prefix(db: &Db, prefix: &str) {
+    if let Err(e) = store::record_pending(db.pool(), prefix, Duration::ZERO).await {
         tracing::debug!(error = %e, prefix, "marking an upload's objects for the sweeper");
     }
 }

@@ -2,15 +2,16 @@
 //! one report at a time, so an interrupted run loses nothing and the next run goes on where it
 //! stopped (a report is moved by one transaction or not at all). Every chunk is verified by its
 //! SHA-256 on the way: read back from the store after writing it, or checked against the chunk
-//! map's hash before its bytes go back into a row. The objects a move leaves behind (the old
+//! map's hash before its bytes go back into a row. Reproduction scripts move the same way
+//! (migration 0050), each verified by its SHA-256. The objects a move leaves behind (the old
 //! copies, or a half-written report of an interrupted run) are the sweeper's.
 
 use sha2::{Digest, Sha256};
 
-use super::{Error, new_prefix, put_chunks, sweep_all};
+use super::{Error, abandon_script, fresh_prefix, new_prefix, put_chunks, read_script, sweep_all};
 use crate::storage::log_objects::{self as store, Side};
 use crate::storage::objects::StoreError;
-use crate::storage::reports::object_key;
+use crate::storage::reports::{self, ScriptPlace, StoredScript, object_key, script_key};
 use crate::storage::{Db, DbError};
 
 /// Where the logs go.
@@ -29,6 +30,8 @@ pub struct Moved {
     pub reports: u64,
     /// Chunks moved, each verified.
     pub chunks: u64,
+    /// Reproduction scripts moved, each verified.
+    pub scripts: u64,
     /// Reports passed over because their log changed meanwhile (removed by retention).
     pub skipped: u64,
     /// Object prefixes the sweep removed at the end.
@@ -62,6 +65,24 @@ pub async fn move_logs(
                     moved.chunks += n;
                 }
                 None => moved.skipped += 1,
+            }
+            progress(id, &moved);
+        }
+        after = last;
+    }
+    let mut after = 0;
+    loop {
+        let ids = reports::scripts_on(db.pool(), from, after, 100).await?;
+        let Some(&last) = ids.last() else { break };
+        for id in ids {
+            let done = match to {
+                Destination::Store => script_to_store(db, id).await?,
+                Destination::Database => script_to_row(db, id).await?,
+            };
+            if done {
+                moved.scripts += 1;
+            } else {
+                moved.skipped += 1;
             }
             progress(id, &moved);
         }
@@ -149,6 +170,65 @@ async fn to_rows(db: &Db, id: i64) -> Result<Option<u64>, Error> {
     }
     tx.commit().await.map_err(DbError::from)?;
     Ok(Some(rows.len() as u64))
+}
+
+/// Moves report `id`'s script from its row to the store, read back and verified; `false` when
+/// it changed meanwhile (the report was removed, or another run moved it).
+async fn script_to_store(db: &Db, id: i64) -> Result<bool, Error> {
+    let objects = db.require_log_store()?;
+    let Some(StoredScript::Row(text)) = reports::script_of(db.pool(), id).await? else {
+        return Ok(false);
+    };
+    let prefix = fresh_prefix("scripts")?;
+    store::record_pending(db.pool(), &prefix, objects.grace()).await?;
+    let sha256 = Sha256::digest(text.as_bytes()).to_vec();
+    let key = script_key(&prefix);
+    objects
+        .put(&key, text.as_bytes().to_vec())
+        .await
+        .map_err(DbError::from)?;
+    let place = ScriptPlace::Objects {
+        prefix: prefix.clone(),
+        sha256: sha256.clone(),
+    };
+    let back = objects.get(&key).await.map_err(DbError::from)?;
+    if Sha256::digest(&back)[..] != sha256[..] {
+        abandon_script(db, &place).await;
+        return Err(DbError::from(StoreError::Corrupt {
+            url: objects.url().to_owned(),
+            key,
+        })
+        .into());
+    }
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    if !reports::script_to_object(&mut tx, id, &text, &prefix, &sha256).await? {
+        tx.rollback().await.map_err(DbError::from)?;
+        abandon_script(db, &place).await;
+        return Ok(false);
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(true)
+}
+
+/// Moves report `id`'s script from the store back into its row, verified against its recorded
+/// SHA-256; `false` when it changed meanwhile.
+async fn script_to_row(db: &Db, id: i64) -> Result<bool, Error> {
+    let Some(StoredScript::Object { prefix, sha256 }) = reports::script_of(db.pool(), id).await?
+    else {
+        return Ok(false);
+    };
+    let stored = StoredScript::Object {
+        prefix: prefix.clone(),
+        sha256,
+    };
+    let text = read_script(db, stored).await?;
+    let mut tx = db.pool().begin().await.map_err(DbError::from)?;
+    if !reports::script_to_row(&mut tx, id, &prefix, &text).await? {
+        tx.rollback().await.map_err(DbError::from)?;
+        return Ok(false);
+    }
+    tx.commit().await.map_err(DbError::from)?;
+    Ok(true)
 }
 
 fn corrupt_row(id: i64, seq: i32) -> Error {

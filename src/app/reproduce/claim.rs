@@ -48,6 +48,19 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
         if let Some(job) =
             store::claim(queue.db.pool(), &req.worker, settings.lease_secs, has_gpu).await?
         {
+            // A script the object store keeps is read now; a store that fails puts the job
+            // back, its attempt not counted, and the worker gets the error (503: try again).
+            let script = match crate::app::log_objects::read_script(&queue.db, job.script).await {
+                Ok(script) => script,
+                Err(e) => {
+                    if let Err(undo) =
+                        store::unclaim(queue.db.pool(), job.job_id, &job.lease_token).await
+                    {
+                        tracing::warn!(error = %undo, job = job.job_id, "putting a job back after its script could not be read");
+                    }
+                    return Err(e);
+                }
+            };
             tracing::Span::current().record("job_id", job.job_id);
             tracing::info!(job = job.job_id, worker = %req.worker, attempt = job.attempt, "job claimed");
             claim.job = Some(ClaimedJob {
@@ -57,7 +70,7 @@ pub async fn claim(queue: &Queue, mut req: ClaimRequest) -> Result<Claim, Error>
                 max_attempts: job.max_attempts,
                 lease_token: job.lease_token,
                 lease_secs: settings.lease_secs,
-                script: job.script,
+                script,
                 script_name: "repro.py".into(),
                 timeout_secs: settings.timeout_secs,
                 repeats: job.repeats,

@@ -383,6 +383,7 @@ pub(crate) async fn store(
     if result.is_err() {
         // What was written for a report that was not stored goes at the next sweep.
         super::log_objects::abandon(db, &new.log_place).await;
+        super::log_objects::abandon_script(db, &new.script_place).await;
     }
     result
 }

@@ -70,6 +70,7 @@ pub fn prepare(
         log_lines: i64::try_from(classification.stats.lines).unwrap_or(i64::MAX),
         log,
         log_place: crate::storage::reports::LogPlace::Database,
+        script_place: crate::storage::reports::ScriptPlace::Database,
         script,
         search,
         search_words,

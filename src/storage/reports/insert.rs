@@ -6,6 +6,7 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::log::{LogChunk, LogPlace, discard_objects, insert_log};
+use super::script::{self, ScriptPlace};
 use crate::api_types::{JobState, QueuedJob};
 use crate::rules::{Category, Classification, Confidence};
 use crate::storage::DbError;
@@ -41,6 +42,9 @@ pub struct NewReport {
     pub log_place: LogPlace,
     /// The attached minimal reproduction script, if any (queues a job).
     pub script: Option<String>,
+    /// Where that script is kept (`app::log_objects::place` writes it to the object store
+    /// before the transaction when one is configured).
+    pub script_place: ScriptPlace,
     /// Runs the job asks for (1-5).
     pub repeats: u8,
     /// What the job needs to run.
@@ -159,6 +163,7 @@ pub async fn insert_report(
                     stored.group_id = now;
                 }
                 discard_objects(&mut *tx, &report.log_place).await?;
+                script::discard_object(&mut *tx, &report.script_place).await?;
                 return Ok(InsertOutcome::Stored(Stored {
                     job,
                     replayed: true,
@@ -197,6 +202,7 @@ pub async fn insert_report(
     };
     if stored.duplicate {
         discard_objects(&mut *tx, &report.log_place).await?;
+        script::discard_object(&mut *tx, &report.script_place).await?;
     }
     if let Some(idem) = idempotency {
         sqlx::query(
@@ -332,9 +338,11 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
              filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
              fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
-             script, finding_rules, signature, version, merged_from) \
+             script, finding_rules, signature, version, merged_from, script_prefix, \
+             script_sha256) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22, $23) \
+             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22, $23, \
+             $24, $25) \
          RETURNING id",
     )
     .bind(r.token_id)
@@ -356,12 +364,24 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     .bind(&r.log_sha256)
     .bind(r.log_bytes)
     .bind(r.log_lines)
-    .bind(&r.script)
+    .bind(match r.script_place {
+        ScriptPlace::Database => r.script.as_deref(),
+        ScriptPlace::Objects { .. } => None,
+    })
     .bind(&r.headline.signature)
     .bind(&r.version)
     .bind(merged_from)
+    .bind(match &r.script_place {
+        ScriptPlace::Database => None,
+        ScriptPlace::Objects { prefix, .. } => Some(prefix.as_str()),
+    })
+    .bind(match &r.script_place {
+        ScriptPlace::Database => None,
+        ScriptPlace::Objects { sha256, .. } => Some(&sha256[..]),
+    })
     .fetch_one(&mut *tx)
     .await?;
+    script::claim_object(&mut *tx, &r.script_place).await?;
     insert_log(&mut *tx, report_id, &r.log, &r.log_place).await?;
     crate::storage::search::insert_document(&mut *tx, report_id, &r.search, &r.search_words)
         .await?;

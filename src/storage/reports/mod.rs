@@ -1,10 +1,12 @@
 //! Reports: insert (with duplicate detection, grouping by fingerprint, idempotency keys and the
 //! reproduction job for an attached script, all in one transaction) and read back: the row
-//! (`read.rs`), its log's chunks (`log.rs`), the insert itself (`insert.rs`).
+//! (`read.rs`), its log's chunks (`log.rs`), its script when the object store keeps it
+//! (`script.rs`), the insert itself (`insert.rs`).
 
 mod insert;
 mod log;
 mod read;
+mod script;
 
 pub use insert::{Headline, IdempotencyRecord, InsertOutcome, NewReport, Stored, insert_report};
 pub(crate) use log::whole_log_gz;
@@ -17,6 +19,9 @@ pub use read::{
     recent_reports,
 };
 pub(crate) use read::{SUMMARY_COLUMNS, summary_from_row};
+pub use script::{
+    ScriptPlace, StoredScript, script_key, script_of, script_to_object, script_to_row, scripts_on,
+};
 
 /// A timestamptz column as whole seconds since the Unix epoch, which decode into
 /// [`crate::time::Timestamp`] (shared by storage modules).

@@ -35,12 +35,29 @@ pub struct Report {
     pub classification: Classification,
     pub log_bytes: i64,
     pub log_lines: i64,
+    /// The reproduction script's text: read from the row, or from the object store by the
+    /// use case that shows it (`app::reports::detail`).
     pub script: Option<String>,
+    /// Where the object store keeps the script when the row does not ([`Report::stored_script`]).
+    pub script_prefix: Option<String>,
+    pub script_sha256: Option<Vec<u8>>,
     /// When retention removed the log (the row and its classification stay), if it did.
     #[sqlx(rename = "log_removed")]
     pub log_removed_at: Option<crate::time::Timestamp>,
     /// The retention in days that removed it.
     pub log_removed_after_days: Option<i32>,
+}
+
+impl Report {
+    /// Where its script is, if it has one.
+    #[must_use]
+    pub fn stored_script(&self) -> Option<super::StoredScript> {
+        super::StoredScript::from_columns(
+            self.script.clone(),
+            self.script_prefix.clone(),
+            self.script_sha256.clone(),
+        )
+    }
 }
 
 /// The report with this id.
@@ -50,7 +67,8 @@ pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Repor
         rfc3339!("created_at"),
         " AS created, project, job_url, commit_sha, branch, \
          environment, version, filename, group_id, category, title, root_cause_line, \
-         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script, ",
+         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script, \
+         script_prefix, script_sha256, ",
         rfc3339!("log_removed_at"),
         " AS log_removed, log_removed_after_days FROM reports WHERE id = $1"
     ))

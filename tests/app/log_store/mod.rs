@@ -1,12 +1,14 @@
 //! Raw logs in an S3-compatible object store (issue 42), against a real SeaweedFS: uploads,
 //! page views, finds and raw downloads read from it, retention and the sweeper empty it,
-//! `db move-logs` moves logs both ways (`store`); the store failing at start, half way through
-//! an upload, hanging, or refusing the credentials (`faults`); two `serve` replicas on one
-//! PostgreSQL and one store (`replicas`).
+//! `db move-logs` moves logs both ways (`store`); reproduction scripts kept there and moved both
+//! ways (`scripts`); the store failing at start, half way through an upload, hanging, or
+//! refusing the credentials (`faults`); two `serve` replicas on one PostgreSQL and one store
+//! (`replicas`).
 
 mod faults;
 pub(crate) mod proxy;
 mod replicas;
+mod scripts;
 mod store;
 pub(crate) mod weed;
 
@@ -38,8 +40,13 @@ pub(crate) fn log_text(tag: &str, lines: usize, marker: Option<&str>) -> String 
 /// The object prefixes (`logs/<id>/`) under the store that hold objects (SeaweedFS may keep
 /// an emptied directory, which holds nothing).
 pub(crate) async fn prefixes(objects: &LogObjects) -> Vec<String> {
+    prefixes_under(objects, "logs").await
+}
+
+/// The object prefixes under `kind` (`logs`, `scripts`) that hold objects.
+pub(crate) async fn prefixes_under(objects: &LogObjects, kind: &str) -> Vec<String> {
     let mut dirs = Vec::new();
-    for dir in objects.list_dirs("logs").await.expect("list the store") {
+    for dir in objects.list_dirs(kind).await.expect("list the store") {
         if !objects.list(&dir).await.expect("list a prefix").is_empty() {
             dirs.push(dir);
         }
