@@ -9,7 +9,8 @@ use tokio::net::TcpListener;
 use crate::auth;
 use crate::config::ServeArgs;
 use crate::storage;
-use crate::web::{self, AppState};
+use crate::web;
+use crate::web::state::AppState;
 
 /// Runs the server until a shutdown signal arrives.
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {

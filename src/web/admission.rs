@@ -14,9 +14,11 @@ use axum::response::{IntoResponse, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 
 use super::anonymous::{ClientAddr, ClientKey};
+use super::auth;
+use super::error::{AppError, PageError};
 use super::limits::{self, InFlight};
 use super::live::{EndRequests, Ended};
-use super::{AppError, AppState, PageError, auth};
+use super::state::AppState;
 
 /// Middleware: admits a request under the in-flight caps or refuses it at once. Credentials
 /// are checked first and only here ([`auth::verify`], SECURITY.md item 24 and issue 38 item 7):

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::AppError;
+use super::error::AppError;
 
 /// The peer address of the connection a request came on, inserted by the accept loop
 /// ([`super::server::serve`]). Absent for requests built in-process (tests), which then count

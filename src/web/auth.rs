@@ -8,9 +8,10 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Method, header};
 
+use super::error::AppError;
 use super::limits::InFlight;
 use super::live::Holders;
-use super::{AppError, AppState};
+use super::state::AppState;
 use crate::actor::Actor;
 use crate::app::tokens;
 use crate::app::tokens::{Holder, Session, TokenRecord};
@@ -232,12 +233,12 @@ impl PortalUser {
 }
 
 impl FromRequestParts<AppState> for PortalUser {
-    type Rejection = super::PageError;
+    type Rejection = super::error::PageError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         state: &AppState,
-    ) -> Result<Self, super::PageError> {
+    ) -> Result<Self, super::error::PageError> {
         let user = match OptionalUser::from_request_parts(parts, state).await?.0 {
             Some(user) => user,
             None => {
@@ -282,12 +283,12 @@ fn take_token_share(parts: &Parts, state: &AppState, key: i64) -> Result<(), App
 pub struct OptionalUser(pub Option<PortalUser>);
 
 impl FromRequestParts<AppState> for OptionalUser {
-    type Rejection = super::PageError;
+    type Rejection = super::error::PageError;
 
     async fn from_request_parts(
         parts: &mut Parts,
         state: &AppState,
-    ) -> Result<Self, super::PageError> {
+    ) -> Result<Self, super::error::PageError> {
         let Some(cookie) = cookie_value(&parts.headers, SESSION_COOKIE) else {
             return Ok(OptionalUser(None));
         };
@@ -359,7 +360,7 @@ pub async fn refuse_cross_site_forms(
         .split_once("://")
         .map_or("http", |(s, _)| s);
     if is_form_post && !origin_matches(req.headers(), scheme) {
-        return super::PageError(AppError::Forbidden("cross-site form post refused".into()))
+        return super::error::PageError(AppError::Forbidden("cross-site form post refused".into()))
             .into_response();
     }
     next.run(req).await

@@ -1,12 +1,12 @@
 //! `AppError`, the web layer's one error type. For `/api` it renders as the JSON shape of
 //! DESIGN.md section 5 (`{"error": {"code", "message"}}`); wrapped in [`PageError`] it renders as
-//! an HTML page. Either way 5xx bodies carry no internal detail: the cause is logged at `error`,
-//! 4xx at `debug`.
+//! an HTML page (`error_page.rs`, which knows the portal's frame; this module knows no page).
+//! Either way 5xx bodies carry no internal detail: the cause is logged at `error`, 4xx at
+//! `debug`.
 
-use askama::Template;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 
 use crate::api_types::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::app;
@@ -21,7 +21,7 @@ pub enum AppError {
     #[error("{0}")]
     Unauthorized(&'static str),
     /// 401 for the API; a portal page sends the person to sign in and, when `next` is set (a
-    /// relative path checked by [`super::auth::return_path`]), back there afterwards.
+    /// relative path checked by `auth::return_path`), back there afterwards.
     #[error("sign in first")]
     SignInFirst { next: Option<String> },
     /// 403: valid credentials without the needed scope, or a failed CSRF/origin check.
@@ -152,7 +152,7 @@ impl AppError {
         }
     }
 
-    fn log(&self) {
+    pub(super) fn log(&self) {
         match self {
             AppError::Internal(cause) => tracing::error!(error = ?cause, "request failed"),
             AppError::Unavailable => tracing::warn!("request failed: service unavailable"),
@@ -160,7 +160,7 @@ impl AppError {
         }
     }
 
-    fn add_headers(&self, res: &mut Response) {
+    pub(super) fn add_headers(&self, res: &mut Response) {
         let retry = match self {
             AppError::Unavailable => Some(5),
             AppError::Overloaded | AppError::TokenBusy(_) | AppError::ClientBusy(_) => Some(1),
@@ -213,133 +213,4 @@ impl<E: Into<AppError>> From<E> for PageError {
     fn from(err: E) -> Self {
         PageError(err.into())
     }
-}
-
-#[derive(Template)]
-#[template(path = "error.html")]
-struct ErrorPage<'a> {
-    layout: super::html::Layout,
-    status: u16,
-    reason: &'a str,
-    message: &'a str,
-}
-
-/// What an HTML error response showed, kept on the response so [`error_page_layout`] can draw
-/// it again in the signed-in frame: the error's own renderer does not know who is asking.
-#[derive(Clone, Debug)]
-struct ShownError {
-    status: StatusCode,
-    message: String,
-}
-
-/// The error page for `status` with `message`, in `layout`.
-fn render_error_page(layout: super::html::Layout, status: StatusCode, message: &str) -> Response {
-    let page = ErrorPage {
-        layout,
-        status: status.as_u16(),
-        reason: &sentence_case(status.canonical_reason().unwrap_or("Error")),
-        message,
-    };
-    let mut res = match page.render() {
-        Ok(html) => (status, Html(html)).into_response(),
-        Err(_) => (status, message.to_owned()).into_response(),
-    };
-    res.extensions_mut().insert(ShownError {
-        status,
-        message: message.to_owned(),
-    });
-    res
-}
-
-/// "Not Found" as a heading reads: "Not found".
-fn sentence_case(reason: &str) -> String {
-    let mut out = String::with_capacity(reason.len());
-    for (i, c) in reason.chars().enumerate() {
-        if i == 0 {
-            out.extend(c.to_uppercase());
-        } else {
-            out.extend(c.to_lowercase());
-        }
-    }
-    out
-}
-
-/// The 404 page for a path that does not exist.
-pub(super) fn not_found_page() -> Response {
-    render_error_page(
-        super::html::Layout::for_user(None),
-        StatusCode::NOT_FOUND,
-        "There is nothing at this address.",
-    )
-}
-
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let err = self.0;
-        err.log();
-        let (status, _) = err.status_and_code();
-        match &err {
-            // A page that needs a session sends the person to sign in, and back afterwards.
-            AppError::SignInFirst { next: Some(next) } => {
-                let query = serde_urlencoded::to_string([("next", next)]).unwrap_or_default();
-                return axum::response::Redirect::to(&format!("/login?{query}")).into_response();
-            }
-            AppError::Unauthorized(_) | AppError::SignInFirst { next: None } => {
-                return axum::response::Redirect::to("/login").into_response();
-            }
-            _ => {}
-        }
-        if let AppError::Merged { group, into } = err {
-            // The page of the group it went into, which says so.
-            return axum::response::Redirect::to(&format!("/groups/{into}?merged_from={group}"))
-                .into_response();
-        }
-        let mut res = render_error_page(
-            super::html::Layout::for_user(None),
-            status,
-            &err.to_string(),
-        );
-        err.add_headers(&mut res);
-        res
-    }
-}
-
-/// Draws HTML error pages in the frame of the person signed in (their name, the navigation, the
-/// way back), not the signed-out one. Shed (503) and rate-limited (429) pages are left as they
-/// are, so an overloaded server does no extra database work for them: errors are rendered where the session is not known (an
-/// extractor's rejection, the fallback), so the session is looked up here, only for them.
-pub async fn error_page_layout(
-    axum::extract::State(state): axum::extract::State<super::AppState>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let cookie =
-        super::auth::cookie_value(req.headers(), super::auth::SESSION_COOKIE).map(str::to_owned);
-    let mut res = next.run(req).await;
-    let (Some(cookie), Some(shown)) = (cookie, res.extensions().get::<ShownError>().cloned())
-    else {
-        return res;
-    };
-    if matches!(
-        shown.status,
-        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS
-    ) {
-        return res; // Shedding load: no database work for the frame.
-    }
-    let Ok(Some(session)) = app::tokens::find_session(&state.db, &cookie).await else {
-        return res;
-    };
-    let user = super::auth::PortalUser(session);
-    let mut page = render_error_page(
-        super::html::Layout::for_user(Some(&user)),
-        shown.status,
-        &shown.message,
-    );
-    // Keep what the first rendering set (Retry-After, WWW-Authenticate), not its body.
-    for (name, value) in res.headers_mut().drain().filter_map(|(n, v)| Some((n?, v))) {
-        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            page.headers_mut().insert(name, value);
-        }
-    }
-    page
 }

@@ -28,7 +28,8 @@ use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
 
 use super::auth::PortalUser;
-use super::{AppError, AppState, PageError};
+use super::error::{AppError, PageError};
+use super::state::AppState;
 use crate::api_types::ErrorCode;
 
 /// An extractor's refusal, rendered for the surface the request came to.

@@ -5,7 +5,8 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 
-use super::{AppError, AppState};
+use super::error::AppError;
+use super::state::AppState;
 use crate::api_types::ErrorBody;
 
 /// `GET /healthz`: the process is alive.

@@ -38,8 +38,8 @@ use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::Semaphore;
 
 use super::anonymous::{AnonymousPool, AnonymousSlot, ClientKey};
+use super::error::{AppError, PageError};
 use super::live::{Ended, Holders, LiveRequests, Registration};
-use super::{AppError, AppState, PageError};
 
 /// Settings of [`RateLimiter`] and [`Shed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,12 +361,7 @@ pub fn find_source<'a, T: std::error::Error + 'static>(
 }
 
 /// Middleware: request bodies must keep up [`BodyRate`] (only requests that have a body).
-pub async fn pace_request_body(
-    State(state): State<AppState>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let rate = state.limits.body_rate;
+pub async fn pace_request_body(State(rate): State<BodyRate>, req: Request, next: Next) -> Response {
     let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
         || req
             .headers()

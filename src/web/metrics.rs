@@ -2,6 +2,7 @@
 //! request-latency histogram per route class, kept in atomics (no locks on the request path).
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -10,7 +11,6 @@ use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::AppState;
 use crate::rules::Category;
 
 /// Upper bounds (seconds) of the latency buckets.
@@ -204,7 +204,7 @@ impl Metrics {
 }
 
 /// Middleware: times every request.
-pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn track(State(metrics): State<Arc<Metrics>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let route = if path.starts_with("/api/") {
         0
@@ -217,7 +217,7 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
     };
     let start = Instant::now();
     let res = next.run(req).await;
-    state.metrics.observe(route, start.elapsed().as_secs_f64());
+    metrics.observe(route, start.elapsed().as_secs_f64());
     res
 }
 
@@ -230,12 +230,12 @@ pub async fn track(State(state): State<AppState>, req: Request, next: Next) -> R
         ingested by category, job events, requests shed and rate-limited, request latency.",
         content_type = "text/plain", body = String)),
 )]
-pub async fn show_metrics(State(state): State<AppState>) -> impl IntoResponse {
+pub async fn show_metrics(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        metrics.render(),
     )
 }

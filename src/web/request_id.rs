@@ -59,7 +59,7 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
             if req.uri().path().starts_with("/api/") {
                 err.into_response()
             } else {
-                super::PageError(err).into_response()
+                super::error::PageError(err).into_response()
             }
         }),
         None => next.run(req).instrument(span.clone()).await,
@@ -76,10 +76,10 @@ pub async fn tag_request(mut req: Request, next: Next) -> Response {
 }
 
 /// Why `req`'s headers are more than the server reads, if they are.
-fn oversized_headers(req: &Request) -> Option<super::AppError> {
+fn oversized_headers(req: &Request) -> Option<super::error::AppError> {
     let headers = req.headers();
     if headers.len() > MAX_HEADERS {
-        return Some(super::AppError::HeadersTooLarge(format!(
+        return Some(super::error::AppError::HeadersTooLarge(format!(
             "the request has {} headers; at most {MAX_HEADERS} are read",
             headers.len()
         )));
@@ -89,7 +89,7 @@ fn oversized_headers(req: &Request) -> Option<super::AppError> {
         .map(|(name, value)| name.as_str().len() + value.len())
         .sum();
     (bytes > MAX_HEADER_BYTES).then(|| {
-        super::AppError::HeadersTooLarge(format!(
+        super::error::AppError::HeadersTooLarge(format!(
             "the request's headers hold {bytes} bytes; at most {MAX_HEADER_BYTES} are read"
         ))
     })

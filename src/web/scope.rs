@@ -18,7 +18,8 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::auth::{ApiToken, PortalUser, token_actor};
-use super::{AppError, AppState, PageError};
+use super::error::{AppError, PageError};
+use super::state::AppState;
 use crate::actor::Actor;
 use crate::app::tokens::TokenRecord;
 use crate::auth::Scope;

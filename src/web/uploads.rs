@@ -7,8 +7,9 @@ use axum::extract::multipart::{Field, MultipartError};
 use axum::http::StatusCode;
 use tokio::io::AsyncWriteExt;
 
+use super::error::AppError;
 use super::limits::InFlight;
-use super::{AppError, AppState};
+use super::state::AppState;
 use crate::api_types::ErrorCode;
 use crate::app::upload::{self, Uploaded, Uploader};
 

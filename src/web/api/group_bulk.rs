@@ -12,9 +12,10 @@ use crate::api_types::{
 };
 use crate::app::group_merge;
 use crate::app::group_triage::{self, BulkOutcome};
+use crate::web::error::AppError;
 use crate::web::extract::{ChangeId, JsonBody};
 use crate::web::scope::{IngestOrAdmin, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// The answer of a bulk change or an undo.
 fn answer(state: &AppState, outcome: BulkOutcome) -> BulkAnswer {

@@ -13,9 +13,10 @@ use crate::api_types::{
 };
 use crate::app::group_merge;
 use crate::app::group_triage::{self, GroupListRequest};
+use crate::web::error::AppError;
 use crate::web::extract::{GroupId, JsonBody, QueryParams};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// `GET /api/v1/groups?state=&project=&category=&has_fix=&assignee=&assignee_id=&mine=&sort=`
 /// `&page=&per_page=`: one page of groups, filtered and sorted; `mine` asks for the token's own

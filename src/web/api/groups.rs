@@ -15,9 +15,10 @@ use crate::app::group_triage;
 use crate::app::search::{self, SearchRequest};
 use crate::app::search::{Hit, HitKind, Tier, Total};
 use crate::app::triage::{self, FixRequest};
+use crate::web::error::AppError;
 use crate::web::extract::{GroupId, JsonShape, QueryParams, ShapedJson};
 use crate::web::scope::{IngestOrAdmin, Read, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// `GET /api/v1/search?q=...&category=...&project=...&page=...&per_page=...`: the groups whose
 /// reports, own root cause or fixes match, one result per group, ranked by its best match.

@@ -13,10 +13,11 @@ use crate::api_types::{
     LeaseRequest, MAX_CLAIM_WAIT_SECS, ResultReply,
 };
 use crate::app::reproduce;
+use crate::web::error::AppError;
 use crate::web::extract::{JobId, JsonBody, QueryParams};
 use crate::web::metrics::JobEvent;
 use crate::web::scope::{Scoped, Worker};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// The largest result body read: both outputs at their cap, JSON-escaped (control bytes become
 /// six characters), plus room for the other fields. Outputs over their cap are refused after

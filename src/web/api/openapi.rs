@@ -21,7 +21,8 @@ use utoipa::openapi::{ContentBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, ToSchema};
 
 use crate::api_types::ErrorBody;
-use crate::web::{AppError, limits, request_id};
+use crate::web::error::AppError;
+use crate::web::{limits, request_id};
 
 /// The name of the bearer-token security scheme. Operations name it as the literal `"bearer"`
 /// in their `security(...)` (the attribute takes literals only); the tests check every

@@ -9,10 +9,11 @@ use axum::extract::State;
 use crate::api_types::ErrorBody;
 use crate::api_types::people::{PersonInfo, PersonList};
 use crate::app::people;
+use crate::web::error::AppError;
 use crate::web::extract::PersonId;
 use crate::web::live::EndRequests;
 use crate::web::scope::{Admin, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// `GET /api/v1/people`: everyone who has signed in, by name.
 #[utoipa::path(

@@ -10,11 +10,12 @@ use crate::app::reproduce::JobView;
 use crate::app::upload::{self, Meta, ReceivedParts, Uploader};
 use crate::app::{self, reports};
 use crate::rules::Classification;
+use crate::web::error::AppError;
 use crate::web::extract::{IdempotencyKey, MultipartBody, RawLog, ReportId};
 use crate::web::limits::InFlight;
 use crate::web::scope::{Ingest, IngestOrRead, Read, Scoped};
+use crate::web::state::AppState;
 use crate::web::uploads::{file_name, multipart_error, read_small, spool, store_upload};
-use crate::web::{AppError, AppState};
 
 /// `POST /api/v1/classify`: classify the body, store nothing.
 #[utoipa::path(

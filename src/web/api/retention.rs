@@ -9,9 +9,10 @@ use axum::extract::State;
 use crate::api_types::ErrorBody;
 use crate::api_types::retention::{ProjectRetention, RetentionOverview, RetentionRequest};
 use crate::app::retention;
+use crate::web::error::AppError;
 use crate::web::extract::{JsonBody, ProjectName};
 use crate::web::scope::{Admin, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// `GET /api/v1/retention`: the defaults, every project's retention, the latest passes.
 #[utoipa::path(

@@ -18,9 +18,10 @@ use crate::app::team_rules::{self, Change, Preview, RuleInfo, SavedRule, TeamRul
 use crate::rules::Category;
 use crate::rules::preview::{CorpusDryRun, ReportsDryRun};
 use crate::rules::spec::RuleSpec;
+use crate::web::error::AppError;
 use crate::web::extract::{JsonShape, ShapedJson};
 use crate::web::scope::{Admin, Read, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// A team-rule refusal as `app` says it (`app::Error`'s mapping of [`TeamRulesError`]).
 impl From<TeamRulesError> for AppError {

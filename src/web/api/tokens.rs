@@ -10,10 +10,11 @@ use axum::http::StatusCode;
 use crate::api_types::ErrorBody;
 use crate::api_types::tokens::{TokenCreated, TokenInfo, TokenList, TokenRequest};
 use crate::app::tokens;
+use crate::web::error::AppError;
 use crate::web::extract::{JsonBody, TokenId};
 use crate::web::live::EndRequests;
 use crate::web::scope::{Admin, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// `GET /api/v1/tokens`: every token, newest first, never a secret.
 #[utoipa::path(

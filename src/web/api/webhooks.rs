@@ -12,9 +12,10 @@ use crate::api_types::webhooks::{
     TestQueued,
 };
 use crate::app::webhooks;
+use crate::web::error::AppError;
 use crate::web::extract::{JsonBody, WebhookId};
 use crate::web::scope::{Admin, Scoped};
-use crate::web::{AppError, AppState};
+use crate::web::state::AppState;
 
 /// `GET /api/v1/webhooks`: every endpoint, never its secret.
 #[utoipa::path(

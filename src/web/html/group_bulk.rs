@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use crate::app::group_triage::{self, BulkFields, BulkResult};
 use crate::auth::Scope;
+use crate::web::error::PageError;
 use crate::web::extract::{ChangeId, CsrfField, CsrfForm};
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// The bulk form: what to do, its options, and one `pick-N=N` field per ticked group (a
 /// checkbox each; the form's parser takes no repeated field, so each has its own name).

@@ -23,9 +23,10 @@ use crate::app::group_triage::{
 use crate::app::triage::{Group, TREND_DAYS};
 use crate::auth::Scope;
 use crate::storage::group_facets::Facets;
+use crate::web::error::PageError;
 use crate::web::extract::QueryParams;
 use crate::web::scope::{Read, ScopedUser};
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// The longest root-cause line a row shows whole; a longer one ends in an ellipsis (the whole
 /// line on hover and on the group page).

@@ -14,8 +14,9 @@ use crate::app::group_triage::{
 };
 use crate::auth::Scope;
 use crate::time::Timestamp;
+use crate::web::error::PageError;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId};
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// An option of a `<select>`.
 pub struct Choice {

@@ -21,8 +21,9 @@ use crate::app::triage::{Fix, FixRequest, Group, TREND_DAYS};
 use crate::app::{group_merge, group_triage};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryHints};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// `GET /groups/{id}`
 #[derive(Template, WebTemplate)]

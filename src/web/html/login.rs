@@ -16,8 +16,10 @@ use super::Layout;
 use crate::api_types::ErrorCode;
 use crate::app::tokens;
 use crate::web::auth::{OptionalUser, SESSION_COOKIE, check_origin, cookie_value, return_path};
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
-use crate::web::{AppError, AppState, PageError, limits};
+use crate::web::limits;
+use crate::web::state::AppState;
 
 /// How long a portal session lasts.
 pub const SESSION_DAYS: i32 = 14;

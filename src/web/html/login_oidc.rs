@@ -21,9 +21,10 @@ use crate::app::oidc::{self, OidcError, OidcSettings, Refusal};
 use crate::roles::PersonRole;
 use crate::web::anonymous::ClientAddr;
 use crate::web::auth::{cookie_value, return_path};
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::QueryParams;
 use crate::web::sign_in_rate::Refused;
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// The cookie that ties a provider's answer to the browser that started the sign-in.
 const PENDING_COOKIE: &str = "gt_oidc";

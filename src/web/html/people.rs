@@ -17,9 +17,10 @@ use crate::app::tokens::Holder;
 use crate::app::{self, people};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, PersonId};
 use crate::web::live::EndRequests;
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// `GET /people`
 #[derive(Template, WebTemplate)]

@@ -17,8 +17,9 @@ use crate::app::{self, retention};
 use crate::auth::Scope;
 use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// A project's line in the table, with its days in words.
 pub struct ProjectRow {

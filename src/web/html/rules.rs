@@ -20,9 +20,10 @@ use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::spec::RuleSpec;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
 use crate::web::scope::{Read, ScopedUser};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// A rule in the list.
 pub struct RuleRow {

@@ -14,7 +14,8 @@ use crate::app::team_rules::{self, DisablePreview, ExampleImpact};
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::web::auth::PortalUser;
-use crate::web::{AppError, AppState, PageError};
+use crate::web::error::{AppError, PageError};
+use crate::web::state::AppState;
 
 /// One example line, now and without the rule.
 pub struct ExampleRow {

@@ -19,9 +19,10 @@ use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
 use crate::rules::team_compile::Captured;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
 use crate::web::scope::{Admin, ScopedUser};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// The form's fields, as typed (lists one per line).
 #[derive(Debug, Default, Deserialize)]

@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use super::Layout;
 use crate::app::search::{Hit, HitKind, Tier, Total};
 use crate::app::{self, search};
+use crate::web::error::PageError;
 use crate::web::extract::QueryParams;
 use crate::web::scope::{Read, ScopedUser};
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// A row as the page shows it: the group, then its best hit.
 pub struct HitView {

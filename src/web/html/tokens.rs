@@ -20,9 +20,10 @@ use crate::app::tokens::Manager;
 use crate::app::{self, tokens};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, TokenId};
 use crate::web::live::EndRequests;
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// The creation form's values as shown (blank, or what was sent when it was refused).
 #[derive(Debug, Default)]

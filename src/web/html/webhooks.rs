@@ -19,8 +19,9 @@ use crate::auth::Scope;
 use crate::rules::Category;
 use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, WebhookId};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// An endpoint in a list or on its page.
 pub struct EndpointRow {

@@ -8,9 +8,10 @@ use axum::extract::State;
 use super::super::Layout;
 use crate::app::reports;
 use crate::rules::Category;
+use crate::web::error::PageError;
 use crate::web::extract::QueryParams;
 use crate::web::scope::{Read, ScopedUser};
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// `GET /reports`
 #[derive(Template, WebTemplate)]

@@ -14,10 +14,11 @@ use crate::app::reports::{self, FormReport, ReportSummary, Submitted};
 use crate::app::upload::{Limits, Uploader};
 use crate::auth::Scope;
 use crate::web::auth::{OptionalUser, PortalUser};
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::MultipartForm;
 use crate::web::limits::InFlight;
+use crate::web::state::AppState;
 use crate::web::uploads::{counted, file_name, multipart_error, read_small, spool};
-use crate::web::{AppError, AppState, PageError};
 
 /// `GET /`: paste or upload a log; the newest reports. After a refused submission the same
 /// page comes back with what was typed and the reason next to the form.

@@ -21,9 +21,10 @@ use crate::app::triage::Fix;
 use crate::auth::Scope;
 use crate::rules::{Category, Confidence, Role};
 use crate::web::auth::PortalUser;
+use crate::web::error::PageError;
 use crate::web::extract::{QueryParams, ReportId};
 use crate::web::scope::{Read, ScopedUser};
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// `GET /reports/{id}`
 #[derive(Template, WebTemplate)]

@@ -8,8 +8,9 @@ use axum::response::{IntoResponse, Response};
 use crate::app::{self, reports};
 use crate::auth::Scope;
 use crate::web::auth::PortalUser;
+use crate::web::error::PageError;
 use crate::web::extract::ReportId;
-use crate::web::{AppState, PageError};
+use crate::web::state::AppState;
 
 /// `GET /reports/{id}/raw`: the stored (scrubbed) log as a plain-text attachment.
 pub async fn raw_log(

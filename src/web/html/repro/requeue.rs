@@ -8,8 +8,9 @@ use serde::Deserialize;
 use crate::api_types::ErrorCode;
 use crate::app::reproduce::{self as repro, Requeue};
 use crate::auth::Scope;
+use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, JobId};
-use crate::web::{AppError, AppState, PageError};
+use crate::web::state::AppState;
 
 /// The re-queue form.
 #[derive(Debug, Deserialize)]
