@@ -19,6 +19,7 @@
 //! else (`disallowed-types`), and the impls here allow them, each saying so.
 
 use std::convert::Infallible;
+use std::marker::PhantomData;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Multipart, Path, Request};
@@ -29,6 +30,7 @@ use serde::de::DeserializeOwned;
 
 use super::auth::PortalUser;
 use super::error::{AppError, PageError};
+use super::scope::{ScopeSet, SignedIn};
 use super::state::AppState;
 use crate::api_types::ErrorCode;
 
@@ -495,29 +497,37 @@ pub trait CsrfField {
     fn csrf(&self) -> &str;
 }
 
-/// A form of type `T` posted by the signed-in user, from this site, with their session's CSRF
-/// token: the user and the form.
+/// A form of type `T` posted by the signed-in user who holds one of `S`'s scopes, from this
+/// site, with their session's CSRF token: the user and the form. A user without the scope gets
+/// the 403 page before the form is read, as an API token without it does.
 #[derive(Debug)]
-pub struct CsrfForm<T> {
+pub struct CsrfForm<T, S = SignedIn> {
     pub user: PortalUser,
     pub form: T,
+    /// Private, so a `CsrfForm` exists only where the scope was checked.
+    scopes: PhantomData<S>,
 }
 
 // The wrapper itself: the one place that reads axum's `Form` extractor.
 #[allow(clippy::disallowed_types)]
-impl<T: DeserializeOwned + CsrfField + Send> FromRequest<AppState> for CsrfForm<T> {
+impl<T: DeserializeOwned + CsrfField + Send, S: ScopeSet> FromRequest<AppState> for CsrfForm<T, S> {
     type Rejection = PageError;
 
     async fn from_request(req: Request, state: &AppState) -> Result<Self, PageError> {
         let (mut parts, body) = req.into_parts();
         let user = PortalUser::from_request_parts(&mut parts, state).await?;
+        S::admit(&user)?;
         let headers = parts.headers.clone();
         let req = Request::from_parts(parts, body);
         let axum::extract::Form(form) = axum::extract::Form::<T>::from_request(req, state)
             .await
             .map_err(|e| AppError::rejected(ErrorCode::BadForm, e.status(), e.body_text()))?;
         user.check_form(&headers, form.csrf())?;
-        Ok(CsrfForm { user, form })
+        Ok(CsrfForm {
+            user,
+            form,
+            scopes: PhantomData,
+        })
     }
 }
 

@@ -5,7 +5,8 @@
 //! it sends; only an authorised request learns that its path, query or body is malformed.
 //!
 //! Portal pages do the same with [`ScopedUser<S>`]: the signed-in user, refused with the 403
-//! page before the page's query is read.
+//! page before the page's query is read; forms with `CsrfForm<T, S>` (`extract.rs`), refused
+//! before the form is read.
 //!
 //! The scope sets are types (`Scoped<Worker>`, `Scoped<IngestOrAdmin>`) rather than a runtime
 //! argument so the requirement is fixed where the handler is declared, next to its
@@ -28,6 +29,24 @@ use crate::auth::Scope;
 pub trait ScopeSet: Send + Sync + 'static {
     /// The scopes accepted.
     const SCOPES: &'static [Scope];
+
+    /// Whether the signed-in `user` may go on: 403 unless they hold one of [`Self::SCOPES`].
+    fn admit(user: &PortalUser) -> Result<(), AppError> {
+        user.require(Self::SCOPES)
+    }
+}
+
+/// Any signed-in person or token, whatever their scopes: forms about one's own account (a
+/// token of one's own, signing out), whose handler decides.
+#[derive(Debug)]
+pub struct SignedIn;
+
+impl ScopeSet for SignedIn {
+    const SCOPES: &'static [Scope] = &[];
+
+    fn admit(_: &PortalUser) -> Result<(), AppError> {
+        Ok(())
+    }
 }
 
 /// Reading reports, groups, search and rules.
@@ -121,7 +140,7 @@ impl<S: ScopeSet> FromRequestParts<AppState> for ScopedUser<S> {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, PageError> {
         let user = PortalUser::from_request_parts(parts, state).await?;
-        user.require(S::SCOPES)?;
+        S::admit(&user)?;
         Ok(ScopedUser {
             user,
             scopes: PhantomData,

@@ -11,9 +11,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
 use crate::app::group_triage::{self, BulkFields, BulkResult};
-use crate::auth::Scope;
 use crate::web::error::PageError;
 use crate::web::extract::{ChangeId, CsrfField, CsrfForm};
+use crate::web::scope::IngestOrAdmin;
 use crate::web::state::AppState;
 
 /// The bulk form: what to do, its options, and one `pick-N=N` field per ticked group (a
@@ -76,9 +76,8 @@ fn back_to_list(return_to: Option<&str>, change: Option<i64>) -> String {
 /// `POST /groups/bulk`
 pub async fn bulk_groups(
     State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<BulkForm>,
+    CsrfForm { user, form, .. }: CsrfForm<BulkForm, IngestOrAdmin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
     let fields = BulkFields {
         ids: form.picked(),
         action: form.action.trim().to_owned(),
@@ -114,9 +113,8 @@ impl CsrfField for UndoForm {
 pub async fn undo_change(
     State(state): State<AppState>,
     ChangeId(id): ChangeId,
-    CsrfForm { user, form }: CsrfForm<UndoForm>,
+    CsrfForm { user, form, .. }: CsrfForm<UndoForm, IngestOrAdmin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
     group_triage::undo(&state.db, id, &user.actor()).await?;
     Ok(Redirect::to(&back_to_list(form.return_to.as_deref(), Some(id))).into_response())
 }

@@ -12,10 +12,10 @@ use crate::api_types::{GroupAction, GroupState, GroupTags, TagCount};
 use crate::app::group_triage::{
     self, Assignable, KEEP_ASSIGNEE, SERVICE_ACTOR, StateFields, Triage, TriageDetail,
 };
-use crate::auth::Scope;
 use crate::time::Timestamp;
 use crate::web::error::PageError;
 use crate::web::extract::{CsrfField, CsrfForm, GroupId};
+use crate::web::scope::IngestOrAdmin;
 use crate::web::state::AppState;
 
 /// An option of a `<select>`.
@@ -77,9 +77,8 @@ impl CsrfField for StateForm {
 pub async fn update_state(
     State(state): State<AppState>,
     GroupId(id): GroupId,
-    CsrfForm { user, form }: CsrfForm<StateForm>,
+    CsrfForm { user, form, .. }: CsrfForm<StateForm, IngestOrAdmin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
     let fields = StateFields {
         state: form.state,
         resolved_in: form.resolved_in,

@@ -23,6 +23,7 @@ use crate::auth::Scope;
 use crate::web::auth::PortalUser;
 use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, GroupId, QueryHints};
+use crate::web::scope::{IngestOrAdmin, Read, ScopedUser};
 use crate::web::state::AppState;
 
 /// `GET /groups/{id}`
@@ -63,11 +64,10 @@ pub struct FixFields {
 /// `GET /groups/{id}`
 pub async fn show_group(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Read>,
     GroupId(id): GroupId,
     QueryHints(params): QueryHints<GroupParams>,
 ) -> Result<GroupPage, PageError> {
-    user.require(&[Scope::Read])?;
     // Anything but a known merged group's id is no notice (the parameter is only a hint).
     let from = params.merged_from.and_then(|s| crate::ids::parse(s.trim()));
     let view = group_triage::page(&state.db, id, can_triage(&user)).await?;
@@ -132,7 +132,7 @@ impl CsrfField for FixForm {
 pub async fn create_fix(
     State(state): State<AppState>,
     GroupId(id): GroupId,
-    CsrfForm { user, form }: CsrfForm<FixForm>,
+    CsrfForm { user, form, .. }: CsrfForm<FixForm>,
 ) -> Result<Response, PageError> {
     let fields = FixFields {
         summary: form.summary,
@@ -193,9 +193,8 @@ impl CsrfField for MergeForm {
 pub async fn merge_group(
     State(state): State<AppState>,
     GroupId(id): GroupId,
-    CsrfForm { user, form }: CsrfForm<MergeForm>,
+    CsrfForm { user, form, .. }: CsrfForm<MergeForm, IngestOrAdmin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
     let into = crate::ids::parse(form.into.trim()).ok_or_else(|| {
         AppError::Unprocessable(
             ErrorCode::BadMerge,
@@ -228,9 +227,8 @@ impl CsrfField for UnmergeForm {
 pub async fn unmerge_group(
     State(state): State<AppState>,
     GroupId(id): GroupId,
-    CsrfForm { user, form: _ }: CsrfForm<UnmergeForm>,
+    CsrfForm { user, .. }: CsrfForm<UnmergeForm, IngestOrAdmin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
     let view = crate::app::group_unmerge::unmerge(&state.db, id, &user.actor()).await?;
     Ok(Redirect::to(&format!("/groups/{}#history", view.group.id)).into_response())
 }

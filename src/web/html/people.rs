@@ -15,11 +15,11 @@ use super::Layout;
 use crate::api_types::people::PersonInfo;
 use crate::app::tokens::Holder;
 use crate::app::{self, people};
-use crate::auth::Scope;
 use crate::web::auth::PortalUser;
 use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, PersonId};
 use crate::web::live::EndRequests;
+use crate::web::scope::{Admin, ScopedUser};
 use crate::web::state::AppState;
 
 /// `GET /people`
@@ -62,9 +62,8 @@ async fn page(
 /// `GET /people`: admins only.
 pub async fn list_people(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Admin>,
 ) -> Result<PeoplePage, PageError> {
-    user.require(&[Scope::Admin])?;
     page(&state, &user, None).await
 }
 
@@ -104,9 +103,8 @@ async fn answer<T>(
 pub async fn disable_person(
     State(state): State<AppState>,
     PersonId(id): PersonId,
-    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
+    CsrfForm { user, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let done = people::disable(&state.db, id, me(&user)).await;
     if let Ok(d) = &done {
         tracing::info!(
@@ -130,9 +128,8 @@ pub async fn disable_person(
 pub async fn enable_person(
     State(state): State<AppState>,
     PersonId(id): PersonId,
-    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
+    CsrfForm { user, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let done = people::enable(&state.db, id).await;
     answer(&state, &user, id, done).await
 }
@@ -142,9 +139,8 @@ pub async fn enable_person(
 pub async fn end_sessions(
     State(state): State<AppState>,
     PersonId(id): PersonId,
-    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
+    CsrfForm { user, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let done = people::end_sessions(&state.db, id).await;
     if done.is_ok() && me(&user) == Some(id) {
         return Ok(Redirect::to("/login").into_response());

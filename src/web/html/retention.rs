@@ -14,11 +14,11 @@ use serde::Deserialize;
 use super::Layout;
 use crate::api_types::retention::{Days, MAX_DAYS, ProjectRetention, RetentionRun};
 use crate::app::{self, retention};
-use crate::auth::Scope;
 use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
 use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm};
+use crate::web::scope::{Admin, ScopedUser};
 use crate::web::state::AppState;
 
 /// A project's line in the table, with its days in words.
@@ -164,9 +164,8 @@ async fn page(
 /// `GET /retention`
 pub async fn show_retention(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Admin>,
 ) -> Result<RetentionPage, PageError> {
-    user.require(&[Scope::Admin])?;
     Ok(page(&state, &user, FormView::default(), None).await?)
 }
 
@@ -193,9 +192,8 @@ impl CsrfField for SetForm {
 /// `POST /retention`: set a project's days; the page again with why (422) when refused.
 pub async fn set_retention(
     State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<SetForm>,
+    CsrfForm { user, form, .. }: CsrfForm<SetForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let request = retention::request_from_text(&form.log_days, &form.report_days);
     let actor = user.actor();
     match retention::set(&state.db, &state.retention, &form.project, &request, &actor).await {
@@ -231,9 +229,8 @@ impl CsrfField for ResetForm {
 /// `POST /retention/reset`: the project follows the instance defaults again.
 pub async fn reset_retention(
     State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<ResetForm>,
+    CsrfForm { form, .. }: CsrfForm<ResetForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     retention::reset(&state.db, &state.retention, &form.project).await?;
     Ok(Redirect::to("/retention").into_response())
 }

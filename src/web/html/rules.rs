@@ -19,10 +19,9 @@ use crate::app::team_rules::{HistoryEntry, RuleState};
 use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::spec::RuleSpec;
-use crate::web::auth::PortalUser;
 use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, QueryParams};
-use crate::web::scope::{Read, ScopedUser};
+use crate::web::scope::{Admin, Read, ScopedUser};
 use crate::web::state::AppState;
 
 /// A rule in the list.
@@ -195,10 +194,9 @@ pub struct RulePage {
 /// `GET /rules/{id}`
 pub async fn show_rule(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Read>,
     Path(id): Path<String>,
 ) -> Result<RulePage, PageError> {
-    user.require(&[Scope::Read])?;
     let d = team_rules::detail(&state.db, &id).await?;
     Ok(RulePage {
         layout: Layout::for_user(Some(&user)),
@@ -235,9 +233,8 @@ impl CsrfField for ActionForm {
 pub async fn set_enabled(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    CsrfForm { user, form }: CsrfForm<ActionForm>,
+    CsrfForm { user, form, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let toggled = team_rules::set_enabled(
         &state.db,
         &state.ruleset,
@@ -272,9 +269,8 @@ pub(super) fn path_segment(id: &str) -> String {
 pub async fn delete_rule(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
+    CsrfForm { user, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let change = Change::Delete { id };
     team_rules::save(&state.db, &state.ruleset, change, &user.actor(), false)
         .await
@@ -285,9 +281,8 @@ pub async fn delete_rule(
 /// `POST /rules/reclassify`: re-run the current rules over stored reports in the background.
 pub async fn start_reclassify(
     State(state): State<AppState>,
-    CsrfForm { user, form: _ }: CsrfForm<ActionForm>,
+    CsrfForm { user, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     reclassify::start(&state.db, &state.ruleset, &user.actor())
         .await
         .map_err(AppError::from)?;

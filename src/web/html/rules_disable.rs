@@ -11,10 +11,9 @@ use axum::extract::{Path, State};
 use super::Layout;
 use super::rules::path_segment;
 use crate::app::team_rules::{self, DisablePreview, ExampleImpact};
-use crate::auth::Scope;
 use crate::rules::Category;
-use crate::web::auth::PortalUser;
 use crate::web::error::{AppError, PageError};
+use crate::web::scope::{Admin, ScopedUser};
 use crate::web::state::AppState;
 
 /// One example line, now and without the rule.
@@ -103,10 +102,9 @@ impl DisablePage {
 /// `GET /rules/{id}/disable`: what turning the rule off would do, and the confirm button.
 pub async fn show_disable(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Admin>,
     Path(id): Path<String>,
 ) -> Result<DisablePage, PageError> {
-    user.require(&[Scope::Admin])?;
     let preview = team_rules::preview_disable(&state.db, &state.ruleset, &id)
         .await
         .map_err(AppError::from)?;

@@ -13,7 +13,6 @@ use serde::Deserialize;
 
 use super::Layout;
 use crate::app::team_rules::{self, FormAction, FormOutcome, Preview};
-use crate::auth::Scope;
 use crate::rules::Category;
 use crate::rules::facts::FactKind;
 use crate::rules::spec::RuleSpec;
@@ -275,9 +274,8 @@ pub async fn new_rule(
 /// `POST /rules`: Preview (render the dry run) or Save (store, then the rule's page).
 pub async fn save_rule(
     State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<RuleForm>,
+    CsrfForm { user, form, .. }: CsrfForm<RuleForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let spec = match form.spec() {
         Ok(s) => s,
         Err(e) => return Ok(refused(&user, form, e)),

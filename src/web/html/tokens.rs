@@ -156,7 +156,7 @@ pub struct CreatedPage {
 /// the list again with the form as sent and why (422; 403 for a scope the role cannot give).
 pub async fn create_token(
     State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<TokenForm>,
+    CsrfForm { user, form, .. }: CsrfForm<TokenForm>,
 ) -> Result<Response, PageError> {
     let manager = Manager::of(&user.0).map_err(AppError::from)?;
     let scopes = form.scopes();
@@ -238,7 +238,7 @@ impl CsrfField for RevokeForm {
 pub async fn revoke_token(
     State(state): State<AppState>,
     TokenId(id): TokenId,
-    CsrfForm { user, form: _ }: CsrfForm<RevokeForm>,
+    CsrfForm { user, .. }: CsrfForm<RevokeForm>,
 ) -> Result<Response, PageError> {
     let manager = Manager::of(&user.0).map_err(AppError::from)?;
     tokens::revoke_for(&state.db, manager, id).await?;

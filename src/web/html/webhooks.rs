@@ -15,12 +15,12 @@ use crate::api_types::webhooks::{
     Delivery, DeliveryState, Endpoint, EndpointRequest, EventKind, Format,
 };
 use crate::app::{self, webhooks};
-use crate::auth::Scope;
 use crate::rules::Category;
 use crate::time::Timestamp;
 use crate::web::auth::PortalUser;
 use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, WebhookId};
+use crate::web::scope::{Admin, ScopedUser};
 use crate::web::state::AppState;
 
 /// An endpoint in a list or on its page.
@@ -213,9 +213,8 @@ async fn list_page(
 /// `GET /webhooks`
 pub async fn list_webhooks(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Admin>,
 ) -> Result<WebhooksPage, PageError> {
-    user.require(&[Scope::Admin])?;
     Ok(list_page(&state, &user, FormView::blank(), None).await?)
 }
 
@@ -231,9 +230,8 @@ pub struct CreatedPage {
 /// `POST /webhooks`: 200 with the secret, or the list again with why (422).
 pub async fn create_webhook(
     State(state): State<AppState>,
-    CsrfForm { user, form }: CsrfForm<WebhookForm>,
+    CsrfForm { user, form, .. }: CsrfForm<WebhookForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     match webhooks::create(&state.db, &state.webhooks, &form.request(), user.name()).await {
         Ok(created) => Ok(CreatedPage {
             layout: Layout::for_user(Some(&user)),
@@ -316,10 +314,9 @@ async fn endpoint_page(
 /// `GET /webhooks/{id}`
 pub async fn show_webhook(
     State(state): State<AppState>,
-    user: PortalUser,
+    ScopedUser { user, .. }: ScopedUser<Admin>,
     WebhookId(id): WebhookId,
 ) -> Result<WebhookPage, PageError> {
-    user.require(&[Scope::Admin])?;
     Ok(endpoint_page(&state, &user, id, None).await?)
 }
 
@@ -327,9 +324,8 @@ pub async fn show_webhook(
 pub async fn update_webhook(
     State(state): State<AppState>,
     WebhookId(id): WebhookId,
-    CsrfForm { user, form }: CsrfForm<WebhookForm>,
+    CsrfForm { user, form, .. }: CsrfForm<WebhookForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     match webhooks::update(&state.db, &state.webhooks, id, &form.request()).await {
         Ok(_) => Ok(Redirect::to(&format!("/webhooks/{id}")).into_response()),
         Err(app::Error::Invalid(_, message)) => {
@@ -360,9 +356,8 @@ impl CsrfField for ActionForm {
 pub async fn set_enabled(
     State(state): State<AppState>,
     WebhookId(id): WebhookId,
-    CsrfForm { user, form }: CsrfForm<ActionForm>,
+    CsrfForm { form, .. }: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     let request = EndpointRequest {
         enabled: Some(form.enabled == "true"),
         ..EndpointRequest::default()
@@ -375,9 +370,8 @@ pub async fn set_enabled(
 pub async fn test_webhook(
     State(state): State<AppState>,
     WebhookId(id): WebhookId,
-    CsrfForm { user, .. }: CsrfForm<ActionForm>,
+    _: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     webhooks::send_test(&state.db, id).await?;
     Ok(Redirect::to(&format!("/webhooks/{id}#deliveries")).into_response())
 }
@@ -386,9 +380,8 @@ pub async fn test_webhook(
 pub async fn delete_webhook(
     State(state): State<AppState>,
     WebhookId(id): WebhookId,
-    CsrfForm { user, .. }: CsrfForm<ActionForm>,
+    _: CsrfForm<ActionForm, Admin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Admin])?;
     webhooks::delete(&state.db, id).await?;
     Ok(Redirect::to("/webhooks").into_response())
 }

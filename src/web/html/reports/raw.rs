@@ -6,19 +6,17 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use crate::app::{self, reports};
-use crate::auth::Scope;
-use crate::web::auth::PortalUser;
 use crate::web::error::PageError;
 use crate::web::extract::ReportId;
+use crate::web::scope::{Read, ScopedUser};
 use crate::web::state::AppState;
 
 /// `GET /reports/{id}/raw`: the stored (scrubbed) log as a plain-text attachment.
 pub async fn raw_log(
     State(state): State<AppState>,
-    user: PortalUser,
+    _: ScopedUser<Read>,
     ReportId(id): ReportId,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Read])?;
     let chunks = reports::log_stream(&state.db, id).await?;
     // Streamed a chunk at a time; the request's in-flight slot is held until the body ends.
     let body = axum::body::Body::new(LogBody(chunks));

@@ -7,9 +7,9 @@ use serde::Deserialize;
 
 use crate::api_types::ErrorCode;
 use crate::app::reproduce::{self as repro, Requeue};
-use crate::auth::Scope;
 use crate::web::error::{AppError, PageError};
 use crate::web::extract::{CsrfField, CsrfForm, JobId};
+use crate::web::scope::IngestOrAdmin;
 use crate::web::state::AppState;
 
 /// The re-queue form.
@@ -30,9 +30,8 @@ impl CsrfField for RequeueForm {
 pub async fn requeue_job(
     State(state): State<AppState>,
     JobId(id): JobId,
-    CsrfForm { user, .. }: CsrfForm<RequeueForm>,
+    CsrfForm { user, .. }: CsrfForm<RequeueForm, IngestOrAdmin>,
 ) -> Result<Response, PageError> {
-    user.require(&[Scope::Ingest, Scope::Admin])?;
     match repro::requeue(&state.queue, id, user.name()).await? {
         Requeue::Queued { job_id, report_id } => {
             tracing::info!(job = id, new_job = job_id, by = ?user.name(), "job re-queued");
