@@ -41,6 +41,30 @@ pub async fn lock_due(tx: &mut PgConnection, limit: i64) -> Result<Vec<String>, 
     .await?)
 }
 
+/// Takes back the pending sweep of `prefix`: the objects written under it belong to what the
+/// caller's transaction stores. A record the sweeper already took means it removed them (the
+/// writer outlasted the grace period): [`StoreError::Expired`].
+pub async fn claim_pending(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
+    let claimed = sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
+        .bind(prefix)
+        .execute(&mut *tx)
+        .await?;
+    if claimed.rows_affected() != 1 {
+        return Err(StoreError::Expired.into());
+    }
+    Ok(())
+}
+
+/// Makes the pending sweep of `prefix` due now: what was written under it was not stored
+/// after all (a duplicate, a replayed key).
+pub async fn due_now(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
+    sqlx::query("UPDATE log_object_sweeps SET due = now() WHERE prefix = $1")
+        .bind(prefix)
+        .execute(&mut *tx)
+        .await?;
+    Ok(())
+}
+
 /// Forgets the sweep of `prefix` (its objects are gone).
 pub async fn swept(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
     sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
@@ -117,13 +141,7 @@ pub async fn point_to_objects(
     prefix: &str,
     chunks: &[(i32, Vec<u8>, i64)],
 ) -> Result<bool, DbError> {
-    let claimed = sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
-        .bind(prefix)
-        .execute(&mut *tx)
-        .await?;
-    if claimed.rows_affected() != 1 {
-        return Err(StoreError::Expired.into());
-    }
+    claim_pending(&mut *tx, prefix).await?;
     let seq: Vec<i32> = chunks.iter().map(|c| c.0).collect();
     let sha: Vec<&[u8]> = chunks.iter().map(|c| &c.1[..]).collect();
     let size: Vec<i64> = chunks.iter().map(|c| c.2).collect();

@@ -53,15 +53,8 @@ pub(super) async fn insert_log(
     let (prefix, hashes) = match place {
         LogPlace::Database => (None, None),
         LogPlace::Objects { prefix, sha256 } => {
-            // The objects are this report's now: no sweep for them. A row the sweeper took
-            // means it removed them (the upload outlasted the grace period).
-            let claimed = sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
-                .bind(prefix)
-                .execute(&mut *tx)
-                .await?;
-            if claimed.rows_affected() != 1 {
-                return Err(StoreError::Expired.into());
-            }
+            // The objects are this report's now: no sweep for them.
+            crate::storage::log_objects::claim_pending(&mut *tx, prefix).await?;
             (Some(prefix.as_str()), Some(sha256))
         }
     };
@@ -110,10 +103,7 @@ pub(super) async fn discard_objects(
     place: &LogPlace,
 ) -> Result<(), DbError> {
     if let LogPlace::Objects { prefix, .. } = place {
-        sqlx::query("UPDATE log_object_sweeps SET due = now() WHERE prefix = $1")
-            .bind(prefix)
-            .execute(&mut *tx)
-            .await?;
+        crate::storage::log_objects::due_now(&mut *tx, prefix).await?;
     }
     Ok(())
 }

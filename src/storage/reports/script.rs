@@ -7,8 +7,7 @@
 use sqlx::{PgConnection, PgExecutor};
 
 use crate::storage::DbError;
-use crate::storage::log_objects::{Side, record_pending};
-use crate::storage::objects::StoreError;
+use crate::storage::log_objects::{Side, claim_pending, due_now, record_pending};
 
 /// Where a new report's script is kept: in its row, or already written to the object store
 /// as [`script_key`] of `prefix`, whose bytes hash to `sha256`.
@@ -52,20 +51,13 @@ pub fn script_key(prefix: &str) -> String {
 }
 
 /// Takes the sweep record of a script just written to the store: the object is the report's
-/// now. A record the sweeper took means it removed the object (the upload outlasted the grace
-/// period).
+/// now (an error if the sweeper already removed it).
 pub(super) async fn claim_object(
     tx: &mut PgConnection,
     place: &ScriptPlace,
 ) -> Result<(), DbError> {
     if let ScriptPlace::Objects { prefix, .. } = place {
-        let claimed = sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
-            .bind(prefix)
-            .execute(&mut *tx)
-            .await?;
-        if claimed.rows_affected() != 1 {
-            return Err(StoreError::Expired.into());
-        }
+        claim_pending(&mut *tx, prefix).await?;
     }
     Ok(())
 }
@@ -77,10 +69,7 @@ pub(super) async fn discard_object(
     place: &ScriptPlace,
 ) -> Result<(), DbError> {
     if let ScriptPlace::Objects { prefix, .. } = place {
-        sqlx::query("UPDATE log_object_sweeps SET due = now() WHERE prefix = $1")
-            .bind(prefix)
-            .execute(&mut *tx)
-            .await?;
+        due_now(&mut *tx, prefix).await?;
     }
     Ok(())
 }
@@ -136,14 +125,7 @@ pub async fn script_to_object(
     prefix: &str,
     sha256: &[u8],
 ) -> Result<bool, DbError> {
-    claim_object(
-        &mut *tx,
-        &ScriptPlace::Objects {
-            prefix: prefix.to_owned(),
-            sha256: sha256.to_vec(),
-        },
-    )
-    .await?;
+    claim_pending(&mut *tx, prefix).await?;
     let moved = sqlx::query(
         "UPDATE reports SET script = NULL, script_prefix = $3, script_sha256 = $4 \
          WHERE id = $1 AND script = $2",

@@ -114,3 +114,46 @@ pub(crate) fn post_upload(
 pub(crate) fn shared(objects: LogObjects) -> Arc<LogObjects> {
     Arc::new(objects)
 }
+
+/// A count from `sql` on the test application's database.
+pub(crate) async fn count(app: &crate::support::TestApp, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap()
+}
+
+/// `gpu-triage db move-logs` with the test store's settings.
+pub(crate) fn move_logs(
+    url: &str,
+    to: &str,
+    env: &[(String, String)],
+    store: &str,
+) -> std::process::Output {
+    crate::support::binary()
+        .args(["db", "move-logs", "--to", to, "--log-store-grace-secs", "0"])
+        .args(["--log-store", store, "--log-store-timeout-secs", "5"])
+        .env("DATABASE_URL", url)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .output()
+        .expect("run db move-logs")
+}
+
+/// One retention pass with these defaults (days; 0 keeps forever).
+pub(crate) async fn retention_pass(
+    app: &crate::support::TestApp,
+    log_days: u32,
+    report_days: u32,
+) -> gpu_triage::app::retention::PassSummary {
+    use gpu_triage::app::retention::{self, RetentionSettings};
+    let settings = RetentionSettings {
+        defaults: gpu_triage::api_types::retention::Days {
+            log_days,
+            report_days,
+        },
+        ..RetentionSettings::default()
+    };
+    retention::run_pass(&app.db, &settings, retention::now())
+        .await
+        .expect("a retention pass")
+}

@@ -7,23 +7,14 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use gpu_triage::api_types::retention::Days;
 use gpu_triage::app::log_objects;
-use gpu_triage::app::retention::{self, RetentionSettings};
 use gpu_triage::auth::Scope;
 
 use super::weed::weed;
-use super::{log_text, prefixes, prefixes_under, shared};
+use super::{count, log_text, move_logs, prefixes, prefixes_under, retention_pass, shared};
 use crate::browse::{page, sign_in, texts};
 use crate::jobs::{SCRIPT, claim};
-use crate::support::{TestApp, binary, database_url, fresh_db};
-
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-        .fetch_one(app.db.pool())
-        .await
-        .unwrap()
-}
+use crate::support::{TestApp, database_url, fresh_db};
 
 /// Whether a report page shows the reproduction script.
 fn shows_script(html: &str) -> bool {
@@ -152,16 +143,7 @@ async fn duplicates_and_retention_leave_no_script_object_and_keep_the_scripts_re
         .execute(app.db.pool())
         .await
         .unwrap();
-    let logs_only = RetentionSettings {
-        defaults: Days {
-            log_days: 5,
-            report_days: 0,
-        },
-        ..RetentionSettings::default()
-    };
-    let summary = retention::run_pass(&app.db, &logs_only, retention::now())
-        .await
-        .unwrap();
+    let summary = retention_pass(&app, 5, 0).await;
     assert_eq!(summary.removed.logs, 1);
     assert_eq!(log_objects::sweep_all(&app.db).await.unwrap(), 1);
     assert_eq!(prefixes(&objects).await.len(), 1);
@@ -172,16 +154,7 @@ async fn duplicates_and_retention_leave_no_script_object_and_keep_the_scripts_re
     assert!(shows_script(&shown.body), "the script went with the log");
 
     // Report retention deletes the report: its script object is queued and swept.
-    let reports_too = RetentionSettings {
-        defaults: Days {
-            log_days: 5,
-            report_days: 7,
-        },
-        ..RetentionSettings::default()
-    };
-    let summary = retention::run_pass(&app.db, &reports_too, retention::now())
-        .await
-        .unwrap();
+    let summary = retention_pass(&app, 5, 7).await;
     assert_eq!(summary.removed.reports, 1);
     assert_eq!(log_objects::sweep_all(&app.db).await.unwrap(), 1);
     let left = prefixes_under(&objects, "scripts").await;
@@ -192,17 +165,6 @@ async fn duplicates_and_retention_leave_no_script_object_and_keep_the_scripts_re
             .await
             .unwrap();
     assert_eq!(left, [young_prefix]);
-}
-
-/// `gpu-triage db move-logs` with the test store's settings.
-fn move_logs(url: &str, to: &str, env: &[(String, String)], store: &str) -> std::process::Output {
-    binary()
-        .args(["db", "move-logs", "--to", to, "--log-store-grace-secs", "0"])
-        .args(["--log-store", store, "--log-store-timeout-secs", "5"])
-        .env("DATABASE_URL", url)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .expect("run db move-logs")
 }
 
 #[tokio::test]

@@ -6,23 +6,14 @@
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use gpu_triage::api_types::retention::Days;
 use gpu_triage::app::log_objects;
-use gpu_triage::app::retention::{self, RetentionSettings};
 use gpu_triage::auth::Scope;
 
 use super::proxy::FaultProxy;
 use super::weed::weed;
-use super::{log_text, prefixes, shared};
+use super::{count, log_text, move_logs, prefixes, retention_pass, shared};
 use crate::browse::{page, sign_in, texts};
-use crate::support::{TestApp, binary, database_url, fresh_db};
-
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
-        .fetch_one(app.db.pool())
-        .await
-        .unwrap()
-}
+use crate::support::{TestApp, database_url, fresh_db};
 
 #[tokio::test]
 async fn a_log_lives_in_the_store_and_every_reader_reads_it_from_there() {
@@ -128,16 +119,7 @@ async fn retention_and_duplicates_leave_no_object_once_swept() {
         .execute(app.db.pool())
         .await
         .unwrap();
-    let settings = RetentionSettings {
-        defaults: Days {
-            log_days: 5,
-            report_days: 0,
-        },
-        ..RetentionSettings::default()
-    };
-    let summary = retention::run_pass(&app.db, &settings, retention::now())
-        .await
-        .unwrap();
+    let summary = retention_pass(&app, 5, 0).await;
     assert_eq!(summary.removed.logs, 1);
     assert!(summary.removed.bytes > 0, "the store's bytes are counted");
     assert_eq!(
@@ -156,17 +138,6 @@ async fn retention_and_duplicates_leave_no_object_once_swept() {
     assert_eq!(gone.status, StatusCode::GONE);
     let kept = page(&app, &b.cookie, &format!("/reports/{}/raw", ids[1])).await;
     assert!(kept.body == log_text("new", 200, None));
-}
-
-/// `gpu-triage db move-logs` with the test store's settings.
-fn move_logs(url: &str, to: &str, env: &[(String, String)], store: &str) -> std::process::Output {
-    binary()
-        .args(["db", "move-logs", "--to", to, "--log-store-grace-secs", "0"])
-        .args(["--log-store", store, "--log-store-timeout-secs", "5"])
-        .env("DATABASE_URL", url)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .output()
-        .expect("run db move-logs")
 }
 
 #[tokio::test]
