@@ -16,6 +16,7 @@
 //! the repository's labelled logs (docs/src/engine.md says which and how it is measured).
 
 pub mod features;
+mod shapes;
 pub mod train;
 
 use std::collections::BTreeMap;

@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use super::{MAX_STEPS, RuleHit};
+use super::MAX_STEPS;
+use super::collect::RuleHit;
 use crate::rules::{Category, Ruleset};
 
 impl Ruleset {

@@ -4,14 +4,17 @@
 
 mod advice;
 mod captures;
+mod collect;
+mod located;
 mod signature;
 
-use std::collections::HashMap;
 use std::io::Read;
 
 pub use signature::culprit;
 
 use captures::{captures_with_wrap, context_settled, named};
+use collect::{Collector, FrameHit, RuleHit};
+use located::LOCATED_TITLE;
 use signature::{
     environment_fingerprint, fingerprint, log_identity, names_nothing_else, signature,
     undecided_environment,
@@ -19,7 +22,6 @@ use signature::{
 
 use super::compile::PatternId;
 use super::locator::LOCATOR_RULE;
-use super::locator::features::WindowLine;
 use super::origin::Origin;
 use super::scan::{self, CandidateLine};
 use super::spec::{FALLBACK_SPECIFICITY, FailureKind};
@@ -37,60 +39,12 @@ const MAX_FINDINGS: usize = 200;
 const MAX_STEPS: usize = 8;
 /// Longest finding text kept.
 const MAX_TEXT: usize = 600;
-/// Stack frames kept from the start of a log, and again from its end.
-const MAX_FRAMES: usize = 2048;
 /// How far before the root cause a frame still belongs to its stack.
 const FRAME_REACH: usize = 400;
 /// User frames in a signature, innermost last.
 const SIGNATURE_FRAMES: usize = 6;
 /// Longest signature text kept from the root cause or last line.
 const SIGNATURE_TEXT: usize = 300;
-
-/// A rule hit on one line, before ranking.
-#[derive(Debug)]
-struct RuleHit {
-    rule: usize,
-    line: usize,
-    text: String,
-    /// Named captures, in line order: (name, value).
-    captures: Vec<(String, String)>,
-    rank_prefix: Option<u32>,
-    /// The line announces info or warning level (see `ingest::prefix::level`).
-    quiet: bool,
-    /// The line only summarises a failure printed elsewhere (see `ingest::prefix::is_summary`).
-    summary: bool,
-    /// The cleaned lines after it: the learned fallback's and the framework's context.
-    following: Vec<String>,
-    /// The rank, host and GPU the line names.
-    origin: Origin,
-}
-
-/// Everything the streaming pass collects.
-#[derive(Default)]
-struct Collector {
-    hits: Vec<RuleHit>,
-    per_rule: HashMap<usize, usize>,
-    facts: Facts,
-    async_hint: bool,
-    context_advice: Vec<String>,
-    /// For each context (by its index), whether another match could no longer change anything
-    /// (see `context_settled`).
-    settled: Vec<bool>,
-    /// The line of the first Python traceback header, when the log has one.
-    first_traceback: Option<usize>,
-    /// Python stack frames (line, file, function): the first [`MAX_FRAMES`], then the last
-    /// [`MAX_FRAMES`] after them (a log no rule matched is signed by how it ends).
-    frames: Vec<FrameHit>,
-    tail_frames: std::collections::VecDeque<FrameHit>,
-}
-
-/// A Python stack frame line.
-#[derive(Debug, Clone)]
-struct FrameHit {
-    line: usize,
-    file: String,
-    function: String,
-}
 
 impl Ruleset {
     /// Classifies a whole log held in memory.
@@ -597,61 +551,6 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// The rule part of the fingerprint of a log no rule matched (no rule id looks like it).
 const UNMATCHED: &str = "<unmatched>";
-
-/// The title of a failure only the locator found.
-const LOCATED_TITLE: &str = "Failure no rule knows (line found by the locator)";
-
-/// The line the locator names, as the classification shows it.
-struct LocatedLine {
-    line: usize,
-    text: String,
-    origin: Origin,
-    /// The cleaned lines after it (the fallback's context).
-    following: Vec<String>,
-}
-
-impl Ruleset {
-    /// The line the locator names in a whole log as if no rule matched it (what `gpu-triage
-    /// eval` measures the locator by): its number, cleaned text and the lines after it.
-    #[must_use]
-    pub fn locate_alone(&self, log: &[u8]) -> Option<(usize, String, Vec<String>)> {
-        let tail: std::collections::VecDeque<(usize, Vec<u8>)> =
-            (super::locator::train::window_of(log).into_iter())
-                .map(|w| (w.line, w.raw.into_bytes()))
-                .collect();
-        self.locate(&tail).map(|l| (l.line, l.text, l.following))
-    }
-
-    /// The failure line of a log no rule matched, from its last lines (see `rules::locator`).
-    fn locate(&self, tail: &std::collections::VecDeque<(usize, Vec<u8>)>) -> Option<LocatedLine> {
-        let window: Vec<WindowLine> = tail.iter().map(|(n, t)| WindowLine::new(*n, t)).collect();
-        let found = self.locator.locate(&window)?;
-        let clean = |w: &WindowLine| crate::ingest::neutralize_controls(&w.cleaned).into_owned();
-        let w = &window[found.index];
-        Some(LocatedLine {
-            line: found.line,
-            text: truncate(&clean(w), MAX_TEXT),
-            origin: super::origin::of_line(&w.raw, &w.cleaned),
-            following: (window[found.index + 1..].iter())
-                .take(3)
-                .map(clean)
-                .collect(),
-        })
-    }
-}
-
-impl Collector {
-    fn push_frame(&mut self, frame: FrameHit) {
-        if self.frames.len() < MAX_FRAMES {
-            self.frames.push(frame);
-        } else {
-            if self.tail_frames.len() == MAX_FRAMES {
-                self.tail_frames.pop_front();
-            }
-            self.tail_frames.push_back(frame);
-        }
-    }
-}
 
 fn unreachable_classification(source: &str) -> Classification {
     Classification {

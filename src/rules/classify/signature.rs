@@ -4,7 +4,8 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{FRAME_REACH, FrameHit, SIGNATURE_FRAMES, SIGNATURE_TEXT};
+use super::collect::FrameHit;
+use super::{FRAME_REACH, SIGNATURE_FRAMES, SIGNATURE_TEXT};
 use crate::rules::Category;
 
 /// The signature of a root cause with everything that varies between runs removed: numbers,
