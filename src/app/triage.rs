@@ -129,6 +129,23 @@ pub async fn trends(db: &Db, ids: &[i64], days: i32) -> Result<Trends, Error> {
     Ok(groups::group_trends(db.pool(), ids, days).await?)
 }
 
+impl From<Fix> for crate::api_types::Fix {
+    /// A stored fix as the API shows it.
+    fn from(f: Fix) -> Self {
+        crate::api_types::Fix {
+            id: f.id,
+            group_id: f.group_id,
+            summary: f.summary,
+            details: f.details,
+            link: f.link,
+            author: f.author,
+            author_kind: f.author_kind,
+            author_person_id: f.author_person_id,
+            created_at: f.created_at,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::merged_away;

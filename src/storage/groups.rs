@@ -38,8 +38,25 @@ impl Group {
     }
 }
 
-/// A recorded fix: the same shape in storage and on the wire.
-pub use crate::api_types::Fix;
+/// A recorded fix as its row holds it. The API's `api_types::Fix` is built from it in `app`
+/// (`app::triage`), so a column change here cannot alter the wire shape unnoticed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fix {
+    pub id: i64,
+    pub group_id: i64,
+    /// What fixed it, in a line.
+    pub summary: String,
+    pub details: String,
+    /// A link to the change; empty when none.
+    pub link: String,
+    /// Who recorded it, as recorded (a person's or a token's name).
+    pub author: String,
+    /// `None` for a fix recorded before actors were typed.
+    pub author_kind: Option<crate::actor::ActorKind>,
+    /// The person who recorded it, when a person did (and still exists).
+    pub author_person_id: Option<i64>,
+    pub created_at: crate::time::Timestamp,
+}
 
 /// A fix to record.
 #[derive(Clone, Debug)]

@@ -447,7 +447,9 @@ async fn store_report(
         stored.group_id,
     )
     .await?;
-    let known_fix = crate::app::similar::known_fix(&own_fixes).cloned();
+    let known_fix = crate::app::similar::known_fix(&own_fixes)
+        .cloned()
+        .map(crate::api_types::Fix::from);
     // Announced in the same transaction: the outbox row commits with the report, or neither.
     let outcome = UploadOutcome {
         new_report: !stored.duplicate && !stored.replayed,

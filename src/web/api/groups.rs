@@ -193,7 +193,7 @@ pub(super) fn group_detail(state: &AppState, d: group_triage::GroupView) -> Grou
         history: t.history,
         tags: t.tags,
         reports,
-        fixes: d.fixes,
+        fixes: d.fixes.into_iter().map(Into::into).collect(),
         merged_groups: d.merged.iter().map(|m| m.id).collect(),
     }
 }
@@ -231,6 +231,8 @@ pub async fn create_fix(
     GroupId(id): GroupId,
     ShapedJson(body): ShapedJson<FixRequest>,
 ) -> Result<impl IntoResponse, AppError> {
-    let stored: Fix = triage::record_fix(&state.db, id, body, &token.actor()).await?;
+    let stored: Fix = triage::record_fix(&state.db, id, body, &token.actor())
+        .await?
+        .into();
     Ok((StatusCode::CREATED, Json(stored)))
 }

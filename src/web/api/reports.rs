@@ -201,7 +201,7 @@ pub async fn show_report(
     ReportId(id): ReportId,
 ) -> Result<Json<wire::ReportDetail>, AppError> {
     let d = reports::detail(&state.db, id).await?;
-    let known_fix = d.known_fix().cloned();
+    let known_fix = d.known_fix().cloned().map(Into::into);
     let group_state = d.triage.map_or(
         wire::GroupStanding {
             state: crate::api_types::GroupState::Open,
@@ -230,7 +230,7 @@ pub async fn show_report(
         group_id: r.group_id,
         group_state,
         classification: r.classification,
-        fixes: d.fixes,
+        fixes: d.fixes.into_iter().map(Into::into).collect(),
         known_fix,
         similar: similar_failures(&state.public_url, d.similar),
         reproductions: d.jobs.iter().map(reproduction).collect(),
@@ -262,7 +262,7 @@ fn similar_failures(
             root_cause: s.group.root_cause_text,
             report_count: s.group.report_count,
             similarity: s.similarity,
-            fixes: s.fixes,
+            fixes: s.fixes.into_iter().map(Into::into).collect(),
         })
         .collect()
 }
