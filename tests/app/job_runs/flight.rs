@@ -14,7 +14,7 @@ use gpu_triage::rules::run::flight;
 
 use crate::support::TestApp;
 
-const TRAIN: &str = r#"import datetime, sys, time
+const TRAIN: &str = r#"import datetime, glob, os, sys, time
 import torch
 import torch.distributed as dist
 from torch._C._distributed_c10d import _dump_fr_trace_file
@@ -35,6 +35,16 @@ else:
     except RuntimeError as e:
         print(f"[rank{rank}] collective timed out: {e}", file=sys.stderr, flush=True)
 _dump_fr_trace_file(rank)
+# No rank leaves before every rank has dumped: a rank that exits early (gloo's teardown after a
+# timed-out collective may abort the process) makes torchrun stop the others, rank 2 among
+# them before its dump. `os._exit` skips that teardown.
+dumps = os.environ["TORCH_FR_DUMP_TEMP_FILE"] + "*"
+deadline = time.monotonic() + 60
+while len(glob.glob(dumps)) < dist.get_world_size() and time.monotonic() < deadline:
+    time.sleep(0.05)
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)
 "#;
 
 #[tokio::test]
