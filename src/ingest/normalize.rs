@@ -77,6 +77,25 @@ pub(crate) fn strip_one_prefix(s: &str) -> &str {
     s
 }
 
+/// The pdsh-style host label (see `prefix::strip_host_label`) a raw line carries, after whatever
+/// timestamp, rank or container prefix comes before it: `worker-7` in `2025-01-02T03:04:05Z
+/// worker-7: [rank3]: ...`.
+pub fn host_label_of(raw: &str) -> Option<&str> {
+    let mut s = raw;
+    for _ in 0..6 {
+        let t = s.trim();
+        if let Some(rest) = super::prefix::strip_host_label(t) {
+            return Some(t[..t.len() - rest.len()].trim_end().trim_end_matches(':'));
+        }
+        let peeled = strip_one_prefix(t);
+        if peeled.len() == t.len() {
+            return None;
+        }
+        s = peeled;
+    }
+    None
+}
+
 /// Peels prefixes and markdown decoration from a single (already ANSI-free) line.
 pub fn strip_decorations(mut s: &str) -> &str {
     loop {
@@ -207,6 +226,17 @@ pub fn rank_prefix(raw: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_labels_are_read_behind_other_prefixes() {
+        assert_eq!(host_label_of("worker-7: RuntimeError: x"), Some("worker-7"));
+        assert_eq!(
+            host_label_of("2025-01-02T03:04:05.1Z node017: [rank3]: x"),
+            Some("node017")
+        );
+        assert_eq!(host_label_of("python3: can't open file"), None);
+        assert_eq!(host_label_of("RuntimeError: worker-7: x"), None);
+    }
 
     #[test]
     fn ansi_sequences_are_removed_and_newlines_kept() {

@@ -29,7 +29,8 @@ pub fn strip_operations_prefix(s: &str) -> &str {
     strip_operations_prefix_with(s, true)
 }
 
-/// As [`strip_operations_prefix`], leaving a host label in place (see [`host_label_of`]).
+/// As [`strip_operations_prefix`], leaving a host label in place (see
+/// `normalize::host_label_of`).
 pub(crate) fn strip_operations_prefix_except_host(s: &str) -> &str {
     strip_operations_prefix_with(s, false)
 }
@@ -127,7 +128,7 @@ const PROGRAM_NAMES: [&str; 10] = [
 /// digit; a program's name (`python3: `, `gcc-12: `) and anything with a dot or an underscore
 /// (`libcudart.so.12: `, `fc6_1: `) are left alone, so a message that starts with its own
 /// subject keeps it.
-fn strip_host_label(s: &str) -> Option<&str> {
+pub(crate) fn strip_host_label(s: &str) -> Option<&str> {
     let colon = s.find(": ")?;
     let name = &s[..colon];
     let host_like = (2..=63).contains(&name.len())
@@ -139,25 +140,6 @@ fn strip_host_label(s: &str) -> Option<&str> {
         && !PROGRAM_NAMES.iter().any(|p| name.starts_with(p));
     let rest = s[colon + 2..].trim_start();
     (host_like && !rest.is_empty()).then_some(rest)
-}
-
-/// The pdsh-style host label (see `strip_host_label`) a raw line carries, after whatever
-/// timestamp, rank or container prefix comes before it: `worker-7` in `2025-01-02T03:04:05Z
-/// worker-7: [rank3]: ...`.
-pub fn host_label_of(raw: &str) -> Option<&str> {
-    let mut s = raw;
-    for _ in 0..6 {
-        let t = s.trim();
-        if let Some(rest) = strip_host_label(t) {
-            return Some(t[..t.len() - rest.len()].trim_end().trim_end_matches(':'));
-        }
-        let peeled = super::normalize::strip_one_prefix(t);
-        if peeled.len() == t.len() {
-            return None;
-        }
-        s = peeled;
-    }
-    None
 }
 
 /// A progress bar (tqdm and its look-alikes) that the failure's message was printed right
@@ -302,17 +284,6 @@ pub fn is_summary(line: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_labels_are_read_behind_other_prefixes() {
-        assert_eq!(host_label_of("worker-7: RuntimeError: x"), Some("worker-7"));
-        assert_eq!(
-            host_label_of("2025-01-02T03:04:05.1Z node017: [rank3]: x"),
-            Some("node017")
-        );
-        assert_eq!(host_label_of("python3: can't open file"), None);
-        assert_eq!(host_label_of("RuntimeError: worker-7: x"), None);
-    }
 
     #[test]
     fn operations_prefixes_are_peeled_to_the_message() {

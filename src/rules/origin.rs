@@ -81,7 +81,7 @@ static GPU: LazyLock<Regex> = LazyLock::new(|| {
 /// removed), `cleaned` the message as rules see it.
 #[must_use]
 pub fn of_line(raw: &str, cleaned: &str) -> Origin {
-    let host = crate::ingest::prefix::host_label_of(raw);
+    let host = crate::ingest::normalize::host_label_of(raw);
     let mut o = Origin {
         rank: prefix_rank(raw),
         host: host.map(str::to_owned),
@@ -112,7 +112,7 @@ pub fn of_line(raw: &str, cleaned: &str) -> Origin {
 #[must_use]
 pub fn prefix_rank(raw: &str) -> Option<u32> {
     rank_prefix(raw).or_else(|| {
-        let host = crate::ingest::prefix::host_label_of(raw)?;
+        let host = crate::ingest::normalize::host_label_of(raw)?;
         let at = raw.find(host)? + host.len();
         rank_prefix(raw[at..].strip_prefix(':')?.trim_start())
     })
