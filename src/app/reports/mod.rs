@@ -57,7 +57,7 @@ impl ReportContext {
 #[tracing::instrument(name = "reports::detail", skip_all, fields(report_id = id))]
 pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    let mut report = store::get_report(&mut *tx, id)
+    let report = store::get_report(&mut *tx, id)
         .await?
         .ok_or(Error::NotFound("report"))?;
     let group = groups::get_group(&mut *tx, report.group_id).await?;
@@ -74,10 +74,6 @@ pub async fn detail(db: &Db, id: i64) -> Result<ReportContext, Error> {
     let triage = crate::storage::group_triage::get_triage(&mut *tx, report.group_id).await?;
     let run = crate::storage::job_runs::get_story(&mut *tx, id).await?;
     tx.rollback().await.map_err(DbError::from)?;
-    // A script the object store keeps (migration 0050) is read from there.
-    if let Some(script @ store::StoredScript::Object { .. }) = report.stored_script() {
-        report.script = Some(crate::app::log_objects::read_script(db, script).await?);
-    }
     let jobs = with_outcomes(jobs).await?;
     Ok(ReportContext {
         report,

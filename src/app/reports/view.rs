@@ -18,6 +18,7 @@ use crate::app::{Error, blocking};
 use crate::rules::{Classification, Finding};
 use crate::storage::Db;
 use crate::storage::groups::Fix;
+use crate::storage::reports::StoredScript;
 use crate::time::Timestamp;
 
 /// Lines per page of the log pane.
@@ -162,7 +163,12 @@ pub async fn page(
     id: i64,
     window: &WindowRequest,
 ) -> Result<ReportView, Error> {
-    let detail = detail(db, id).await?;
+    let mut detail = detail(db, id).await?;
+    // The page shows the script: one the object store keeps (migration 0050) is read from
+    // there (the API's report only says whether there is one, and reads nothing more).
+    if let Some(script @ StoredScript::Object { .. }) = detail.report.stored_script() {
+        detail.report.script = Some(crate::app::log_objects::read_script(db, script).await?);
+    }
     let view = window.check()?;
     let report = &detail.report;
     let classification = &report.classification;

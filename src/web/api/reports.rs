@@ -211,6 +211,7 @@ pub async fn show_report(
         standing,
     );
     let r = d.report;
+    let has_script = r.script.is_some() || r.script_prefix.is_some();
     let run = d.run.into();
     Ok(Json(wire::ReportDetail {
         run,
@@ -226,7 +227,7 @@ pub async fn show_report(
         filename: r.filename,
         log_bytes: r.log_bytes,
         log_lines: r.log_lines,
-        has_script: r.script.is_some(),
+        has_script,
         group_id: r.group_id,
         group_state,
         classification: r.classification,
