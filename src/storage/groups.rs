@@ -216,29 +216,27 @@ pub struct Similar {
     pub similarity: f32,
 }
 
-/// How many nearest signatures the index returns before the similarity floor is applied.
-const NEAREST: i64 = 50;
-
-/// A group's signature as the `groups_live_signature` index holds it (migrations 0029, 0048): empty
-/// for a merged group. Must stay the index's expression, or the index cannot order the scan.
-const LIVE_SIGNATURE: &str = "(CASE WHEN g.merged_into IS NULL THEN g.signature ELSE '' END)";
+/// Most groups read for each of a signature's band keys (migration 0051): the newest holding
+/// it. Sixteen keys, so at most 384 candidates whose exact similarity is computed, however
+/// many groups are stored.
+const PER_BAND: i64 = 24;
 
 /// The groups other than `exclude` (and other than merged groups, whose failures are their
 /// targets' now) whose signature is at least `min_similarity` alike to `signature` (pg_trgm
 /// `similarity`; a group with no trigram in common is never listed), most alike first, at most
-/// `limit`. The GiST trigram index returns the nearest by `<->` distance, so this reads a few
-/// dozen groups whatever their number.
+/// `limit`.
 ///
-/// The nearest-first scan carries no filter the planner must estimate (issue 42): before
-/// `groups` is analyzed, PostgreSQL guesses that `merged_into IS NULL` keeps 0.5% of the rows,
-/// fewer than the [`NEAREST`] read, and then prefers computing the distance to every group
-/// and sorting them to reading the index, so each upload of a new failure cost more as groups
-/// accumulated until autovacuum ran. Merged groups are instead kept out of the order itself:
-/// the index orders by [`LIVE_SIGNATURE`], empty for them, so they come after every group
-/// with a trigram in common and are dropped after the scan, with the empty signatures. The
-/// own group's `id <> $2` stays in the scan (the planner's guess for it is "nearly all rows").
-/// Planner settings (`SET LOCAL enable_seqscan = off`) would also force the index, but they
-/// would last for the rest of the upload's transaction and be baked into cached plans.
+/// Candidates come from the MinHash band keys of `group_bands` (migration 0051): for each key
+/// of `signature`, the [`PER_BAND`] newest groups holding it, read from the B-tree; the exact
+/// similarity is then computed on those only. The cost is bounded whatever the number of
+/// groups (issue 42: the nearest-first walk of a trigram GiST index read all of it at 100,000
+/// alike signatures), and no step depends on a planner estimate: each key is an equality on
+/// the index's leading column under a `LIMIT`, each candidate a primary-key lookup. A group
+/// that shares no key with `signature` (likely below 0.5 similarity: see the migration) or
+/// only keys held by more newer groups than [`PER_BAND`] is not found. The keys of
+/// `signature` are read from `exclude`'s rows when that group has this very signature (a new
+/// failure's own group, keyed by the insert's trigger a moment before): computing them costs
+/// about as much as the rest of the lookup.
 pub async fn similar_groups(
     ex: impl PgExecutor<'_>,
     signature: &str,
@@ -251,11 +249,20 @@ pub async fn similar_groups(
     }
     let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
         "SELECT {GROUP_COLUMNS}, g.sim FROM ( \
-             SELECT g.*, similarity(g.signature, $1) AS sim FROM groups g \
-             WHERE g.id <> $2 \
-             ORDER BY {LIVE_SIGNATURE} <-> $1 LIMIT {NEAREST}) g \
+             SELECT g.*, similarity(g.signature, $1) AS sim \
+             FROM (SELECT DISTINCT b.group_id \
+                   FROM unnest(coalesce( \
+                            (SELECT array_agg(own.key) FROM group_bands own \
+                             WHERE own.group_id = $2 \
+                               AND (SELECT signature FROM groups WHERE id = $2) = $1), \
+                            signature_bands($1))) AS probe(key), \
+                   LATERAL (SELECT group_id FROM group_bands \
+                            WHERE key = probe.key AND group_id <> $2 \
+                            ORDER BY group_id DESC LIMIT {PER_BAND}) b) c \
+             JOIN groups g ON g.id = c.group_id \
+             WHERE g.merged_into IS NULL) g \
          {GROUP_STATS} \
-         WHERE g.merged_into IS NULL AND g.signature <> '' AND g.sim > 0 AND g.sim >= $3 \
+         WHERE g.signature <> '' AND g.sim > 0 AND g.sim >= $3 \
          ORDER BY g.sim DESC, coalesce(s.last_seen, g.first_seen) DESC, g.id DESC LIMIT $4"
     )))
     .bind(signature)

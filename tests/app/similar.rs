@@ -268,3 +268,152 @@ async fn remembered_similar_failures_follow_new_groups_and_fresh_counts() {
         "the listed group is read afresh: {last}"
     );
 }
+
+/// The band keys `group_bands` holds for `group`, sorted.
+async fn keys_of(app: &TestApp, group: i64) -> Vec<i64> {
+    sqlx::query_scalar("SELECT key FROM group_bands WHERE group_id = $1 ORDER BY key")
+        .bind(group)
+        .fetch_all(app.db.pool())
+        .await
+        .unwrap()
+}
+
+/// The band keys of `signature` as the lookup computes them, sorted.
+async fn keys_for(app: &TestApp, signature: &str) -> Vec<i64> {
+    sqlx::query_scalar("SELECT k FROM unnest(signature_bands($1)) k ORDER BY k")
+        .bind(signature)
+        .fetch_all(app.db.pool())
+        .await
+        .unwrap()
+}
+
+/// Inserts a group of `signature` directly, as a migration or another replica might.
+async fn insert_group(app: &TestApp, fingerprint: &str, signature: &str) -> i64 {
+    sqlx::query_scalar(
+        "INSERT INTO groups (fingerprint, category, title, root_cause_text, signature) \
+         VALUES ($1, 'unknown', 'ValueError', $2, $2) RETURNING id",
+    )
+    .bind(fingerprint)
+    .bind(signature)
+    .fetch_one(app.db.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_groups_band_keys_follow_its_signature_and_exist_only_while_it_is_live() {
+    let app = TestApp::spawn().await;
+    let (one, two) = (
+        "ValueError: unknown layer kind conv_x train.py:<module> model.py:forward",
+        "KeyError: missing block resnet train.py:<module> blocks.py:build",
+    );
+    let a = insert_group(&app, "a", one).await;
+    let b = insert_group(&app, "b", two).await;
+    let keys = keys_of(&app, a).await;
+    assert!(
+        (10..=16).contains(&keys.len()),
+        "sixteen bands, nearly all distinct: {keys:?}"
+    );
+    assert_eq!(keys, keys_for(&app, one).await);
+    assert_ne!(keys, keys_of(&app, b).await);
+
+    let update = |sql: &'static str, id: i64| {
+        let pool = app.db.pool().clone();
+        async move {
+            sqlx::query(sql).bind(id).execute(&pool).await.unwrap();
+        }
+    };
+    update(
+        "UPDATE groups SET signature = 'KeyError: missing block resnet train.py:<module> \
+         blocks.py:build' WHERE id = $1",
+        a,
+    )
+    .await;
+    assert_eq!(
+        keys_of(&app, a).await,
+        keys_for(&app, two).await,
+        "regrouped"
+    );
+    sqlx::query("UPDATE groups SET merged_into = $2, merge_parent = $2 WHERE id = $1")
+        .bind(a)
+        .bind(b)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(keys_of(&app, a).await, Vec::<i64>::new(), "merged: no keys");
+    update(
+        "UPDATE groups SET merged_into = NULL, merge_parent = NULL WHERE id = $1",
+        a,
+    )
+    .await;
+    assert_eq!(
+        keys_of(&app, a).await,
+        keys_for(&app, two).await,
+        "unmerged"
+    );
+    // A title change leaves the keys as they are (the trigger does not run).
+    update("UPDATE groups SET title = 'KeyError' WHERE id = $1", a).await;
+    assert_eq!(keys_of(&app, a).await, keys_for(&app, two).await);
+    update("DELETE FROM groups WHERE id = $1", b).await;
+    assert_eq!(keys_of(&app, b).await, Vec::<i64>::new(), "deleted");
+    assert_eq!(keys_for(&app, "").await, Vec::<i64>::new());
+}
+
+#[tokio::test]
+async fn the_most_alike_group_is_found_among_thousands_that_share_its_wording() {
+    let app = TestApp::spawn().await;
+    // 3,000 groups worded alike (each 0.5-0.7 similar to the probe below), seeded after the
+    // ones the lookup must find, so that every key they share holds more newer groups than
+    // the lookup reads for it.
+    let twin = insert_group(
+        &app,
+        "twin",
+        "ValueError: unknown layer kind conv_hkpq train.py:<module> model_b.py:forward_hkpq",
+    )
+    .await;
+    let cousin = insert_group(
+        &app,
+        "cousin",
+        "ValueError: unknown layer kind convolution_hkpq train.py:<module> encoder.py:forward",
+    )
+    .await;
+    let unrelated = insert_group(
+        &app,
+        "unrelated",
+        "NCCL error in: ProcessGroupNCCL.cpp, unhandled system error ncclSystemError",
+    )
+    .await;
+    sqlx::query(
+        "INSERT INTO groups (fingerprint, category, title, root_cause_text, signature) \
+         SELECT 'seed-' || i, 'unknown', 'ValueError', w, \
+             'ValueError: unknown layer kind ' || w || ' train.py:<module> model_' || \
+                 translate((i % 40)::text, '0123456789', 'abcdefghij') || '.py:forward' \
+         FROM (SELECT i, translate(md5(i::text), '0123456789', 'ghijklmnop') AS w \
+               FROM generate_series(1, 3000) i) s",
+    )
+    .execute(app.db.pool())
+    .await
+    .unwrap();
+    let probe =
+        "ValueError: unknown layer kind conv_hkpq train.py:<module> model_c.py:forward_hkpq";
+    let found = gpu_triage::storage::groups::similar_groups(app.db.pool(), probe, 0, 0.3, 5)
+        .await
+        .unwrap();
+    let ids: Vec<i64> = found.iter().map(|s| s.group.id).collect();
+    assert_eq!(ids.first(), Some(&twin), "{found:#?}");
+    assert!(ids.contains(&cousin), "the reworded one too: {ids:?}");
+    assert!(!ids.contains(&unrelated));
+    assert!(found.windows(2).all(|w| w[0].similarity >= w[1].similarity));
+    assert!(found.iter().all(|s| s.similarity >= 0.3));
+    let exact: f32 =
+        sqlx::query_scalar("SELECT similarity(signature, $1) FROM groups WHERE id = $2")
+            .bind(probe)
+            .bind(twin)
+            .fetch_one(app.db.pool())
+            .await
+            .unwrap();
+    assert!(
+        (found[0].similarity - exact).abs() < 1e-6,
+        "the exact similarity is reported"
+    );
+}

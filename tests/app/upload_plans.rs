@@ -64,6 +64,7 @@ async fn seed_unanalyzed(db: &Db) {
         "ALTER TABLE reports SET (autovacuum_enabled = false)",
         "ALTER TABLE report_search SET (autovacuum_enabled = false)",
         "ALTER TABLE report_log_chunks SET (autovacuum_enabled = false)",
+        "ALTER TABLE group_bands SET (autovacuum_enabled = false)",
     ] {
         sqlx::query(sqlx::AssertSqlSafe(sql))
             .execute(db.pool())
@@ -104,7 +105,7 @@ async fn seed_unanalyzed(db: &Db) {
     .await
     .unwrap();
     let analyzed: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM pg_stats WHERE tablename IN ('groups', 'reports')",
+        "SELECT count(*) FROM pg_stats WHERE tablename IN ('groups', 'reports', 'group_bands')",
     )
     .fetch_one(db.pool())
     .await
@@ -124,10 +125,14 @@ fn log(kind: &str, step: u32) -> String {
     )
 }
 
-/// Each `Seq Scan` of `groups` or `reports` in `plan`, with the query that ran it.
+/// Each `Seq Scan` of `groups`, `reports` or `group_bands` in `plan`, with the query that ran
+/// it.
 fn full_scans(plan: &serde_json::Value, query: &str, out: &mut Vec<String>) {
     if plan["Node Type"] == "Seq Scan"
-        && matches!(plan["Relation Name"].as_str(), Some("groups" | "reports"))
+        && matches!(
+            plan["Relation Name"].as_str(),
+            Some("groups" | "reports" | "group_bands")
+        )
     {
         out.push(format!(
             "Seq Scan on {} in: {query}",
@@ -139,16 +144,17 @@ fn full_scans(plan: &serde_json::Value, query: &str, out: &mut Vec<String>) {
     }
 }
 
-/// Whether `plan` reads `groups` in the order of an index (`Order By`: the nearest first).
-fn reads_groups_nearest_first(plan: &serde_json::Value) -> bool {
-    (plan["Node Type"] == "Index Scan"
-        && plan["Relation Name"] == "groups"
-        && plan.get("Order By").is_some())
+/// Whether `plan` reads `relation` through one of its indexes.
+fn reads_by_index(plan: &serde_json::Value, relation: &str) -> bool {
+    (matches!(
+        plan["Node Type"].as_str(),
+        Some("Index Scan" | "Index Only Scan")
+    ) && plan["Relation Name"] == relation)
         || plan["Plans"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(reads_groups_nearest_first)
+            .any(|p| reads_by_index(p, relation))
 }
 
 #[tokio::test]
@@ -240,7 +246,11 @@ async fn every_upload_statement_reads_groups_and_reports_by_index_before_any_ana
     );
     let nearest: Vec<_> = plans
         .iter()
-        .filter(|p| p["Query Text"].as_str().is_some_and(|q| q.contains("<->")))
+        .filter(|p| {
+            p["Query Text"]
+                .as_str()
+                .is_some_and(|q| q.contains("similarity(") && q.contains("group_bands"))
+        })
         .collect();
     assert!(
         !nearest.is_empty(),
@@ -248,9 +258,8 @@ async fn every_upload_statement_reads_groups_and_reports_by_index_before_any_ana
     );
     for p in nearest {
         assert!(
-            reads_groups_nearest_first(&p["Plan"]),
-            "the similar-groups lookup does not read the nearest groups from the trigram \
-             index: {:#}",
+            reads_by_index(&p["Plan"], "group_bands") && reads_by_index(&p["Plan"], "groups"),
+            "the similar-groups lookup does not read its band keys and candidates by index: {:#}",
             p["Plan"]
         );
     }
