@@ -10,13 +10,13 @@
 
 use sqlx::PgConnection;
 
-use crate::storage::DbError;
 use crate::storage::groups::{self, Fix, Group};
+use crate::storage::{Db, DbError};
 
 /// Least similarity for a group to be listed as similar.
 pub const LISTED: f32 = 0.3;
 /// Most similar groups listed.
-const SHOWN: i64 = 5;
+pub const SHOWN: i64 = 5;
 /// Most fixes listed per similar group.
 const FIXES_SHOWN: usize = 3;
 
@@ -41,6 +41,26 @@ impl SimilarGroup {
         )]
         let p = (self.similarity.clamp(0.0, 1.0) * 100.0).round() as u32;
         p
+    }
+}
+
+/// Groups keyed at a time by [`key_groups`].
+const KEY_BATCH: i64 = 500;
+
+/// Gives the groups stored before migration 0051 their band keys, so that similar-failure
+/// lookups find them; returns how many groups it keyed. Run in the background at start: until
+/// it is done, a lookup misses the groups not keyed yet. Groups stored since are keyed when
+/// they are inserted; a group whose signature has no word has no key and is passed over.
+pub async fn key_groups(db: &Db) -> Result<u64, DbError> {
+    let (mut after, mut keyed) = (0, 0u64);
+    loop {
+        let batch = groups::groups_without_keys(db.pool(), after, KEY_BATCH).await?;
+        let Some(&(last, _)) = batch.last() else {
+            return Ok(keyed);
+        };
+        after = last;
+        let pairs: Vec<(i64, &str)> = batch.iter().map(|(id, s)| (*id, s.as_str())).collect();
+        keyed += groups::insert_band_keys_of(db.pool(), &pairs).await?;
     }
 }
 

@@ -235,8 +235,22 @@ fn start_team_rules(
                 }
             })
         };
+        // Groups stored before similar failures were found by band keys get theirs.
+        let key_groups = {
+            let db = db.clone();
+            tokio::spawn(async move {
+                match crate::app::similar::key_groups(&db).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(groups = n, "groups keyed for similar failures"),
+                    Err(e) => {
+                        tracing::error!(error = %e, "keying groups for similar failures failed; the next start tries again")
+                    }
+                }
+            })
+        };
         crate::app::team_rules::watch_loop(db, handle).await;
         regroup.abort();
+        key_groups.abort();
     })
 }
 

@@ -12,6 +12,7 @@ pub mod corpus;
 pub mod facts;
 pub mod fallback;
 pub mod framework;
+pub mod likeness;
 mod literals;
 pub mod locator;
 pub mod origin;

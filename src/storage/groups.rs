@@ -5,6 +5,7 @@ use sqlx::Row;
 use super::DbError;
 use super::reports::rfc3339;
 use crate::actor::Actor;
+use crate::rules::likeness::Trigrams;
 use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A group of reports that share a root cause.
@@ -217,68 +218,138 @@ pub struct Similar {
 }
 
 /// Most groups read for each of a signature's band keys (migration 0051): the newest holding
-/// it. Sixteen keys, so at most 384 candidates whose exact similarity is computed, however
-/// many groups are stored.
-const PER_BAND: i64 = 24;
+/// it. Sixteen keys, so at most 384 candidates, however many groups are stored.
+pub const PER_BAND: i64 = 24;
 
 /// The groups other than `exclude` (and other than merged groups, whose failures are their
-/// targets' now) whose signature is at least `min_similarity` alike to `signature` (pg_trgm
-/// `similarity`; a group with no trigram in common is never listed), most alike first, at most
-/// `limit`.
+/// targets' now) whose signature is at least `min_similarity` alike to `signature`
+/// ([`Trigrams::likeness`]: the Jaccard index of the trigram sets; a group with no trigram in
+/// common is never listed), most alike first, at most `limit`.
 ///
-/// Candidates come from the MinHash band keys of `group_bands` (migration 0051): for each key
-/// of `signature`, the [`PER_BAND`] newest groups holding it, read from the B-tree; the exact
-/// similarity is then computed on those only. The cost is bounded whatever the number of
-/// groups (issue 42: the nearest-first walk of a trigram GiST index read all of it at 100,000
-/// alike signatures), and no step depends on a planner estimate: each key is an equality on
-/// the index's leading column under a `LIMIT`, each candidate a primary-key lookup. A group
-/// that shares no key with `signature` (likely below 0.5 similarity: see the migration) or
-/// only keys held by more newer groups than [`PER_BAND`] is not found. The keys of
-/// `signature` are read from `exclude`'s rows when that group has this very signature (a new
-/// failure's own group, keyed by the insert's trigger a moment before): computing them costs
-/// about as much as the rest of the lookup.
+/// Candidates are the groups holding one of the signature's MinHash band keys
+/// ([`Trigrams::band_keys`], table `group_bands`): for each key, the [`PER_BAND`] newest,
+/// read from the B-tree. Only their signatures are read; the likeness is computed here (pg_trgm's
+/// `similarity` in SQL took 80 µs a candidate, most of the lookup), and only the groups listed
+/// are read whole. The cost is bounded whatever the number of groups (issue 42: the
+/// nearest-first walk of a trigram GiST index read all of it at 100,000 alike signatures), and
+/// no step depends on a planner estimate: each key is an equality on the index's leading
+/// column under a `LIMIT`, each candidate a primary-key lookup. A group that shares no key
+/// with `signature` (likely below 0.5 likeness: see [`crate::rules::likeness`]) or only keys
+/// held by more newer groups than [`PER_BAND`] is not found.
 pub async fn similar_groups(
-    ex: impl PgExecutor<'_>,
+    conn: &mut sqlx::PgConnection,
     signature: &str,
     exclude: i64,
     min_similarity: f32,
     limit: i64,
 ) -> Result<Vec<Similar>, DbError> {
-    if signature.trim().is_empty() {
+    let probe = Trigrams::of(signature);
+    let keys = probe.band_keys();
+    if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS}, g.sim FROM ( \
-             SELECT g.*, similarity(g.signature, $1) AS sim \
-             FROM (SELECT DISTINCT b.group_id \
-                   FROM unnest(coalesce( \
-                            (SELECT array_agg(own.key) FROM group_bands own \
-                             WHERE own.group_id = $2 \
-                               AND (SELECT signature FROM groups WHERE id = $2) = $1), \
-                            signature_bands($1))) AS probe(key), \
-                   LATERAL (SELECT group_id FROM group_bands \
-                            WHERE key = probe.key AND group_id <> $2 \
-                            ORDER BY group_id DESC LIMIT {PER_BAND}) b) c \
-             JOIN groups g ON g.id = c.group_id \
-             WHERE g.merged_into IS NULL) g \
-         {GROUP_STATS} \
-         WHERE g.signature <> '' AND g.sim > 0 AND g.sim >= $3 \
-         ORDER BY g.sim DESC, coalesce(s.last_seen, g.first_seen) DESC, g.id DESC LIMIT $4"
+    let candidates: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT g.id, g.signature \
+         FROM (SELECT DISTINCT b.group_id \
+               FROM unnest($1::int8[]) AS probe(key), \
+               LATERAL (SELECT group_id FROM group_bands \
+                        WHERE key = probe.key AND group_id <> $2 \
+                        ORDER BY group_id DESC LIMIT {PER_BAND}) b) c \
+         JOIN groups g ON g.id = c.group_id \
+         WHERE g.merged_into IS NULL"
     )))
-    .bind(signature)
+    .bind(&keys)
     .bind(exclude)
-    .bind(min_similarity)
-    .bind(limit)
-    .fetch_all(ex)
+    .fetch_all(&mut *conn)
     .await?;
-    rows.iter()
-        .map(|row| {
-            Ok(Similar {
-                group: group_from_row(row)?,
-                similarity: row.try_get("sim")?,
+    let mut alike: Vec<(i64, f32)> = candidates
+        .iter()
+        .map(|(id, sig)| (*id, probe.likeness(&Trigrams::of(sig))))
+        .filter(|&(_, sim)| sim > 0.0 && sim >= min_similarity)
+        .collect();
+    // Most alike first, then newest; twice the limit are read whole, to order equals by when
+    // they were last seen.
+    alike.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.0.cmp(&a.0)));
+    alike.truncate(usize::try_from(limit.max(0)).unwrap_or(0).saturating_mul(2));
+    let ids: Vec<i64> = alike.iter().map(|(id, _)| *id).collect();
+    let mut groups = groups_by_ids(&mut *conn, &ids).await?;
+    let mut found: Vec<Similar> = alike
+        .into_iter()
+        .filter_map(|(id, similarity)| {
+            let at = groups.iter().position(|g| g.id == id)?;
+            Some(Similar {
+                group: groups.swap_remove(at),
+                similarity,
             })
         })
-        .collect()
+        .collect();
+    found.sort_by(|a, b| {
+        b.similarity
+            .total_cmp(&a.similarity)
+            .then(b.group.last_seen.cmp(&a.group.last_seen))
+            .then(b.group.id.cmp(&a.group.id))
+    });
+    found.truncate(usize::try_from(limit.max(0)).unwrap_or(0));
+    Ok(found)
+}
+
+/// Stores the band keys of a group's `signature` (a new group's); keys it already holds are
+/// kept.
+pub async fn insert_band_keys(
+    ex: impl PgExecutor<'_>,
+    group_id: i64,
+    signature: &str,
+) -> Result<(), DbError> {
+    insert_band_keys_of(ex, &[(group_id, signature)]).await?;
+    Ok(())
+}
+
+/// [`insert_band_keys`] for several groups in one statement; returns how many of them have
+/// keys (a signature without a word has none).
+pub async fn insert_band_keys_of(
+    ex: impl PgExecutor<'_>,
+    groups: &[(i64, &str)],
+) -> Result<u64, DbError> {
+    let (mut ids, mut keys, mut keyed) = (Vec::new(), Vec::new(), 0);
+    for (id, signature) in groups {
+        let of = Trigrams::of(signature).band_keys();
+        keyed += u64::from(!of.is_empty());
+        for key in of {
+            ids.push(*id);
+            keys.push(key);
+        }
+    }
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    sqlx::query(
+        "INSERT INTO group_bands (key, group_id) SELECT * FROM unnest($1::int8[], $2::int8[]) \
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&keys)
+    .bind(&ids)
+    .execute(ex)
+    .await?;
+    Ok(keyed)
+}
+
+/// Up to `limit` groups after `after` (by id) that hold no band key, with their signatures:
+/// the groups stored before migration 0051, keyed once at start.
+pub async fn groups_without_keys(
+    ex: impl PgExecutor<'_>,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<(i64, String)>, DbError> {
+    Ok(sqlx::query_as(
+        "SELECT g.id, g.signature FROM groups g \
+         WHERE g.id > $1 AND g.signature <> '' \
+           AND NOT EXISTS (SELECT 1 FROM group_bands b WHERE b.group_id = g.id) \
+         ORDER BY g.id LIMIT $2",
+    )
+    .bind(after)
+    .bind(limit)
+    .fetch_all(ex)
+    .await?)
 }
 
 /// Answers of [`similar_groups`] remembered between uploads of the same failure (issue 42):

@@ -394,6 +394,7 @@ pub async fn apply(
         .bind(&new.headline.signature)
         .fetch_one(&mut *tx)
         .await?;
+        super::groups::insert_band_keys(&mut *tx, group_id, &new.headline.signature).await?;
         // The fingerprint of a merged group stands for the group it was merged into, as on
         // upload (migration 0023).
         let own = group_id;

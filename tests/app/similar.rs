@@ -278,16 +278,7 @@ async fn keys_of(app: &TestApp, group: i64) -> Vec<i64> {
         .unwrap()
 }
 
-/// The band keys of `signature` as the lookup computes them, sorted.
-async fn keys_for(app: &TestApp, signature: &str) -> Vec<i64> {
-    sqlx::query_scalar("SELECT k FROM unnest(signature_bands($1)) k ORDER BY k")
-        .bind(signature)
-        .fetch_all(app.db.pool())
-        .await
-        .unwrap()
-}
-
-/// Inserts a group of `signature` directly, as a migration or another replica might.
+/// Inserts a group of `signature` directly, as a database from before band keys holds it.
 async fn insert_group(app: &TestApp, fingerprint: &str, signature: &str) -> i64 {
     sqlx::query_scalar(
         "INSERT INTO groups (fingerprint, category, title, root_cause_text, signature) \
@@ -300,69 +291,87 @@ async fn insert_group(app: &TestApp, fingerprint: &str, signature: &str) -> i64 
     .unwrap()
 }
 
-#[tokio::test]
-async fn a_groups_band_keys_follow_its_signature_and_exist_only_while_it_is_live() {
-    let app = TestApp::spawn().await;
-    let (one, two) = (
-        "ValueError: unknown layer kind conv_x train.py:<module> model.py:forward",
-        "KeyError: missing block resnet train.py:<module> blocks.py:build",
-    );
-    let a = insert_group(&app, "a", one).await;
-    let b = insert_group(&app, "b", two).await;
-    let keys = keys_of(&app, a).await;
-    assert!(
-        (10..=16).contains(&keys.len()),
-        "sixteen bands, nearly all distinct: {keys:?}"
-    );
-    assert_eq!(keys, keys_for(&app, one).await);
-    assert_ne!(keys, keys_of(&app, b).await);
+/// The groups most like `signature` as an upload's lookup reads them.
+async fn similar_to(app: &TestApp, signature: &str) -> Vec<gpu_triage::storage::groups::Similar> {
+    let mut conn = app.db.pool().acquire().await.unwrap();
+    gpu_triage::storage::groups::similar_groups(&mut conn, signature, 0, 0.3, 5)
+        .await
+        .unwrap()
+}
 
-    let update = |sql: &'static str, id: i64| {
-        let pool = app.db.pool().clone();
-        async move {
-            sqlx::query(sql).bind(id).execute(&pool).await.unwrap();
-        }
-    };
-    update(
-        "UPDATE groups SET signature = 'KeyError: missing block resnet train.py:<module> \
-         blocks.py:build' WHERE id = $1",
-        a,
+#[tokio::test]
+async fn a_new_group_is_stored_with_its_band_keys_and_older_groups_are_keyed_once() {
+    let app = TestApp::spawn().await;
+    let token = app.token("ci", &[Scope::Ingest, Scope::Read]).await;
+    let first = upload(&app, &token, "a.log", OOM_OLD).await;
+    let group = first["group_id"].as_i64().unwrap();
+    let signature: String = sqlx::query_scalar("SELECT signature FROM groups WHERE id = $1")
+        .bind(group)
+        .fetch_one(app.db.pool())
+        .await
+        .unwrap();
+    let mut want = gpu_triage::rules::likeness::Trigrams::of(&signature).band_keys();
+    want.sort_unstable();
+    assert_eq!(keys_of(&app, group).await, want, "keyed by the upload");
+    assert!(want.len() >= 12, "{want:?}");
+
+    // Groups stored before keys existed are found once keyed, and only then.
+    let old = insert_group(
+        &app,
+        "old",
+        "ValueError: unknown layer kind conv_x train.py:<module> model.py:forward",
     )
     .await;
+    let empty = insert_group(&app, "empty", ":: --").await;
+    let probe = "ValueError: unknown layer kind conv_y train.py:<module> model.py:forward";
+    assert!(similar_to(&app, probe).await.is_empty(), "not keyed yet");
+    let keyed = gpu_triage::app::similar::key_groups(&app.db).await.unwrap();
     assert_eq!(
-        keys_of(&app, a).await,
-        keys_for(&app, two).await,
-        "regrouped"
+        keyed, 1,
+        "the group without a word has no key and is passed over"
     );
+    assert!(keys_of(&app, empty).await.is_empty());
+    let found = similar_to(&app, probe).await;
+    assert_eq!(found.iter().map(|s| s.group.id).collect::<Vec<_>>(), [old]);
+    assert_eq!(
+        gpu_triage::app::similar::key_groups(&app.db).await.unwrap(),
+        0
+    );
+
+    // A merged group keeps its keys but is not listed; unmerged, it is again.
+    let other = insert_group(&app, "other", "KeyError: missing block resnet").await;
     sqlx::query("UPDATE groups SET merged_into = $2, merge_parent = $2 WHERE id = $1")
-        .bind(a)
-        .bind(b)
+        .bind(old)
+        .bind(other)
         .execute(app.db.pool())
         .await
         .unwrap();
-    assert_eq!(keys_of(&app, a).await, Vec::<i64>::new(), "merged: no keys");
-    update(
-        "UPDATE groups SET merged_into = NULL, merge_parent = NULL WHERE id = $1",
-        a,
-    )
-    .await;
-    assert_eq!(
-        keys_of(&app, a).await,
-        keys_for(&app, two).await,
-        "unmerged"
+    assert!(
+        similar_to(&app, probe).await.is_empty(),
+        "merged: not listed"
     );
-    // A title change leaves the keys as they are (the trigger does not run).
-    update("UPDATE groups SET title = 'KeyError' WHERE id = $1", a).await;
-    assert_eq!(keys_of(&app, a).await, keys_for(&app, two).await);
-    update("DELETE FROM groups WHERE id = $1", b).await;
-    assert_eq!(keys_of(&app, b).await, Vec::<i64>::new(), "deleted");
-    assert_eq!(keys_for(&app, "").await, Vec::<i64>::new());
+    assert!(!keys_of(&app, old).await.is_empty());
+    sqlx::query("UPDATE groups SET merged_into = NULL, merge_parent = NULL WHERE id = $1")
+        .bind(old)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    assert_eq!(similar_to(&app, probe).await.len(), 1, "unmerged");
+    sqlx::query("DELETE FROM groups WHERE id = $1")
+        .bind(old)
+        .execute(app.db.pool())
+        .await
+        .unwrap();
+    assert!(
+        keys_of(&app, old).await.is_empty(),
+        "deleted with its group"
+    );
 }
 
 #[tokio::test]
 async fn the_most_alike_group_is_found_among_thousands_that_share_its_wording() {
     let app = TestApp::spawn().await;
-    // 3,000 groups worded alike (each 0.5-0.7 similar to the probe below), seeded after the
+    // 3,000 groups worded alike (each 0.5-0.7 alike to the probe below), stored after the
     // ones the lookup must find, so that every key they share holds more newer groups than
     // the lookup reads for it.
     let twin = insert_group(
@@ -394,17 +403,21 @@ async fn the_most_alike_group_is_found_among_thousands_that_share_its_wording() 
     .execute(app.db.pool())
     .await
     .unwrap();
+    assert_eq!(
+        gpu_triage::app::similar::key_groups(&app.db).await.unwrap(),
+        3003
+    );
     let probe =
         "ValueError: unknown layer kind conv_hkpq train.py:<module> model_c.py:forward_hkpq";
-    let found = gpu_triage::storage::groups::similar_groups(app.db.pool(), probe, 0, 0.3, 5)
-        .await
-        .unwrap();
+    let found = similar_to(&app, probe).await;
     let ids: Vec<i64> = found.iter().map(|s| s.group.id).collect();
     assert_eq!(ids.first(), Some(&twin), "{found:#?}");
     assert!(ids.contains(&cousin), "the reworded one too: {ids:?}");
     assert!(!ids.contains(&unrelated));
+    assert_eq!(found.len(), 5, "filled up with the alike seeds");
     assert!(found.windows(2).all(|w| w[0].similarity >= w[1].similarity));
     assert!(found.iter().all(|s| s.similarity >= 0.3));
+    // The likeness is pg_trgm's similarity for ASCII text.
     let exact: f32 =
         sqlx::query_scalar("SELECT similarity(signature, $1) FROM groups WHERE id = $2")
             .bind(probe)
@@ -414,6 +427,7 @@ async fn the_most_alike_group_is_found_among_thousands_that_share_its_wording() 
             .unwrap();
     assert!(
         (found[0].similarity - exact).abs() < 1e-6,
-        "the exact similarity is reported"
+        "{} vs {exact}",
+        found[0].similarity
     );
 }

@@ -314,6 +314,7 @@ async fn group_for(
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(id) = inserted {
+            crate::storage::groups::insert_band_keys(&mut *tx, id, &r.headline.signature).await?;
             return Ok((id, true, None));
         }
     }
