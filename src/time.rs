@@ -1,10 +1,12 @@
 //! `Timestamp`: a moment in UTC, to the second, as storage reads it and views and the wire show
-//! it (RFC 3339, `2026-11-24T16:52:28Z`). Typed from the database to the template; formatted
-//! only where it is shown. Pure, with no dependency: the calendar arithmetic is Howard
-//! Hinnant's `days_from_civil`/`civil_from_days`.
+//! it (RFC 3339, `2026-11-24T16:52:28Z`). Typed from the database (sqlx decodes a `timestamptz`
+//! into chrono's `DateTime<Utc>`, `storage::types` keeps its whole seconds) to the template;
+//! formatted only where it is shown. The calendar is chrono's, here and for every date the
+//! code reads or prints (`days_from_civil`, `civil_from_days`).
 
 use std::fmt;
 
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Seconds since 1970-01-01T00:00:00Z.
@@ -24,63 +26,47 @@ impl Timestamp {
         self.0
     }
 
-    /// Parses `YYYY-MM-DDTHH:MM:SSZ`.
+    /// The whole second `at` falls in (a time before 1970 rounds down, as the epoch's floor).
+    #[must_use]
+    pub fn of(at: DateTime<Utc>) -> Timestamp {
+        Timestamp(at.timestamp())
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SSZ`, the one spelling this type prints.
     #[must_use]
     pub fn parse(s: &str) -> Option<Timestamp> {
         let b = s.as_bytes();
-        if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[19] != b'Z' {
+        if b.len() != 20 || b[10] != b'T' || b[19] != b'Z' {
             return None;
         }
-        if b[13] != b':' || b[16] != b':' {
-            return None;
-        }
-        let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-        let (y, m, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-        let (h, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-        if !(1..=12).contains(&m) || !(1..=31).contains(&d) || h > 23 || min > 59 || sec > 60 {
-            return None;
-        }
-        Some(Timestamp(
-            days_from_civil(y, m, d) * 86_400 + h * 3600 + min * 60 + sec,
-        ))
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|at| Timestamp::of(at.to_utc()))
     }
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-pub(crate) fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// 1970-01-01, day 0 of the day numbers below.
+const EPOCH: NaiveDate = NaiveDate::from_ymd_opt(1970, 1, 1).expect("a real date");
+
+/// Days since 1970-01-01 of the date `y-m-d`, or `None` when it is no calendar day.
+pub(crate) fn days_from_civil(y: i32, m: u32, d: u32) -> Option<i64> {
+    NaiveDate::from_ymd_opt(y, m, d).map(|date| (date - EPOCH).num_days())
 }
 
-/// The date `(year, month, day)` of a day counted from 1970-01-01.
-pub(crate) fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// The date `(year, month, day)` of a day counted from 1970-01-01 (`None` past chrono's
+/// range, some 262,000 years away).
+pub(crate) fn civil_from_days(days: i64) -> Option<(i32, u32, u32)> {
+    let date = EPOCH.checked_add_signed(chrono::TimeDelta::try_days(days)?)?;
+    Some((date.year(), date.month(), date.day()))
 }
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (days, secs) = (self.0.div_euclid(86_400), self.0.rem_euclid(86_400));
-        let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )
+        match DateTime::from_timestamp(self.0, 0) {
+            Some(at) => write!(f, "{}", at.format("%Y-%m-%dT%H:%M:%SZ")),
+            // Past chrono's range: no stored `timestamptz` is.
+            None => write!(f, "@{}", self.0),
+        }
     }
 }
 
@@ -124,9 +110,15 @@ mod tests {
             "2026-13-01T00:00:00Z",
             "x",
             "2026-11-24T16:52:28",
+            "2026-02-30T00:00:00Z",
+            "2026-11-24T16:52:28+00:00",
         ] {
             assert_eq!(Timestamp::parse(bad), None, "{bad}");
         }
+        assert_eq!(days_from_civil(2000, 2, 29), Some(11_016));
+        assert_eq!(days_from_civil(2001, 2, 29), None);
+        assert_eq!(civil_from_days(11_016), Some((2000, 2, 29)));
+        assert_eq!(civil_from_days(-1), Some((1969, 12, 31)));
         let json = serde_json::to_string(&Timestamp::from_unix(0)).unwrap_or_default();
         assert_eq!(json, "\"1970-01-01T00:00:00Z\"");
     }

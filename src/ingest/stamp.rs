@@ -11,6 +11,10 @@
 //! placed ([`Stamp::resolve`]): logs of one run are written within hours of each other, so
 //! their order survives that, not their absolute time.
 
+use chrono::NaiveDate;
+
+use crate::time::{civil_from_days, days_from_civil};
+
 /// Milliseconds in a day.
 const DAY_MS: i64 = 86_400_000;
 
@@ -19,7 +23,8 @@ const DAY_MS: i64 = 86_400_000;
 pub enum Stamp {
     /// Milliseconds since the Unix epoch.
     At(i64),
-    /// A wall clock without a year: milliseconds since January 1st 00:00 of a common year.
+    /// A wall clock without a year: milliseconds since January 1st 00:00 of a leap year (so
+    /// that February 29th has a place).
     NoYear(i64),
     /// Milliseconds since the machine booted (dmesg).
     Uptime(i64),
@@ -33,14 +38,14 @@ impl Stamp {
         match self {
             Stamp::At(ms) => Some(ms),
             Stamp::NoYear(offset) => {
-                // Past February in a leap year, a day later than in a common year.
-                let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
-                let extra = if leap && offset >= 59 * DAY_MS {
+                // From March on, a day earlier in a common year than in a leap year.
+                let leap = NaiveDate::from_ymd_opt(year, 2, 29).is_some();
+                let less = if !leap && offset >= 60 * DAY_MS {
                     DAY_MS
                 } else {
                     0
                 };
-                Some(days_from_civil(year, 1, 1) * DAY_MS + offset + extra)
+                Some(days_from_civil(year, 1, 1)? * DAY_MS + offset - less)
             }
             Stamp::Uptime(_) => None,
         }
@@ -50,7 +55,7 @@ impl Stamp {
     #[must_use]
     pub fn year(self) -> Option<i32> {
         match self {
-            Stamp::At(ms) => Some(civil_year(ms.div_euclid(DAY_MS))),
+            Stamp::At(ms) => civil_from_days(ms.div_euclid(DAY_MS)).map(|(year, _, _)| year),
             _ => None,
         }
     }
@@ -236,7 +241,7 @@ fn iso(s: &str) -> Option<Stamp> {
     };
     valid(month, day)?;
     Some(Stamp::At(
-        days_from_civil(year, month, day) * DAY_MS + ms - zone * 60_000,
+        days_from_civil(year, month, day)? * DAY_MS + ms - zone * 60_000,
     ))
 }
 
@@ -324,7 +329,7 @@ fn clock(s: &str) -> Option<(i64, &str)> {
 fn no_year(month: u32, day: u32, ms: i64) -> Option<Stamp> {
     valid(month, day)?;
     Some(Stamp::NoYear(
-        (days_from_civil(1970, month, day) - days_from_civil(1970, 1, 1)) * DAY_MS + ms,
+        (days_from_civil(2000, month, day)? - days_from_civil(2000, 1, 1)?) * DAY_MS + ms,
     ))
 }
 
@@ -341,29 +346,6 @@ fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
         return None;
     }
     s.parse().ok()
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i32, month: u32, day: u32) -> i64 {
-    let y = i64::from(year) - i64::from(month <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(month);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The year of day `days` since 1970-01-01.
-fn civil_year(days: i64) -> i32 {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let y = yoe + era * 400 + i64::from(mp >= 10);
-    i32::try_from(y).unwrap_or(i32::MAX)
 }
 
 #[cfg(test)]
@@ -431,13 +413,24 @@ mod tests {
     fn year_less_stamps_order_within_the_run_year() {
         let jun = parse("Jun 25 13:46:36 h x").and_then(|s| s.resolve(2024));
         let mar = parse("Mar  1 00:00:00 h x").and_then(|s| s.resolve(2024));
-        assert_eq!(mar, Some(days_from_civil(2024, 3, 1) * DAY_MS));
+        let day = |y, m, d| days_from_civil(y, m, d).map(|days| days * DAY_MS);
+        assert_eq!(mar, day(2024, 3, 1));
+        let feb29 = parse("Feb 29 12:00:00 h x").expect("a stamp");
+        assert_eq!(
+            feb29.resolve(2024),
+            day(2024, 2, 29).map(|t| t + DAY_MS / 2)
+        );
+        let dec31 = parse("Dec 31 00:00:00 h x").expect("a stamp");
+        assert_eq!(dec31.resolve(2023), day(2023, 12, 31));
+        assert_eq!(dec31.resolve(2024), day(2024, 12, 31));
         assert!(mar < jun);
         assert_eq!(
             parse("2024-06-25T13:46:36Z x").and_then(Stamp::year),
             Some(2024)
         );
-        assert_eq!(civil_year(days_from_civil(2000, 12, 31)), 2000);
-        assert_eq!(civil_year(days_from_civil(1969, 1, 1)), 1969);
+        assert_eq!(
+            parse("1969-01-01T00:00:00Z x").and_then(Stamp::year),
+            Some(1969)
+        );
     }
 }

@@ -7,7 +7,6 @@ use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
 use super::group_triage::Triage;
-use super::reports::rfc3339;
 use crate::actor::Actor;
 use crate::api_types::GroupState;
 use crate::time::Timestamp;
@@ -89,7 +88,7 @@ pub async fn insert_group(
 
 const CHANGE_COLUMNS: &str = concat!(
     "c.id, ",
-    rfc3339!("c.at"),
+    "c.at",
     " AS at_s, c.summary, c.actor, c.undone_by, \
      (SELECT count(*) FROM group_change_groups i WHERE i.change_id = c.id) AS groups"
 );

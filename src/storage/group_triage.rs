@@ -8,7 +8,6 @@ use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
 use super::groups::{GROUP_COLUMNS, GROUP_STATS, Group};
-use super::reports::rfc3339;
 use crate::actor::Actor;
 use crate::api_types::{GroupAction, GroupEvent, GroupState, GroupTags, TagCount};
 use crate::rules::Category;
@@ -33,7 +32,7 @@ pub struct Triage {
 
 const TRIAGE_COLUMNS: &str = concat!(
     "g.state, g.resolved_in, g.assignee, g.assignee_person_id, g.ignore_reports_left, ",
-    rfc3339!("g.state_changed_at"),
+    "g.state_changed_at",
     " AS state_changed"
 );
 
@@ -311,7 +310,7 @@ pub async fn group_events(
 ) -> Result<Vec<GroupEvent>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT id, ",
-        rfc3339!("at"),
+        "at",
         " AS at_s, actor, actor_kind, actor_person_id, action, from_value, to_value, detail, \
              report_id, merged_from \
          FROM group_events WHERE group_id = $1 ORDER BY at DESC, id DESC LIMIT $2"

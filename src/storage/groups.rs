@@ -3,7 +3,6 @@
 use sqlx::Row;
 
 use super::DbError;
-use super::reports::rfc3339;
 use crate::actor::Actor;
 use crate::rules::likeness::Trigrams;
 use sqlx::{Acquire, PgExecutor, Postgres};
@@ -75,9 +74,9 @@ pub struct NewFix {
 pub(super) const GROUP_COLUMNS: &str = concat!(
     "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, g.signature, \
      s.report_count, s.removed_count, ",
-    rfc3339!("g.first_seen"),
+    "g.first_seen",
     " AS first, ",
-    rfc3339!("coalesce(s.last_seen, g.first_seen)"),
+    "coalesce(s.last_seen, g.first_seen)",
     " AS last"
 );
 
@@ -122,7 +121,7 @@ pub async fn recent_groups(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Gr
 
 const FIX_COLUMNS: &str = concat!(
     "id, group_id, summary, details, link, author, author_kind, author_person_id, ",
-    rfc3339!("created_at"),
+    "created_at",
     " AS created"
 );
 

@@ -233,7 +233,7 @@ pub struct Instance {
 /// Reads the installation's identity row (created by the first migration).
 pub async fn instance(db: &Db) -> Result<Instance, DbError> {
     let (id, created_at): (String, crate::time::Timestamp) = sqlx::query_as(
-        "SELECT id::text, floor(extract(epoch FROM created_at))::int8 \
+        "SELECT id::text, created_at \
          FROM instance",
     )
     .fetch_one(db.pool())

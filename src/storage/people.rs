@@ -1,7 +1,7 @@
 //! People signed in through the identity provider, their portal sessions, and the sign-ins
 //! under way (state, nonce and PKCE verifier kept until the provider sends the browser back).
 
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 
 use super::DbError;
 use crate::roles::PersonRole;
@@ -26,27 +26,6 @@ pub struct Person {
     pub last_sign_in_at: Timestamp,
 }
 
-/// The columns of a person row, for a query that names the table `p`.
-const COLUMNS: &str = "p.id, p.issuer, p.subject, p.email, p.name, p.role, \
-    p.disabled_at IS NOT NULL AS disabled, \
-    floor(extract(epoch FROM p.created_at))::int8 AS created, \
-    floor(extract(epoch FROM p.last_sign_in_at))::int8 AS last_sign_in";
-
-fn from_row(row: &sqlx::postgres::PgRow) -> Result<Person, DbError> {
-    let role: String = row.try_get("role")?;
-    Ok(Person {
-        id: row.try_get("id")?,
-        issuer: row.try_get("issuer")?,
-        subject: row.try_get("subject")?,
-        email: row.try_get("email")?,
-        name: row.try_get("name")?,
-        role: role.parse().map_err(DbError::Corrupt)?,
-        disabled: row.try_get("disabled")?,
-        created_at: row.try_get("created")?,
-        last_sign_in_at: row.try_get("last_sign_in")?,
-    })
-}
-
 /// Who signed in: what the verified ID token says, and the role their groups give.
 #[derive(Clone, Copy, Debug)]
 pub struct SignedIn<'a> {
@@ -63,45 +42,51 @@ pub async fn upsert_signed_in(
     ex: impl PgExecutor<'_>,
     who: SignedIn<'_>,
 ) -> Result<Person, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO people AS p (issuer, subject, email, name, role) VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (issuer, subject) DO UPDATE SET \
-           email = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.email ELSE p.email END, \
-           name = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.name ELSE p.name END, \
-           role = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.role ELSE p.role END, \
-           last_sign_in_at = CASE WHEN p.disabled_at IS NULL THEN now() ELSE p.last_sign_in_at END \
-         RETURNING {COLUMNS}"
-    )))
-    .bind(who.issuer)
-    .bind(who.subject)
-    .bind(who.email)
-    .bind(who.name)
-    .bind(who.role.as_str())
+    Ok(sqlx::query_as!(
+        Person,
+        r#"INSERT INTO people AS p (issuer, subject, email, name, role) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (issuer, subject) DO UPDATE SET
+           email = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.email ELSE p.email END,
+           name = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.name ELSE p.name END,
+           role = CASE WHEN p.disabled_at IS NULL THEN EXCLUDED.role ELSE p.role END,
+           last_sign_in_at = CASE WHEN p.disabled_at IS NULL THEN now() ELSE p.last_sign_in_at END
+         RETURNING p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp""#,
+        who.issuer,
+        who.subject,
+        who.email,
+        who.name,
+        who.role.as_str(),
+    )
     .fetch_one(ex)
-    .await?;
-    from_row(&row)
+    .await?)
 }
 
 /// The person with this id, if not disabled.
 pub async fn get_enabled(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Person>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL"
-    )))
-    .bind(id)
+    Ok(sqlx::query_as!(
+        Person,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp" FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL"#,
+        id
+    )
     .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(from_row).transpose()
+    .await?)
 }
 
 /// The person with this id, disabled or not.
 pub async fn get(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Person>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM people p WHERE p.id = $1"
-    )))
-    .bind(id)
+    Ok(sqlx::query_as!(
+        Person,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp" FROM people p WHERE p.id = $1"#,
+        id
+    )
     .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(from_row).transpose()
+    .await?)
 }
 
 /// The person with this id if not disabled, locked against being disabled until the
@@ -110,13 +95,15 @@ pub async fn lock_enabled(
     conn: &mut sqlx::PgConnection,
     id: i64,
 ) -> Result<Option<Person>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL FOR SHARE"
-    )))
-    .bind(id)
+    Ok(sqlx::query_as!(
+        Person,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp" FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL FOR SHARE"#,
+        id
+    )
     .fetch_optional(conn)
-    .await?;
-    row.as_ref().map(from_row).transpose()
+    .await?)
 }
 
 /// As [`lock_enabled`], but exclusive among those who take this lock: two transactions that
@@ -126,25 +113,27 @@ pub async fn lock_enabled_alone(
     conn: &mut sqlx::PgConnection,
     id: i64,
 ) -> Result<Option<Person>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL \
-         FOR NO KEY UPDATE"
-    )))
-    .bind(id)
+    Ok(sqlx::query_as!(
+        Person,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp" FROM people p WHERE p.id = $1 AND p.disabled_at IS NULL
+         FOR NO KEY UPDATE"#,
+        id
+    )
     .fetch_optional(conn)
-    .await?;
-    row.as_ref().map(from_row).transpose()
+    .await?)
 }
 
 /// The ids of the enabled people with the admin role, locked in id order until the
 /// transaction ends: two transactions that each disable an admin see each other's change, so
 /// no interleaving leaves the service without one (SECURITY.md item 28).
 pub async fn lock_enabled_admins(conn: &mut sqlx::PgConnection) -> Result<Vec<i64>, DbError> {
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar!(
         "SELECT p.id FROM people p WHERE p.role = $1 AND p.disabled_at IS NULL \
          ORDER BY p.id FOR UPDATE",
+        PersonRole::Admin.as_str()
     )
-    .bind(PersonRole::Admin.as_str())
     .fetch_all(conn)
     .await?)
 }
@@ -159,39 +148,76 @@ pub struct PersonStanding {
     pub active_tokens: i64,
 }
 
-/// The standing columns, for a query over people `p`.
-const STANDING: &str = "(SELECT count(*) FROM sessions s \
-        WHERE s.person_id = p.id AND s.expires_at > now()) AS live_sessions, \
-    (SELECT count(*) FROM tokens t WHERE t.owner_person_id = p.id AND t.revoked_at IS NULL \
-        AND (t.expires_at IS NULL OR t.expires_at > now())) AS active_tokens";
+/// A person row with their standing, as one query reads it.
+struct StandingRow {
+    id: i64,
+    issuer: String,
+    subject: String,
+    email: String,
+    name: String,
+    role: PersonRole,
+    disabled: bool,
+    created_at: Timestamp,
+    last_sign_in_at: Timestamp,
+    live_sessions: i64,
+    active_tokens: i64,
+}
 
-fn standing_from_row(row: &sqlx::postgres::PgRow) -> Result<PersonStanding, DbError> {
-    Ok(PersonStanding {
-        person: from_row(row)?,
-        live_sessions: row.try_get("live_sessions")?,
-        active_tokens: row.try_get("active_tokens")?,
-    })
+impl From<StandingRow> for PersonStanding {
+    fn from(r: StandingRow) -> Self {
+        PersonStanding {
+            person: Person {
+                id: r.id,
+                issuer: r.issuer,
+                subject: r.subject,
+                email: r.email,
+                name: r.name,
+                role: r.role,
+                disabled: r.disabled,
+                created_at: r.created_at,
+                last_sign_in_at: r.last_sign_in_at,
+            },
+            live_sessions: r.live_sessions,
+            active_tokens: r.active_tokens,
+        }
+    }
 }
 
 /// Every person with their standing, by name.
 pub async fn list(ex: impl PgExecutor<'_>) -> Result<Vec<PersonStanding>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS}, {STANDING} FROM people p ORDER BY lower(p.name), p.id"
-    )))
+    let rows = sqlx::query_as!(
+        StandingRow,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp",
+         (SELECT count(*) FROM sessions s
+             WHERE s.person_id = p.id AND s.expires_at > now()) AS "live_sessions!",
+         (SELECT count(*) FROM tokens t WHERE t.owner_person_id = p.id AND t.revoked_at IS NULL
+             AND (t.expires_at IS NULL OR t.expires_at > now())) AS "active_tokens!"
+         FROM people p ORDER BY lower(p.name), p.id"#
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter().map(standing_from_row).collect()
+    Ok(rows.into_iter().map(PersonStanding::from).collect())
 }
 
 /// The person with this id and their standing.
 pub async fn standing(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<PersonStanding>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS}, {STANDING} FROM people p WHERE p.id = $1"
-    )))
-    .bind(id)
+    let row = sqlx::query_as!(
+        StandingRow,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp",
+         (SELECT count(*) FROM sessions s
+             WHERE s.person_id = p.id AND s.expires_at > now()) AS "live_sessions!",
+         (SELECT count(*) FROM tokens t WHERE t.owner_person_id = p.id AND t.revoked_at IS NULL
+             AND (t.expires_at IS NULL OR t.expires_at > now())) AS "active_tokens!"
+         FROM people p WHERE p.id = $1"#,
+        id
+    )
     .fetch_optional(ex)
     .await?;
-    row.as_ref().map(standing_from_row).transpose()
+    Ok(row.map(PersonStanding::from))
 }
 
 /// Disables (`true`) or enables (`false`) the person, waiting for any transaction that holds
@@ -202,26 +228,28 @@ pub async fn set_disabled(
     id: i64,
     disabled: bool,
 ) -> Result<Option<Person>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE people AS p SET disabled_at = \
-           CASE WHEN $2 THEN coalesce(p.disabled_at, now()) ELSE NULL END \
-         WHERE p.id = $1 RETURNING {COLUMNS}"
-    )))
-    .bind(id)
-    .bind(disabled)
+    Ok(sqlx::query_as!(
+        Person,
+        r#"UPDATE people AS p SET disabled_at =
+           CASE WHEN $2 THEN coalesce(p.disabled_at, now()) ELSE NULL END
+         WHERE p.id = $1 RETURNING p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp""#,
+        id,
+        disabled
+    )
     .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(from_row).transpose()
+    .await?)
 }
 
 /// Ends every portal session of person `person_id` (they are signed out everywhere); returns
 /// how many were live.
 pub async fn delete_sessions(ex: impl PgExecutor<'_>, person_id: i64) -> Result<u64, DbError> {
-    let ended: i64 = sqlx::query_scalar(
-        "WITH gone AS (DELETE FROM sessions WHERE person_id = $1 RETURNING expires_at) \
-         SELECT count(*) FROM gone WHERE expires_at > now()",
+    let ended = sqlx::query_scalar!(
+        r#"WITH gone AS (DELETE FROM sessions WHERE person_id = $1 RETURNING expires_at)
+         SELECT count(*) AS "ended!" FROM gone WHERE expires_at > now()"#,
+        person_id
     )
-    .bind(person_id)
     .fetch_one(ex)
     .await?;
     Ok(u64::try_from(ended).unwrap_or(0))
@@ -229,14 +257,16 @@ pub async fn delete_sessions(ex: impl PgExecutor<'_>, person_id: i64) -> Result<
 
 /// The people who are not disabled, by name, at most `limit`: who a group can be assigned to.
 pub async fn list_enabled(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Person>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM people p WHERE p.disabled_at IS NULL \
-         ORDER BY lower(p.name), p.id LIMIT $1"
-    )))
-    .bind(limit)
+    Ok(sqlx::query_as!(
+        Person,
+        r#"SELECT p.id, p.issuer, p.subject, p.email, p.name, p.role AS "role: PersonRole", 
+         p.disabled_at IS NOT NULL AS "disabled!", p.created_at AS "created_at: Timestamp", 
+         p.last_sign_in_at AS "last_sign_in_at: Timestamp" FROM people p WHERE p.disabled_at IS NULL
+         ORDER BY lower(p.name), p.id LIMIT $1"#,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(from_row).collect()
+    .await?)
 }
 
 /// Creates a session for person `person_id`, valid for `days`.
@@ -247,14 +277,14 @@ pub async fn create_session(
     csrf: &str,
     days: i32,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sessions (id_hash, person_id, csrf, expires_at) \
          VALUES ($1, $2, $3, now() + make_interval(days => $4))",
+        id_hash,
+        person_id,
+        csrf,
+        days
     )
-    .bind(id_hash)
-    .bind(person_id)
-    .bind(csrf)
-    .bind(days)
     .execute(ex)
     .await?;
     Ok(())
@@ -275,7 +305,7 @@ pub struct PendingLogin {
 /// concurrent starts). Callbacks taking a row wait for the lock too; it is held for a few
 /// statements.
 pub async fn lock_pending(conn: &mut sqlx::PgConnection) -> Result<(), DbError> {
-    sqlx::query("LOCK TABLE oidc_logins IN SHARE ROW EXCLUSIVE MODE")
+    sqlx::query!("LOCK TABLE oidc_logins IN SHARE ROW EXCLUSIVE MODE")
         .execute(conn)
         .await?;
     Ok(())
@@ -283,7 +313,7 @@ pub async fn lock_pending(conn: &mut sqlx::PgConnection) -> Result<(), DbError> 
 
 /// Removes the sign-ins under way that have expired; returns how many.
 pub async fn delete_expired_pending(ex: impl PgExecutor<'_>) -> Result<u64, DbError> {
-    let done = sqlx::query("DELETE FROM oidc_logins WHERE expires_at <= now()")
+    let done = sqlx::query!("DELETE FROM oidc_logins WHERE expires_at <= now()")
         .execute(ex)
         .await?;
     Ok(done.rows_affected())
@@ -291,10 +321,11 @@ pub async fn delete_expired_pending(ex: impl PgExecutor<'_>) -> Result<u64, DbEr
 
 /// How many sign-ins under way have not expired.
 pub async fn count_live_pending(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM oidc_logins WHERE expires_at > now()")
-        .fetch_one(ex)
-        .await?;
-    Ok(n)
+    Ok(
+        sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM oidc_logins WHERE expires_at > now()"#)
+            .fetch_one(ex)
+            .await?,
+    )
 }
 
 /// Stores a sign-in under way for `minutes`, under the hash of its browser cookie.
@@ -304,16 +335,16 @@ pub async fn insert_pending(
     login: &PendingLogin,
     minutes: i32,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO oidc_logins (id_hash, state, nonce, pkce_verifier, next_path, expires_at) \
          VALUES ($1, $2, $3, $4, $5, now() + make_interval(mins => $6))",
+        id_hash,
+        login.state,
+        login.nonce,
+        login.pkce_verifier,
+        login.next_path.as_deref(),
+        minutes
     )
-    .bind(id_hash)
-    .bind(&login.state)
-    .bind(&login.nonce)
-    .bind(&login.pkce_verifier)
-    .bind(&login.next_path)
-    .bind(minutes)
     .execute(ex)
     .await?;
     Ok(())
@@ -332,32 +363,31 @@ pub async fn find_pending(
     ex: impl PgExecutor<'_>,
     id_hash: &[u8],
 ) -> Result<Option<FoundPending>, DbError> {
-    let row = sqlx::query(
-        "SELECT state, nonce, pkce_verifier, next_path, expires_at > now() AS live \
-         FROM oidc_logins WHERE id_hash = $1",
+    let row = sqlx::query!(
+        r#"SELECT state, nonce, pkce_verifier, next_path, expires_at > now() AS "live!"
+         FROM oidc_logins WHERE id_hash = $1"#,
+        id_hash
     )
-    .bind(id_hash)
     .fetch_optional(ex)
     .await?;
-    let Some(row) = row else { return Ok(None) };
-    Ok(Some(FoundPending {
+    Ok(row.map(|row| FoundPending {
         login: PendingLogin {
-            state: row.try_get("state")?,
-            nonce: row.try_get("nonce")?,
-            pkce_verifier: row.try_get("pkce_verifier")?,
-            next_path: row.try_get("next_path")?,
+            state: row.state,
+            nonce: row.nonce,
+            pkce_verifier: row.pkce_verifier,
+            next_path: row.next_path,
         },
-        live: row.try_get("live")?,
+        live: row.live,
     }))
 }
 
 /// Deletes the sign-in under way with this cookie hash; returns whether it was there and live
 /// (each can be finished once: of two callbacks racing, one gets `true`).
 pub async fn take_pending(ex: impl PgExecutor<'_>, id_hash: &[u8]) -> Result<bool, DbError> {
-    let live: Option<bool> = sqlx::query_scalar(
-        "DELETE FROM oidc_logins WHERE id_hash = $1 RETURNING expires_at > now()",
+    let live = sqlx::query_scalar!(
+        r#"DELETE FROM oidc_logins WHERE id_hash = $1 RETURNING expires_at > now() AS "live!""#,
+        id_hash
     )
-    .bind(id_hash)
     .fetch_optional(ex)
     .await?;
     Ok(live == Some(true))

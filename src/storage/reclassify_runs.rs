@@ -6,7 +6,6 @@ use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::reports::Headline;
-use super::reports::rfc3339;
 use super::{Db, DbError};
 use crate::actor::{Actor, ActorKind};
 use crate::rules::Classification;
@@ -155,9 +154,9 @@ pub async fn start_run(
 const RUN_COLUMNS: &str = concat!(
     "id, state, ruleset_version, total, done, changed, regrouped, started_by, started_by_kind, \
      error, ",
-    rfc3339!("started_at"),
+    "started_at",
     " AS started, ",
-    rfc3339!("finished_at"),
+    "finished_at",
     " AS finished"
 );
 

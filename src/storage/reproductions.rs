@@ -9,7 +9,7 @@ use sqlx::{PgConnection, PgExecutor, Row};
 use super::DbError;
 use super::attempts::AttemptOutcome;
 pub use super::attempts::{GpuFacts, RunRecord};
-use super::reports::{Headline, rfc3339};
+use super::reports::Headline;
 use crate::api_types::{CategorySource, JobState, Sandbox};
 use crate::rules::outcome::{Decision, Outcome};
 use crate::rules::{Category, Classification};
@@ -119,18 +119,18 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
     let rows = sqlx::query(concat!(
         "SELECT j.id, j.state, j.attempts, j.max_attempts, j.last_error, j.dead_reason, \
              j.worker, j.requeued_from, j.requeued_by, j.needs, ",
-        rfc3339!("j.created_at"),
+        "j.created_at",
         " AS created, ",
-        rfc3339!("j.updated_at"),
+        "j.updated_at",
         " AS updated, ",
-        rfc3339!("j.claimed_at"),
+        "j.claimed_at",
         " AS claimed, ",
-        rfc3339!("j.heartbeat_at"),
+        "j.heartbeat_at",
         " AS heartbeat, r.id AS r_id, r.attempt AS r_attempt, r.exit_code, r.signal, r.timed_out, \
              r.duration_ms, r.stdout, r.stderr, r.truncated, r.gpu, r.no_gpu, r.cpu_translation, r.cpu_run, r.runs, r.verdict, r.environment, \
              r.sandbox, r.outcome, r.outcome_reason, r.outcome_fix, \
              r.worker AS r_worker, r.classification, ",
-        rfc3339!("r.created_at"),
+        "r.created_at",
         " AS r_created \
          FROM jobs j LEFT JOIN reproductions r ON r.job_id = j.id \
          WHERE j.report_id = $1 ORDER BY j.id"
@@ -140,7 +140,7 @@ pub async fn report_jobs(conn: &mut PgConnection, report_id: i64) -> Result<Vec<
     .await?;
     let history = sqlx::query(concat!(
         "SELECT a.job_id, a.attempt, a.outcome, a.error, a.worker, ",
-        rfc3339!("a.finished_at"),
+        "a.finished_at",
         " AS finished FROM job_attempts a JOIN jobs j ON j.id = a.job_id \
          WHERE j.report_id = $1 ORDER BY a.job_id, a.attempt, a.id"
     ))

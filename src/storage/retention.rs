@@ -7,7 +7,6 @@
 use sqlx::{PgConnection, PgExecutor, Row};
 
 use super::DbError;
-use super::reports::rfc3339;
 use crate::actor::Actor;
 use crate::time::Timestamp;
 
@@ -25,7 +24,7 @@ pub struct Override {
 
 const OVERRIDE_COLUMNS: &str = concat!(
     "project, log_days, report_days, updated_by, ",
-    rfc3339!("updated_at"),
+    "updated_at",
     " AS updated"
 );
 
@@ -293,7 +292,7 @@ pub struct ProjectRemoved {
 pub async fn removed_totals(ex: impl PgExecutor<'_>) -> Result<Vec<ProjectRemoved>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT project, logs_removed, reports_removed, bytes_removed, ",
-        rfc3339!("last_removed_at"),
+        "last_removed_at",
         " AS last FROM retention_removed ORDER BY project"
     ))
     .fetch_all(ex)
@@ -362,9 +361,9 @@ pub async fn finish_run(
 pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<PassRecord>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT id, ",
-        rfc3339!("started_at"),
+        "started_at",
         " AS started, ",
-        rfc3339!("finished_at"),
+        "finished_at",
         " AS finished, logs_removed, reports_removed, bytes_removed, error \
          FROM retention_runs ORDER BY started_at DESC, id DESC LIMIT $1"
     ))

@@ -7,7 +7,7 @@
 use sqlx::types::Json;
 use sqlx::{Postgres, Row, Transaction};
 
-use super::reports::{ReportSummary, SUMMARY_COLUMNS, rfc3339, summary_from_row};
+use super::reports::{ReportSummary, SUMMARY_COLUMNS, summary_from_row};
 use super::{Db, DbError};
 use crate::actor::{Actor, RecordedActor};
 use sqlx::{Acquire, PgExecutor};
@@ -77,9 +77,9 @@ pub enum RuleWrite {
 
 const RULE_COLUMNS: &str = concat!(
     "rule_id, spec, enabled, ",
-    rfc3339!("created_at"),
+    "created_at",
     " AS created, ",
-    rfc3339!("updated_at"),
+    "updated_at",
     " AS updated, updated_by"
 );
 
@@ -272,7 +272,7 @@ pub async fn history(
 ) -> Result<Vec<HistoryEntry>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT id, rule_id, action, actor, actor_kind, actor_person_id, ",
-        rfc3339!("at"),
+        "at",
         " AS at_text, old, new FROM rule_history \
          WHERE $1::text IS NULL OR rule_id = $1 ORDER BY id DESC LIMIT $2"
     ))

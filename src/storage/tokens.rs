@@ -62,11 +62,11 @@ pub struct TokenOwner {
 
 /// The columns of a token row, for a query that names the table `t`.
 const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
-    floor(extract(epoch FROM t.created_at))::int8 AS created, \
-    (SELECT floor(extract(epoch FROM u.last_used_at))::int8 FROM token_usage u \
+    t.created_at AS created, \
+    (SELECT u.last_used_at FROM token_usage u \
         WHERE u.token_id = t.id) AS last_used, \
     t.revoked_at IS NOT NULL AS revoked, \
-    floor(extract(epoch FROM t.expires_at))::int8 AS expires, \
+    t.expires_at AS expires, \
     coalesce(t.expires_at <= now(), false) AS expired, t.created_by, t.owner_person_id, \
     (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS owner_name, \
     (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS owner_role, \

@@ -1,10 +1,11 @@
 //! How the domain's enums sit in `text` columns: the job state, the category, the confidence,
 //! the reclassification run's state, a group's triage state and its history's actions and the
-//! webhook enums (event, format, delivery state) and the kind of an actor are
+//! webhook enums (event, format, delivery state), the kind of an actor and a person's role are
 //! decoded into their Rust enums here, at the storage boundary, and encoded back from them, so
 //! no caller compares them as strings. A stored value this build does not know is a decode
 //! error, never a silent default.
 
+use chrono::{DateTime, Utc};
 use sqlx::encode::IsNull;
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
@@ -15,6 +16,7 @@ use super::reclassify_runs::RunState;
 use crate::actor::{ActorKind, RecordedActor};
 use crate::api_types::webhooks::{DeliveryState, EventKind, Format};
 use crate::api_types::{GroupAction, GroupState, JobState};
+use crate::roles::PersonRole;
 use crate::rules::{Category, Confidence};
 use crate::time::Timestamp;
 
@@ -53,6 +55,7 @@ text_enum!(RunState, RunState::parse, "reclassification run state");
 text_enum!(GroupState, GroupState::parse, "group state");
 text_enum!(GroupAction, GroupAction::parse, "group history action");
 text_enum!(ActorKind, ActorKind::parse, "actor kind");
+text_enum!(PersonRole, |s| s.parse().ok(), "person role");
 text_enum!(EventKind, EventKind::parse, "webhook event");
 text_enum!(Format, Format::parse, "webhook format");
 text_enum!(
@@ -61,19 +64,20 @@ text_enum!(
     "webhook delivery state"
 );
 
-/// A moment stored as `timestamptz` and selected as whole epoch seconds (`rfc3339!`).
+/// A moment stored as `timestamptz`, decoded by sqlx into chrono's `DateTime<Utc>` and kept to
+/// the whole second.
 impl Type<Postgres> for Timestamp {
     fn type_info() -> PgTypeInfo {
-        <i64 as Type<Postgres>>::type_info()
+        <DateTime<Utc> as Type<Postgres>>::type_info()
     }
     fn compatible(ty: &PgTypeInfo) -> bool {
-        <i64 as Type<Postgres>>::compatible(ty)
+        <DateTime<Utc> as Type<Postgres>>::compatible(ty)
     }
 }
 
 impl<'r> Decode<'r, Postgres> for Timestamp {
     fn decode(value: PgValueRef<'r>) -> Result<Self, BoxDynError> {
-        Ok(Timestamp::from_unix(<i64 as Decode<Postgres>>::decode(
+        Ok(Timestamp::of(<DateTime<Utc> as Decode<Postgres>>::decode(
             value,
         )?))
     }

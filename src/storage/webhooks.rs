@@ -7,7 +7,6 @@
 use sqlx::types::Json;
 use sqlx::{PgConnection, PgExecutor, Row};
 
-use super::reports::rfc3339;
 use super::{Db, DbError};
 use crate::api_types::webhooks::{
     Attempt, Delivery, DeliveryState, Endpoint, Event, EventKind, Format,
@@ -31,9 +30,9 @@ pub struct EndpointWrite {
 
 const ENDPOINT_COLUMNS: &str = concat!(
     "id, url, events, format, projects, categories, description, enabled, created_by, ",
-    rfc3339!("created_at"),
+    "created_at",
     " AS created, ",
-    rfc3339!("updated_at"),
+    "updated_at",
     " AS updated"
 );
 
@@ -210,7 +209,7 @@ pub async fn claim_due(
          FROM due, webhook_endpoints e \
          WHERE d.id = due.id AND e.id = d.endpoint_id \
          RETURNING d.id, d.endpoint_id, d.payload, d.attempts, ",
-        rfc3339!("d.created_at"),
+        "d.created_at",
         " AS created, e.url, e.format, e.secret"
     ))
     .bind(limit)
@@ -292,11 +291,11 @@ pub async fn list_deliveries(
 ) -> Result<Vec<Delivery>, DbError> {
     let rows = sqlx::query(concat!(
         "SELECT id, endpoint_id, event, state, attempts, last_status, last_error, ",
-        rfc3339!("created_at"),
+        "created_at",
         " AS created, CASE WHEN state = 'pending' THEN ",
-        rfc3339!("next_attempt_at"),
+        "next_attempt_at",
         " END AS next_at, ",
-        rfc3339!("delivered_at"),
+        "delivered_at",
         " AS delivered FROM webhook_deliveries WHERE endpoint_id = $1 \
          ORDER BY id DESC LIMIT $2"
     ))
@@ -327,7 +326,7 @@ pub async fn list_deliveries(
     let ids: Vec<i64> = out.iter().map(|d| d.id).collect();
     let attempts = sqlx::query(concat!(
         "SELECT delivery_id, attempt, status, error, duration_ms, ",
-        rfc3339!("at"),
+        "at",
         " AS at_s FROM webhook_attempts WHERE delivery_id = ANY($1) ORDER BY delivery_id, attempt, id"
     ))
     .bind(&ids)

@@ -9,7 +9,6 @@
 use sqlx::{PgExecutor, Row};
 
 use super::DbError;
-use super::reports::rfc3339;
 use crate::api_types::Sandbox;
 use crate::time::Timestamp;
 
@@ -133,7 +132,7 @@ pub async fn seen_within(
          counts AS (SELECT count(*) AS n, \
              count(*) FILTER (WHERE NOT no_gpu AND gpu IS NOT NULL) AS n_gpu FROM recent) \
          SELECT c.n, c.n_gpu, w.name, w.gpu ->> 'name' AS gpu_name, w.no_gpu, ",
-        rfc3339!("w.last_seen_at"),
+        "w.last_seen_at",
         " AS seen FROM counts c LEFT JOIN LATERAL ( \
              SELECT * FROM recent ORDER BY last_seen_at DESC, name LIMIT $2) w ON true"
     ))

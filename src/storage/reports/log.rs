@@ -5,7 +5,6 @@
 
 use sqlx::PgExecutor;
 
-use super::rfc3339;
 use crate::storage::objects::StoreError;
 use crate::storage::{Db, DbError};
 
@@ -217,7 +216,7 @@ pub async fn log_removed_at(
 ) -> Result<Option<Option<crate::time::Timestamp>>, DbError> {
     Ok(sqlx::query_scalar(concat!(
         "SELECT ",
-        rfc3339!("log_removed_at"),
+        "log_removed_at",
         " FROM reports WHERE id = $1"
     ))
     .bind(id)

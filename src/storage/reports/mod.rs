@@ -22,12 +22,3 @@ pub(crate) use read::{SUMMARY_COLUMNS, summary_from_row};
 pub use script::{
     ScriptPlace, StoredScript, script_key, script_of, script_to_object, script_to_row, scripts_on,
 };
-
-/// A timestamptz column as whole seconds since the Unix epoch, which decode into
-/// [`crate::time::Timestamp`] (shared by storage modules).
-macro_rules! rfc3339 {
-    ($col:literal) => {
-        concat!("floor(extract(epoch FROM ", $col, "))::int8")
-    };
-}
-pub(crate) use rfc3339;

@@ -3,7 +3,6 @@
 
 use sqlx::{FromRow, PgExecutor};
 
-use super::rfc3339;
 use crate::rules::{Category, Classification};
 use crate::storage::DbError;
 
@@ -64,12 +63,12 @@ impl Report {
 pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Report>, DbError> {
     let row = sqlx::query(concat!(
         "SELECT id, ",
-        rfc3339!("created_at"),
+        "created_at",
         " AS created, project, job_url, commit_sha, branch, \
          environment, version, filename, group_id, category, title, root_cause_line, \
          root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script, \
          script_prefix, script_sha256, ",
-        rfc3339!("log_removed_at"),
+        "log_removed_at",
         " AS log_removed, log_removed_after_days FROM reports WHERE id = $1"
     ))
     .bind(id)
@@ -97,7 +96,7 @@ pub(crate) fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSumm
 
 pub(crate) const SUMMARY_COLUMNS: &str = concat!(
     "r.id, ",
-    rfc3339!("r.created_at"),
+    "r.created_at",
     " AS created, r.project, r.category, r.title, r.root_cause_text, r.group_id"
 );
 

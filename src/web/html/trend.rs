@@ -229,32 +229,26 @@ fn parse_date(s: &str) -> Option<i64> {
     if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
         return None;
     }
-    let num = |digits: &[u8]| {
-        (digits.iter()).try_fold(0i64, |n, &d| {
-            d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
-        })
-    };
-    let (y, m, d) = (num(&b[0..4])?, num(&b[5..7])?, num(&b[8..10])?);
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-    let month_days = match m {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    };
-    let valid = (1..=12).contains(&m) && (1..=month_days).contains(&d);
-    valid.then(|| days_from_civil(y, m, d))
+    fn digits<T: std::str::FromStr>(s: &str, r: std::ops::Range<usize>) -> Option<T> {
+        let part = s.get(r)?;
+        part.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then_some(part)?
+            .parse()
+            .ok()
+    }
+    days_from_civil(digits(s, 0..4)?, digits(s, 5..7)?, digits(s, 8..10)?)
 }
 
 /// The `YYYY-MM-DD` date of a day number.
 fn format_date(days: i64) -> String {
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = civil_from_days(days).unwrap_or((1970, 1, 1));
     format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// The month and day of a day number.
-fn month_day(days: i64) -> (i64, i64) {
-    let (_, m, d) = civil_from_days(days);
+fn month_day(days: i64) -> (u32, u32) {
+    let (_, m, d) = civil_from_days(days).unwrap_or((1970, 1, 1));
     (m, d)
 }
 

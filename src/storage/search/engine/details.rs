@@ -38,7 +38,7 @@ macro_rules! snippet {
 
 const REPORT_DETAILS: &str = concat!(
     "SELECT r.id, r.group_id, r.title, r.category, r.project, ",
-    crate::storage::reports::rfc3339!("r.created_at"),
+    "r.created_at",
     ", ",
     snippet!(
         "CASE p.tier WHEN 0 THEN s.root WHEN 2 THEN s.symptoms \
@@ -49,14 +49,14 @@ const REPORT_DETAILS: &str = concat!(
 );
 const GROUP_DETAILS: &str = concat!(
     "SELECT g.id, g.id, g.title, g.category, '', ",
-    crate::storage::reports::rfc3339!("g.last_seen"),
+    "g.last_seen",
     ", ",
     snippet!("CASE WHEN g.root_cause_text = '' THEN g.title ELSE g.root_cause_text END"),
     " FROM groups g WHERE g.id = ANY($3)"
 );
 const FIX_DETAILS: &str = concat!(
     "SELECT f.id, f.group_id, f.summary, g.category, '', ",
-    crate::storage::reports::rfc3339!("f.created_at"),
+    "f.created_at",
     ", ",
     snippet!("f.summary || E'\\n' || f.details"),
     " FROM fixes f JOIN groups g ON g.id = f.group_id \
