@@ -12,6 +12,7 @@ use super::log::{self, PickedLines};
 use super::{ReportContext, detail};
 use crate::api_types::ErrorCode;
 use crate::app::logfind::FindCache;
+use crate::app::reproduce::reading::{JobReading, read_jobs};
 use crate::app::reproduce::workers::{self, Seen};
 use crate::app::similar;
 use crate::app::{Error, blocking};
@@ -136,8 +137,11 @@ pub struct KnownFix {
 /// Everything the report page shows, read for one view.
 #[derive(Clone, Debug)]
 pub struct ReportView {
-    /// The report, its group, fixes, reproduction jobs and similar failures.
+    /// The report, its group, fixes and similar failures (its jobs are in [`Self::jobs`]).
     pub detail: ReportContext,
+    /// Its reproduction jobs, oldest first, their newest runs read for the page (moved out
+    /// of `detail.jobs`, which is left empty).
+    pub jobs: Vec<JobReading>,
     /// The log pane: what it shows and the lines read for it.
     pub pane: LogPane,
     /// Lines in the stored log (as classified).
@@ -196,8 +200,11 @@ pub async fn page(
     } else {
         None
     };
+    let jobs = std::mem::take(&mut detail.jobs);
+    let jobs = blocking(move || read_jobs(jobs)).await?;
     Ok(ReportView {
         detail,
+        jobs,
         pane: LogPane { view, lines },
         total_lines,
         log_removed,

@@ -10,6 +10,7 @@ mod claim;
 pub mod follow;
 mod heartbeat;
 pub mod outcome;
+pub mod reading;
 mod reaper;
 mod record_result;
 mod requeue;

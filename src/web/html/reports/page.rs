@@ -129,12 +129,13 @@ impl ReportPage {
             reported,
             known_fix,
             workers_seen,
+            jobs,
         } = view;
         let ReportContext {
             report: r,
             group,
             fixes,
-            jobs,
+            jobs: _,
             basis,
             similar,
             triage,
@@ -171,9 +172,9 @@ impl ReportPage {
         // Once a reproduction has named the true line, "re-run with CUDA_LAUNCH_BLOCKING=1"
         // is done: the synchronous trace is on this page (issue 39 item 7).
         let reproduced = jobs.iter().any(|j| {
-            (j.reproduction.as_ref())
-                .and_then(|r| r.run.outcome.as_ref())
-                .is_some_and(|d| d.outcome == crate::rules::outcome::Outcome::Reproduced)
+            j.job.reproduction.is_some()
+                && (j.decided.as_ref())
+                    .is_some_and(|d| d.outcome == crate::rules::outcome::Outcome::Reproduced)
         });
         let async_hint = c.async_hint && !reproduced;
         let next_steps: Vec<String> = if reproduced {

@@ -19,13 +19,10 @@ use super::repro_outcome::{self, OutcomeView};
 use super::repro_status::{JobStatus, REFRESH_SECS, StatusContext, TrueLine};
 use crate::api_types::{CategorySource, JobState};
 use crate::app::reports::ReportedTrace;
-use crate::app::reproduce::{self as repro, UserFrame};
-use crate::app::reproduce::{AttemptView, CategoryBasis, JobView, ReproductionView};
-use crate::rules::outcome::Decision;
+use crate::app::reproduce::UserFrame;
+use crate::app::reproduce::reading::{JobReading, RunReading};
+use crate::app::reproduce::{AttemptView, CategoryBasis, ReproductionView};
 use panel::panel;
-
-/// Runs shown with their traces and outputs; older ones show their state and attempts.
-const FULL_PANELS: usize = 3;
 
 /// One line of a trace excerpt.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -138,32 +135,25 @@ pub struct ReproSection {
     pub outcome_head: Option<OutcomeView>,
 }
 
-/// Builds the section from the report's jobs; `status` (the workers seen, the server's URL) is
-/// needed only while a job is pending.
+/// Builds the section from the report's jobs as `app` read them (the newest runs in full);
+/// `status` (the workers seen, the server's URL) is needed only while a job is pending.
 pub fn section(
-    jobs: Vec<JobView>,
+    jobs: Vec<JobReading>,
     basis: Option<&CategoryBasis>,
     reported: &ReportedTrace,
     can_write: bool,
     status: Option<&StatusContext<'_>>,
 ) -> ReproSection {
-    let pending = jobs.iter().any(|j| !j.state.is_finished());
-    let reported_loc = reported.tb.as_ref().and_then(repro::location);
-    // Full panels (both traces, outputs) for the newest runs only: a report re-queued many
-    // times would otherwise render every run's megabytes of output.
-    let mut with_output: Vec<i64> = jobs
-        .iter()
-        .filter(|j| j.reproduction.is_some())
-        .map(|j| j.id)
-        .collect();
-    with_output.sort_unstable_by(|a, b| b.cmp(a));
-    with_output.truncate(FULL_PANELS);
+    let pending = jobs.iter().any(|j| !j.job.state.is_finished());
+    let reported_loc = reported
+        .tb
+        .as_ref()
+        .and_then(crate::app::reproduce::location);
     let jobs: Vec<JobRow> = jobs
         .into_iter()
         .map(|j| {
-            let full = with_output.contains(&j.id);
-            job_row(j, can_write && !pending, status, |r, d| {
-                full.then(|| panel(r, reported, reported_loc.as_ref(), d))
+            job_row(j, can_write && !pending, status, |r, run, cpu| {
+                panel(r, run, cpu, reported, reported_loc.as_ref())
             })
         })
         .collect();
@@ -192,16 +182,21 @@ pub fn section(
     }
 }
 
-/// One job's row with its outcome; `panel` draws its run given that outcome (or not: only
-/// the newest runs get one).
+/// One job's row with its outcome; `panel` draws its run when `app` read it in full (the
+/// newest runs only).
 fn job_row(
-    j: JobView,
+    reading: JobReading,
     may_requeue: bool,
     status: Option<&StatusContext<'_>>,
-    panel: impl Fn(&ReproductionView, &Decision) -> Option<ReproPanel>,
+    panel: impl Fn(&ReproductionView, &RunReading, Option<&RunReading>) -> ReproPanel,
 ) -> JobRow {
-    let decided = repro::outcome::of_job(&j);
-    let cpu = j
+    let JobReading {
+        job: j,
+        decided,
+        run,
+        cpu,
+    } = reading;
+    let cpu_translation = j
         .reproduction
         .as_ref()
         .is_some_and(|r| r.run.cpu_translation);
@@ -212,9 +207,11 @@ fn job_row(
         repro: j
             .reproduction
             .as_ref()
-            .zip(decided.as_ref())
-            .and_then(|(r, d)| panel(r, d)),
-        outcome: decided.as_ref().map(|d| OutcomeView::new(j.id, d, cpu)),
+            .zip(run.as_ref())
+            .map(|(r, run)| panel(r, run, cpu.as_ref())),
+        outcome: decided
+            .as_ref()
+            .map(|d| OutcomeView::new(j.id, d, cpu_translation)),
         id: j.id,
         state: j.state,
         attempts: j.attempts,
@@ -252,7 +249,8 @@ fn category_note(b: &CategoryBasis) -> Option<String> {
 mod tests {
     use super::*;
     use crate::api_types::Sandbox;
-    use crate::app::reproduce::RunRecord;
+    use crate::app::reproduce::reading::read_jobs;
+    use crate::app::reproduce::{JobView, RunRecord};
 
     /// A stored run of `stderr` that exited with `exit_code`.
     pub(super) fn record(cpu_translation: bool, exit_code: i32, stderr: &str) -> RunRecord {
@@ -316,7 +314,7 @@ mod tests {
         let log = rs.classify_bytes("log", ASYNC_LOG.as_bytes());
         let reported = ReportedTrace::from_excerpt(ASYNC_LOG, 1, &log);
         let section = section(
-            vec![job_of(record(true, 1, NO_TORCH))],
+            read_jobs(vec![job_of(record(true, 1, NO_TORCH))]),
             None,
             &reported,
             true,
@@ -352,7 +350,7 @@ mod tests {
 
     fn section_of(stderr: &str, reported: &ReportedTrace) -> ReproSection {
         section(
-            vec![job_of(record(true, 1, stderr))],
+            read_jobs(vec![job_of(record(true, 1, stderr))]),
             None,
             reported,
             true,

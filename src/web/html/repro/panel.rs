@@ -6,32 +6,29 @@ use super::trace::trace_view;
 use super::{ReproPanel, TraceView};
 use crate::api_types::Sandbox;
 use crate::app::reports::ReportedTrace;
+use crate::app::reproduce::reading::RunReading;
 use crate::app::reproduce::{self as repro, ReproductionView, RunRecord, UserFrame};
 use crate::ingest::normalize::strip_ansi;
 use crate::rules::Classification;
-use crate::rules::outcome::{Decision, Outcome};
+use crate::rules::outcome::Outcome;
 
 /// Most of a stream the page shows: its end, where the traceback is (the API has it whole).
 const SHOWN_OUTPUT: usize = 256 << 10;
 
-/// The panel of a finished run `view`, beside the log's own trace `reported` (whose user
-/// frame is `reported_loc`), as its outcome `decided` reads it.
+/// The panel of a finished run `view`, read by `app` as `run` (and its CPU follow-up as
+/// `cpu`), beside the log's own trace `reported` (whose user frame is `reported_loc`).
 pub(super) fn panel(
     view: &ReproductionView,
+    run: &RunReading,
+    cpu: Option<&RunReading>,
     reported: &ReportedTrace,
     reported_loc: Option<&UserFrame>,
-    decided: &Decision,
 ) -> ReproPanel {
     let r = &view.run;
-    let combined = repro::combined_output(&r.stderr, &r.stdout);
-    let sync_tb = repro::main_traceback(&combined);
-    let stopped = !decided.outcome.is_informative();
+    let stopped = !run.informative();
     // Only a run that failed in the user's code names a true failing line.
-    let sync_loc = sync_tb
-        .as_ref()
-        .and_then(repro::location)
-        .filter(|_| decided.outcome == Outcome::Reproduced);
-    let sync_lines: Vec<String> = combined.lines().map(str::to_owned).collect();
+    let sync_loc = run.true_line().cloned();
+    let sync_lines: Vec<String> = run.output.lines().map(str::to_owned).collect();
     let (moved, same) = match (reported_loc, &sync_loc) {
         (Some(a), Some(b)) => match repro::moved_sentence(a, b) {
             Some(m) => (Some(m), None),
@@ -68,7 +65,7 @@ pub(super) fn panel(
                 (false, false) => "Synchronous (CUDA_LAUNCH_BLOCKING=1)",
             },
             class: "trace-sync",
-            user_label: if decided.outcome == Outcome::Reproduced {
+            user_label: if run.decided.outcome == Outcome::Reproduced {
                 "true failing line"
             } else {
                 "where the run stopped"
@@ -76,7 +73,7 @@ pub(super) fn panel(
             ..TraceView::default()
         },
         &sync_lines,
-        sync_tb.as_ref(),
+        run.traceback.as_ref(),
         root_line(&r.classification),
         sync_loc.as_ref(),
     );
@@ -94,7 +91,11 @@ pub(super) fn panel(
         moved,
         same,
         cpu_note: cpu_note(r, reported.category),
-        cpu_line: r.cpu.as_ref().and_then(cpu_line),
+        cpu_line: r
+            .cpu
+            .as_ref()
+            .zip(cpu)
+            .and_then(|(c, read)| cpu_line(c, read)),
         verdict: r.verdict.clone(),
         environment: r
             .environment
@@ -103,7 +104,7 @@ pub(super) fn panel(
         traces: [
             Some(reported_view),
             Some(sync_view),
-            r.cpu.as_ref().map(cpu_view),
+            r.cpu.as_ref().zip(cpu).map(|(c, read)| cpu_view(c, read)),
         ]
         .into_iter()
         .flatten()
@@ -139,25 +140,22 @@ fn shown_output(text: &str) -> String {
 }
 
 /// The follow-up CPU run's traceback, as a third column.
-fn cpu_view(cpu: &crate::api_types::CpuRun) -> TraceView {
-    let combined = repro::combined_output(&cpu.stderr, &cpu.stdout);
-    let tb = repro::main_traceback(&combined);
-    let lines: Vec<String> = combined.lines().map(str::to_owned).collect();
+fn cpu_view(cpu: &crate::api_types::CpuRun, read: &RunReading) -> TraceView {
+    let lines: Vec<String> = read.output.lines().map(str::to_owned).collect();
     let root = cpu.classification.as_ref().and_then(root_line);
-    let stopped = !repro::outcome::of_cpu_run(cpu).outcome.is_informative();
     trace_view(
         TraceView {
             title: "On the CPU (CUDA redirected to the CPU)",
             class: "trace-cpu",
-            user_label: if stopped {
-                "where the CPU run stopped"
-            } else {
+            user_label: if read.informative() {
                 "failing line on the CPU"
+            } else {
+                "where the CPU run stopped"
             },
             ..TraceView::default()
         },
         &lines,
-        tb.as_ref(),
+        read.traceback.as_ref(),
         root,
         None,
     )
@@ -165,9 +163,9 @@ fn cpu_view(cpu: &crate::api_types::CpuRun) -> TraceView {
 
 /// "On the CPU: `IndexError: index out of range in self` at repro.py:13", or what the CPU run
 /// did when it raised nothing.
-fn cpu_line(cpu: &crate::api_types::CpuRun) -> Option<String> {
-    let decided = repro::outcome::of_cpu_run(cpu);
-    if !decided.outcome.is_informative() {
+fn cpu_line(cpu: &crate::api_types::CpuRun, read: &RunReading) -> Option<String> {
+    let decided = &read.decided;
+    if !read.informative() {
         return Some(format!(
             "On the CPU the run was stopped by the worker's environment ({}), so it says \
              nothing about the failure. {}",
@@ -175,11 +173,8 @@ fn cpu_line(cpu: &crate::api_types::CpuRun) -> Option<String> {
             decided.fix
         ));
     }
-    let combined = repro::combined_output(&cpu.stderr, &cpu.stdout);
-    let tb = repro::main_traceback(&combined);
-    let at = tb.as_ref().and_then(repro::location);
-    let exception = tb.as_ref().and_then(|t| t.exception.clone());
-    Some(match (exception, at, cpu.exit_code) {
+    let exception = read.traceback.as_ref().and_then(|t| t.exception.clone());
+    Some(match (exception, read.at.as_ref(), cpu.exit_code) {
         (Some(e), Some(at), _) => format!("On the CPU: {} at {}", e.trim(), at),
         (Some(e), None, _) => format!("On the CPU: {}", e.trim()),
         (None, _, Some(0)) => "On the CPU the script ran to the end: the failure needs the GPU \
