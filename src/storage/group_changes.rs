@@ -3,7 +3,7 @@
 //! newest history entry it left. Policy (what may be undone, when a group counts as changed
 //! since) lives in `app::group_triage::undo`.
 
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::DbError;
 use super::group_triage::Triage;
@@ -42,15 +42,15 @@ pub async fn insert_change(
     summary: &str,
     actor: &Actor,
 ) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO group_changes (summary, actor, actor_kind, actor_person_id, actor_token_id) \
+    Ok(sqlx::query_scalar!(
+        "INSERT INTO group_changes (summary, actor, actor_kind, actor_person_id, actor_token_id)
          VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        summary,
+        actor.name(),
+        actor.kind().as_str(),
+        actor.person_id(),
+        actor.token_id(),
     )
-    .bind(summary)
-    .bind(actor.name())
-    .bind(actor.kind())
-    .bind(actor.person_id())
-    .bind(actor.token_id())
     .fetch_one(ex)
     .await?)
 }
@@ -61,111 +61,104 @@ pub async fn insert_group(
     change_id: i64,
     g: &ChangedGroup,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        "INSERT INTO group_change_groups (change_id, group_id, before_state, \
-             before_resolved_in, before_assignee, before_assignee_person_id, \
-             before_ignore_reports_left, after_state, after_resolved_in, after_assignee, \
-             after_assignee_person_id, after_ignore_reports_left, last_event_id) \
+    sqlx::query!(
+        "INSERT INTO group_change_groups (change_id, group_id, before_state,
+             before_resolved_in, before_assignee, before_assignee_person_id,
+             before_ignore_reports_left, after_state, after_resolved_in, after_assignee,
+             after_assignee_person_id, after_ignore_reports_left, last_event_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        change_id,
+        g.group_id,
+        g.before.state.as_str(),
+        g.before.resolved_in,
+        g.before.assignee,
+        g.before.assignee_person_id,
+        g.before.ignore_reports_left,
+        g.after.state.as_str(),
+        g.after.resolved_in,
+        g.after.assignee,
+        g.after.assignee_person_id,
+        g.after.ignore_reports_left,
+        g.last_event_id,
     )
-    .bind(change_id)
-    .bind(g.group_id)
-    .bind(g.before.state)
-    .bind(&g.before.resolved_in)
-    .bind(&g.before.assignee)
-    .bind(g.before.assignee_person_id)
-    .bind(g.before.ignore_reports_left)
-    .bind(g.after.state)
-    .bind(&g.after.resolved_in)
-    .bind(&g.after.assignee)
-    .bind(g.after.assignee_person_id)
-    .bind(g.after.ignore_reports_left)
-    .bind(g.last_event_id)
     .execute(ex)
     .await?;
     Ok(())
 }
 
-const CHANGE_COLUMNS: &str = concat!(
-    "c.id, ",
-    "c.at",
-    " AS at_s, c.summary, c.actor, c.undone_by, \
-     (SELECT count(*) FROM group_change_groups i WHERE i.change_id = c.id) AS groups"
-);
-
-fn change_of(r: &sqlx::postgres::PgRow) -> Result<Change, DbError> {
-    Ok(Change {
-        id: r.try_get("id")?,
-        at: r.try_get("at_s")?,
-        summary: r.try_get("summary")?,
-        actor: r.try_get("actor")?,
-        undone_by: r.try_get("undone_by")?,
-        groups: r.try_get("groups")?,
-    })
-}
-
 /// Change `id`, or `None`.
 pub async fn get_change(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Change>, DbError> {
-    let sql = format!("SELECT {CHANGE_COLUMNS} FROM group_changes c WHERE c.id = $1");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(ex)
-        .await?;
-    row.as_ref().map(change_of).transpose()
+    Ok(sqlx::query_as!(
+        Change,
+        r#"SELECT c.id, c.at AS "at: Timestamp", c.summary, c.actor, c.undone_by,
+             (SELECT count(*) FROM group_change_groups i WHERE i.change_id = c.id) AS "groups!"
+         FROM group_changes c WHERE c.id = $1"#,
+        id
+    )
+    .fetch_optional(ex)
+    .await?)
 }
 
 /// Change `id`, its row locked until the transaction ends (two undos of it queue), or `None`.
 pub async fn lock_change(tx: &mut PgConnection, id: i64) -> Result<Option<Change>, DbError> {
-    let sql = format!("SELECT {CHANGE_COLUMNS} FROM group_changes c WHERE c.id = $1 FOR UPDATE");
-    let row = sqlx::query(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(tx)
-        .await?;
-    row.as_ref().map(change_of).transpose()
+    Ok(sqlx::query_as!(
+        Change,
+        r#"SELECT c.id, c.at AS "at: Timestamp", c.summary, c.actor, c.undone_by,
+             (SELECT count(*) FROM group_change_groups i WHERE i.change_id = c.id) AS "groups!"
+         FROM group_changes c WHERE c.id = $1 FOR UPDATE"#,
+        id
+    )
+    .fetch_optional(tx)
+    .await?)
 }
 
 /// The groups of change `id`, by group id ascending (the order their rows are locked in).
 pub async fn change_groups(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<ChangedGroup>, DbError> {
-    let rows = sqlx::query(
-        "SELECT group_id, before_state, before_resolved_in, before_assignee, \
-             before_assignee_person_id, before_ignore_reports_left, after_state, \
-             after_resolved_in, after_assignee, after_assignee_person_id, \
-             after_ignore_reports_left, last_event_id \
-         FROM group_change_groups WHERE change_id = $1 ORDER BY group_id",
+    let rows = sqlx::query!(
+        r#"SELECT group_id, before_state AS "before_state: GroupState", before_resolved_in,
+             before_assignee, before_assignee_person_id, before_ignore_reports_left,
+             after_state AS "after_state: GroupState", after_resolved_in, after_assignee,
+             after_assignee_person_id, after_ignore_reports_left, last_event_id
+         FROM group_change_groups WHERE change_id = $1 ORDER BY group_id"#,
+        id
     )
-    .bind(id)
     .fetch_all(ex)
     .await?;
-    let triage = |r: &sqlx::postgres::PgRow, side: &str| -> Result<Triage, DbError> {
-        let state: GroupState = r.try_get(format!("{side}_state").as_str())?;
-        Ok(Triage {
-            state,
-            resolved_in: r.try_get(format!("{side}_resolved_in").as_str())?,
-            assignee: r.try_get(format!("{side}_assignee").as_str())?,
-            assignee_person_id: r.try_get(format!("{side}_assignee_person_id").as_str())?,
-            ignore_reports_left: r.try_get(format!("{side}_ignore_reports_left").as_str())?,
-            // Not recorded: a change is undone as of now.
-            state_changed_at: Timestamp::from_unix(0),
+    // Not recorded: a change is undone as of now.
+    let unrecorded = Timestamp::from_unix(0);
+    Ok(rows
+        .into_iter()
+        .map(|r| ChangedGroup {
+            group_id: r.group_id,
+            before: Triage {
+                state: r.before_state,
+                resolved_in: r.before_resolved_in,
+                assignee: r.before_assignee,
+                assignee_person_id: r.before_assignee_person_id,
+                ignore_reports_left: r.before_ignore_reports_left,
+                state_changed_at: unrecorded,
+            },
+            after: Triage {
+                state: r.after_state,
+                resolved_in: r.after_resolved_in,
+                assignee: r.after_assignee,
+                assignee_person_id: r.after_assignee_person_id,
+                ignore_reports_left: r.after_ignore_reports_left,
+                state_changed_at: unrecorded,
+            },
+            last_event_id: r.last_event_id,
         })
-    };
-    rows.iter()
-        .map(|r| {
-            Ok(ChangedGroup {
-                group_id: r.try_get("group_id")?,
-                before: triage(r, "before")?,
-                after: triage(r, "after")?,
-                last_event_id: r.try_get("last_event_id")?,
-            })
-        })
-        .collect()
+        .collect())
 }
 
 /// Marks change `id` undone by `actor`.
 pub async fn mark_undone(ex: impl PgExecutor<'_>, id: i64, actor: &Actor) -> Result<(), DbError> {
-    sqlx::query("UPDATE group_changes SET undone_at = now(), undone_by = $2 WHERE id = $1")
-        .bind(id)
-        .bind(actor.name())
-        .execute(ex)
-        .await?;
+    sqlx::query!(
+        "UPDATE group_changes SET undone_at = now(), undone_by = $2 WHERE id = $1",
+        id,
+        actor.name()
+    )
+    .execute(ex)
+    .await?;
     Ok(())
 }

@@ -38,47 +38,49 @@ pub struct Facets {
 
 /// The facets of groups `ids`, by group id (a group without reports is missing).
 pub async fn facets(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<HashMap<i64, Facets>, DbError> {
-    let rows: Vec<(i64, String, String, i64)> = sqlx::query_as(
-        "WITH recent AS ( \
-             SELECT g.id AS group_id, r.project, r.environment, r.classification \
-             FROM unnest($1::int8[]) g(id) \
-             CROSS JOIN LATERAL (SELECT project, environment, classification FROM reports \
-                 WHERE group_id = g.id ORDER BY created_at DESC LIMIT $2) r), \
-         vals AS ( \
-             SELECT group_id, 'project' AS tag, btrim(project) AS value FROM recent \
-             UNION ALL \
-             SELECT group_id, 'framework', btrim(classification ->> 'framework') FROM recent \
-             UNION ALL \
-             SELECT group_id, 'environment', btrim(environment) FROM recent \
-             WHERE length(btrim(environment)) <= 100 \
-               AND strpos(btrim(environment), E'\\n') = 0 \
-             UNION ALL \
-             SELECT group_id, 'rank', k.value FROM recent \
-             CROSS JOIN LATERAL jsonb_array_elements_text( \
-                 CASE WHEN jsonb_typeof(classification -> 'facts' -> 'ranks') = 'array' \
-                      THEN classification -> 'facts' -> 'ranks' ELSE '[]'::jsonb END) k \
-             UNION ALL \
-             SELECT group_id, 'host', btrim(classification -> 'facts' ->> 'failing_host') \
-             FROM recent), \
-         counted AS ( \
-             SELECT group_id, tag, left(value, 200) AS value, \
-                 row_number() OVER (PARTITION BY group_id, tag \
-                     ORDER BY count(*) DESC, left(value, 200)) AS rank, \
-                 count(*) OVER (PARTITION BY group_id, tag) AS total \
-             FROM vals WHERE coalesce(value, '') <> '' \
-             GROUP BY group_id, tag, left(value, 200)) \
-         SELECT group_id, tag, value, total FROM counted WHERE rank <= $3 \
-         ORDER BY group_id, tag, rank",
+    let rows = sqlx::query!(
+        r#"WITH recent AS (
+             SELECT g.id AS group_id, r.project, r.environment, r.classification
+             FROM unnest($1::int8[]) g(id)
+             CROSS JOIN LATERAL (SELECT project, environment, classification FROM reports
+                 WHERE group_id = g.id ORDER BY created_at DESC LIMIT $2) r),
+         vals AS (
+             SELECT group_id, 'project' AS tag, btrim(project) AS value FROM recent
+             UNION ALL
+             SELECT group_id, 'framework', btrim(classification ->> 'framework') FROM recent
+             UNION ALL
+             SELECT group_id, 'environment', btrim(environment) FROM recent
+             WHERE length(btrim(environment)) <= 100
+               AND strpos(btrim(environment), E'\n') = 0
+             UNION ALL
+             SELECT group_id, 'rank', k.value FROM recent
+             CROSS JOIN LATERAL jsonb_array_elements_text(
+                 CASE WHEN jsonb_typeof(classification -> 'facts' -> 'ranks') = 'array'
+                      THEN classification -> 'facts' -> 'ranks' ELSE '[]'::jsonb END) k
+             UNION ALL
+             SELECT group_id, 'host', btrim(classification -> 'facts' ->> 'failing_host')
+             FROM recent),
+         counted AS (
+             SELECT group_id, tag, left(value, 200) AS value,
+                 row_number() OVER (PARTITION BY group_id, tag
+                     ORDER BY count(*) DESC, left(value, 200)) AS rank,
+                 count(*) OVER (PARTITION BY group_id, tag) AS total
+             FROM vals WHERE coalesce(value, '') <> ''
+             GROUP BY group_id, tag, left(value, 200))
+         SELECT group_id AS "group_id!", tag AS "tag!", value AS "value!", total AS "total!"
+         FROM counted WHERE rank <= $3
+         ORDER BY group_id, tag, rank"#,
+        ids,
+        REPORTS_READ,
+        VALUES_KEPT
     )
-    .bind(ids)
-    .bind(REPORTS_READ)
-    .bind(VALUES_KEPT)
     .fetch_all(ex)
     .await?;
     let mut out: HashMap<i64, Facets> = HashMap::new();
-    for (group, tag, value, total) in rows {
-        let f = out.entry(group).or_default();
-        match tag.as_str() {
+    for row in rows {
+        let (value, total) = (row.value, row.total);
+        let f = out.entry(row.group_id).or_default();
+        match row.tag.as_str() {
             "project" => {
                 f.projects.push(value);
                 f.projects_total = total;

@@ -17,7 +17,7 @@
 //! and the group that holds them `FOR NO KEY UPDATE`. Both take their rows in ascending id
 //! order, so a merge and an unmerge of overlapping groups cannot deadlock each other.
 
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::DbError;
 
@@ -49,33 +49,45 @@ pub enum Lock {
     Update,
 }
 
-impl Lock {
-    /// The locking clause: chosen from this enum, never from request text.
-    fn clause(self) -> &'static str {
-        match self {
-            Lock::None => "",
-            Lock::KeyShare => " FOR KEY SHARE",
-            Lock::NoKeyUpdate => " FOR NO KEY UPDATE",
-            Lock::Update => " FOR UPDATE",
-        }
-    }
-}
-
 /// Where group `id` stands, its row locked as `lock` says until the transaction ends; `None`
-/// for an unknown group. A locking read that waited for a merge sees the merge.
+/// for an unknown group. A locking read that waited for a merge sees the merge. One statement
+/// per lock: the locking clause is chosen from the enum, never from request text.
 pub async fn standing(
     ex: impl PgExecutor<'_>,
     id: i64,
     lock: Lock,
 ) -> Result<Option<Standing>, DbError> {
-    let sql = format!(
-        "SELECT merged_into FROM groups WHERE id = $1{}",
-        lock.clause()
-    );
-    let row: Option<Option<i64>> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(ex)
-        .await?;
+    let row = match lock {
+        Lock::None => {
+            sqlx::query_scalar!("SELECT merged_into FROM groups WHERE id = $1", id)
+                .fetch_optional(ex)
+                .await?
+        }
+        Lock::KeyShare => {
+            sqlx::query_scalar!(
+                "SELECT merged_into FROM groups WHERE id = $1 FOR KEY SHARE",
+                id
+            )
+            .fetch_optional(ex)
+            .await?
+        }
+        Lock::NoKeyUpdate => {
+            sqlx::query_scalar!(
+                "SELECT merged_into FROM groups WHERE id = $1 FOR NO KEY UPDATE",
+                id
+            )
+            .fetch_optional(ex)
+            .await?
+        }
+        Lock::Update => {
+            sqlx::query_scalar!(
+                "SELECT merged_into FROM groups WHERE id = $1 FOR UPDATE",
+                id
+            )
+            .fetch_optional(ex)
+            .await?
+        }
+    };
     Ok(row.map(Standing::of))
 }
 
@@ -138,69 +150,73 @@ pub struct Moved {
 /// first and last sightings widen to cover the source's, and it takes the source's reproduction
 /// verdict when that one is newer. Reports keep their own fingerprints.
 pub async fn move_into(tx: &mut PgConnection, source: i64, target: i64) -> Result<Moved, DbError> {
-    let reports = sqlx::query(
-        "UPDATE reports SET group_id = $2, merged_from = coalesce(merged_from, $1) \
+    let reports = sqlx::query!(
+        "UPDATE reports SET group_id = $2, merged_from = coalesce(merged_from, $1)
          WHERE group_id = $1",
+        source,
+        target
     )
-    .bind(source)
-    .bind(target)
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    let fixes = sqlx::query(
-        "UPDATE fixes SET group_id = $2, merged_from = coalesce(merged_from, $1) \
+    let fixes = sqlx::query!(
+        "UPDATE fixes SET group_id = $2, merged_from = coalesce(merged_from, $1)
          WHERE group_id = $1",
+        source,
+        target
     )
-    .bind(source)
-    .bind(target)
     .execute(&mut *tx)
     .await?
     .rows_affected();
     // Kept per group they belong to (0: the holder's own), so they never collide with the
     // target's own rows.
-    let removed_reports: i64 = sqlx::query_scalar(
-        "WITH moved AS ( \
-             UPDATE group_expired_reports SET group_id = $2, \
-                 merged_from = CASE WHEN merged_from = 0 THEN $1 ELSE merged_from END \
-             WHERE group_id = $1 RETURNING reports) \
-         SELECT coalesce(sum(reports), 0)::int8 FROM moved",
+    let removed_reports = sqlx::query_scalar!(
+        r#"WITH moved AS (
+             UPDATE group_expired_reports SET group_id = $2,
+                 merged_from = CASE WHEN merged_from = 0 THEN $1 ELSE merged_from END
+             WHERE group_id = $1 RETURNING reports)
+         SELECT coalesce(sum(reports), 0)::int8 AS "reports!" FROM moved"#,
+        source,
+        target
     )
-    .bind(source)
-    .bind(target)
     .fetch_one(&mut *tx)
     .await?;
-    let events = sqlx::query(
-        "UPDATE group_events SET group_id = $2, merged_from = coalesce(merged_from, $1) \
+    let events = sqlx::query!(
+        "UPDATE group_events SET group_id = $2, merged_from = coalesce(merged_from, $1)
          WHERE group_id = $1",
+        source,
+        target
     )
-    .bind(source)
-    .bind(target)
     .execute(&mut *tx)
     .await?
     .rows_affected();
-    sqlx::query(
-        "UPDATE groups t SET first_seen = LEAST(t.first_seen, s.first_seen), \
-             last_seen = GREATEST(t.last_seen, s.last_seen), \
-             verdict = CASE WHEN s.verdict_at IS NOT NULL \
-                 AND (t.verdict_at IS NULL OR s.verdict_at > t.verdict_at) \
-                 THEN s.verdict ELSE t.verdict END, \
-             verdict_at = GREATEST(t.verdict_at, s.verdict_at) \
+    sqlx::query!(
+        "UPDATE groups t SET first_seen = LEAST(t.first_seen, s.first_seen),
+             last_seen = GREATEST(t.last_seen, s.last_seen),
+             verdict = CASE WHEN s.verdict_at IS NOT NULL
+                 AND (t.verdict_at IS NULL OR s.verdict_at > t.verdict_at)
+                 THEN s.verdict ELSE t.verdict END,
+             verdict_at = GREATEST(t.verdict_at, s.verdict_at)
          FROM groups s WHERE t.id = $2 AND s.id = $1",
+        source,
+        target
     )
-    .bind(source)
-    .bind(target)
     .execute(&mut *tx)
     .await?;
-    sqlx::query("UPDATE groups SET merged_into = $2 WHERE merged_into = $1")
-        .bind(source)
-        .bind(target)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("UPDATE groups SET merged_into = $2, merge_parent = $2 WHERE id = $1")
-        .bind(source)
-        .bind(target)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE groups SET merged_into = $2 WHERE merged_into = $1",
+        source,
+        target
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
+        "UPDATE groups SET merged_into = $2, merge_parent = $2 WHERE id = $1",
+        source,
+        target
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(Moved {
         reports,
         removed_reports,
@@ -212,27 +228,27 @@ pub async fn move_into(tx: &mut PgConnection, source: i64, target: i64) -> Resul
 /// The groups merged into group `id` (one step: each is merged into `id` itself), ascending:
 /// the rows a merge of `id` re-points.
 pub async fn merged_into(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<i64>, DbError> {
-    Ok(
-        sqlx::query_scalar("SELECT id FROM groups WHERE merged_into = $1 ORDER BY id")
-            .bind(id)
-            .fetch_all(ex)
-            .await?,
+    Ok(sqlx::query_scalar!(
+        "SELECT id FROM groups WHERE merged_into = $1 ORDER BY id",
+        id
     )
+    .fetch_all(ex)
+    .await?)
 }
 
 /// Merged group `id` and the groups merged into it before it was merged itself (their merges'
 /// parents lead to it), ascending: what an unmerge of `id` takes back. Empty for a group that
 /// is not merged.
 pub async fn subtree(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<i64>, DbError> {
-    Ok(sqlx::query_scalar(
-        "WITH RECURSIVE sub(id) AS ( \
-             SELECT id FROM groups WHERE id = $1 AND merged_into IS NOT NULL \
-             UNION \
-             SELECT g.id FROM groups g JOIN sub ON g.merge_parent = sub.id \
-             WHERE g.merged_into IS NOT NULL) \
-         SELECT id FROM sub ORDER BY id LIMIT 10000",
+    Ok(sqlx::query_scalar!(
+        r#"WITH RECURSIVE sub(id) AS (
+             SELECT id FROM groups WHERE id = $1 AND merged_into IS NOT NULL
+             UNION
+             SELECT g.id FROM groups g JOIN sub ON g.merge_parent = sub.id
+             WHERE g.merged_into IS NOT NULL)
+         SELECT id AS "id!" FROM sub ORDER BY id LIMIT 10000"#,
+        id
     )
-    .bind(id)
     .fetch_all(ex)
     .await?)
 }
@@ -240,8 +256,7 @@ pub async fn subtree(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<i64>, DbErr
 /// The group merged group `id`'s own merge put it into (not where chains lead), or `None`.
 pub async fn merge_parent(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<i64>, DbError> {
     Ok(
-        sqlx::query_scalar("SELECT merge_parent FROM groups WHERE id = $1")
-            .bind(id)
+        sqlx::query_scalar!("SELECT merge_parent FROM groups WHERE id = $1", id)
             .fetch_optional(ex)
             .await?
             .flatten(),
@@ -260,60 +275,80 @@ pub async fn split_out(
     holder: i64,
     members: &[i64],
 ) -> Result<Moved, DbError> {
-    let back = |table: &'static str| {
-        format!(
-            "UPDATE {table} SET group_id = $1, merged_from = NULLIF(merged_from, $1) \
-             WHERE group_id = $2 AND merged_from = ANY($3)"
-        )
-    };
-    let mut moved = Moved::default();
-    for (table, count) in [
-        ("reports", &mut moved.reports),
-        ("fixes", &mut moved.fixes),
-        ("group_events", &mut moved.events),
-    ] {
-        *count = sqlx::query(sqlx::AssertSqlSafe(back(table)))
-            .bind(group)
-            .bind(holder)
-            .bind(members)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-    }
-    moved.removed_reports = sqlx::query_scalar(
-        "WITH moved AS ( \
-             UPDATE group_expired_reports SET group_id = $1, \
-                 merged_from = CASE WHEN merged_from = $1 THEN 0 ELSE merged_from END \
-             WHERE group_id = $2 AND merged_from = ANY($3) RETURNING reports) \
-         SELECT coalesce(sum(reports), 0)::int8 FROM moved",
+    // Reports, fixes and history entries go back the same way.
+    let reports = sqlx::query!(
+        "UPDATE reports SET group_id = $1, merged_from = NULLIF(merged_from, $1)
+         WHERE group_id = $2 AND merged_from = ANY($3)",
+        group,
+        holder,
+        members
     )
-    .bind(group)
-    .bind(holder)
-    .bind(members)
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let fixes = sqlx::query!(
+        "UPDATE fixes SET group_id = $1, merged_from = NULLIF(merged_from, $1)
+         WHERE group_id = $2 AND merged_from = ANY($3)",
+        group,
+        holder,
+        members
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let events = sqlx::query!(
+        "UPDATE group_events SET group_id = $1, merged_from = NULLIF(merged_from, $1)
+         WHERE group_id = $2 AND merged_from = ANY($3)",
+        group,
+        holder,
+        members
+    )
+    .execute(&mut *tx)
+    .await?
+    .rows_affected();
+    let removed_reports = sqlx::query_scalar!(
+        r#"WITH moved AS (
+             UPDATE group_expired_reports SET group_id = $1,
+                 merged_from = CASE WHEN merged_from = $1 THEN 0 ELSE merged_from END
+             WHERE group_id = $2 AND merged_from = ANY($3) RETURNING reports)
+         SELECT coalesce(sum(reports), 0)::int8 AS "reports!" FROM moved"#,
+        group,
+        holder,
+        members
+    )
     .fetch_one(&mut *tx)
     .await?;
-    sqlx::query("UPDATE groups SET merged_into = $1 WHERE id = ANY($2) AND id <> $1")
-        .bind(group)
-        .bind(members)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("UPDATE groups SET merged_into = NULL, merge_parent = NULL WHERE id = $1")
-        .bind(group)
-        .execute(&mut *tx)
-        .await?;
-    // The merge widened it; what it still holds says how far back it goes (a deleted report's
-    // day counts from its midnight).
-    sqlx::query(
-        "UPDATE groups t SET first_seen = coalesce(LEAST( \
-             (SELECT min(created_at) FROM reports WHERE group_id = t.id), \
-             (SELECT min(day)::timestamptz FROM group_expired_reports WHERE group_id = t.id)), \
-             t.first_seen) \
-         WHERE t.id = $1",
+    sqlx::query!(
+        "UPDATE groups SET merged_into = $1 WHERE id = ANY($2) AND id <> $1",
+        group,
+        members
     )
-    .bind(holder)
     .execute(&mut *tx)
     .await?;
-    Ok(moved)
+    sqlx::query!(
+        "UPDATE groups SET merged_into = NULL, merge_parent = NULL WHERE id = $1",
+        group
+    )
+    .execute(&mut *tx)
+    .await?;
+    // The merge widened it; what it still holds says how far back it goes (a deleted report's
+    // day counts from its midnight).
+    sqlx::query!(
+        "UPDATE groups t SET first_seen = coalesce(LEAST(
+             (SELECT min(created_at) FROM reports WHERE group_id = t.id),
+             (SELECT min(day)::timestamptz FROM group_expired_reports WHERE group_id = t.id)),
+             t.first_seen)
+         WHERE t.id = $1",
+        holder
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(Moved {
+        reports,
+        removed_reports,
+        fixes,
+        events,
+    })
 }
 
 /// A group merged into another, as the other's page names it.
@@ -325,18 +360,11 @@ pub struct MergedGroup {
 
 /// The groups merged into group `id` (directly or through a chain), newest group first.
 pub async fn merged_groups(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<MergedGroup>, DbError> {
-    let rows = sqlx::query(
+    Ok(sqlx::query_as!(
+        MergedGroup,
         "SELECT id, title FROM groups WHERE merged_into = $1 ORDER BY id DESC LIMIT 1000",
+        id
     )
-    .bind(id)
     .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(MergedGroup {
-                id: r.try_get("id")?,
-                title: r.try_get("title")?,
-            })
-        })
-        .collect()
+    .await?)
 }

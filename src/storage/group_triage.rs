@@ -4,17 +4,17 @@
 //! report comes from, when a project first saw a commit). Policy lives in
 //! `app::group_triage`; these statements only read and write.
 
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::DbError;
-use super::groups::{GROUP_COLUMNS, GROUP_STATS, Group};
-use crate::actor::Actor;
+use super::groups::Group;
+use crate::actor::{Actor, ActorKind};
 use crate::api_types::{GroupAction, GroupEvent, GroupState, GroupTags, TagCount};
 use crate::rules::Category;
 use crate::time::Timestamp;
 
 /// A group's triage columns.
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Triage {
     pub state: GroupState,
     /// The commit or version a resolution names; empty when none.
@@ -26,27 +26,70 @@ pub struct Triage {
     /// An ignored group's reports still to come before it reopens (migration 0031); `None`:
     /// ignored for good, or not ignored.
     pub ignore_reports_left: Option<i32>,
-    #[sqlx(rename = "state_changed")]
     pub state_changed_at: Timestamp,
 }
 
-const TRIAGE_COLUMNS: &str = concat!(
-    "g.state, g.resolved_in, g.assignee, g.assignee_person_id, g.ignore_reports_left, ",
-    "g.state_changed_at",
-    " AS state_changed"
-);
-
 /// A line of the group list: the group, its triage, whether a fix is recorded, and what tells
 /// it apart from look-alikes (read apart, by [`super::group_facets::facets`]).
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct ListedGroup {
-    #[sqlx(flatten)]
     pub group: Group,
-    #[sqlx(flatten)]
     pub triage: Triage,
     pub has_fix: bool,
-    #[sqlx(skip)]
     pub facets: super::group_facets::Facets,
+}
+
+/// A line of the group list as [`list_groups`] reads it: the group's columns (as
+/// `storage::groups` reads a group), its triage columns, and whether a fix is recorded.
+struct ListedRow {
+    id: i64,
+    fingerprint: String,
+    category: Category,
+    title: String,
+    root_cause_text: String,
+    verdict: String,
+    signature: String,
+    report_count: i64,
+    removed_count: i64,
+    first_seen: Timestamp,
+    last_seen: Timestamp,
+    state: GroupState,
+    resolved_in: String,
+    assignee: String,
+    assignee_person_id: Option<i64>,
+    ignore_reports_left: Option<i32>,
+    state_changed_at: Timestamp,
+    has_fix: bool,
+}
+
+impl From<ListedRow> for ListedGroup {
+    fn from(r: ListedRow) -> Self {
+        ListedGroup {
+            group: Group {
+                id: r.id,
+                fingerprint: r.fingerprint,
+                category: r.category,
+                title: r.title,
+                root_cause_text: r.root_cause_text,
+                verdict: r.verdict,
+                report_count: r.report_count,
+                removed_count: r.removed_count,
+                first_seen: r.first_seen,
+                last_seen: r.last_seen,
+                signature: r.signature,
+            },
+            triage: Triage {
+                state: r.state,
+                resolved_in: r.resolved_in,
+                assignee: r.assignee,
+                assignee_person_id: r.assignee_person_id,
+                ignore_reports_left: r.ignore_reports_left,
+                state_changed_at: r.state_changed_at,
+            },
+            has_fix: r.has_fix,
+            facets: super::group_facets::Facets::default(),
+        }
+    }
 }
 
 /// The order of the group list, newest or largest first (ties: the newer group first).
@@ -59,17 +102,6 @@ pub enum GroupSort {
     Count,
     /// The group that appeared most recently first.
     FirstSeen,
-}
-
-impl GroupSort {
-    /// The `ORDER BY` key: chosen from this enum, never from request text (SECURITY.md item 6).
-    fn key(self) -> &'static str {
-        match self {
-            GroupSort::LastSeen => "coalesce(s.last_seen, g.first_seen)",
-            GroupSort::Count => "s.report_count",
-            GroupSort::FirstSeen => "g.first_seen",
-        }
-    }
 }
 
 /// Which groups the list shows; `None` leaves a filter out.
@@ -94,39 +126,69 @@ pub struct GroupFilter {
     pub fixed_by_token: Option<(i64, String)>,
 }
 
-/// Merged groups are never listed: their reports, fixes and history are their targets'.
-const FILTER: &str = "g.merged_into IS NULL AND ($1::text[] IS NULL OR g.state = ANY($1)) \
-     AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r \
-          WHERE lower(r.project) = lower($2) AND r.group_id = g.id) \
-          OR EXISTS (SELECT 1 FROM group_expired_reports e \
-          WHERE lower(e.project) = lower($2) AND e.group_id = g.id)) \
-     AND ($3::text IS NULL OR g.category = $3) \
-     AND ($4::bool IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) = $4) \
-     AND ($5::text IS NULL OR g.assignee = $5) \
-     AND ($6::int8 IS NULL OR g.assignee_person_id = $6) \
-     AND ($7::text IS NULL OR (g.assignee = $7 AND g.assignee_person_id IS NULL)) \
-     AND ($8::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f \
-          WHERE f.group_id = g.id AND f.author_person_id = $8)) \
-     AND ($9::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id \
-          AND (f.author_token_id = $9 OR (f.author_kind IS NULL AND f.author = $10::text))))";
+impl GroupFilter {
+    /// The filter's `$1`: the states' spellings, or `NULL` for any state.
+    fn state_names(&self) -> Option<Vec<String>> {
+        (!self.states.is_empty())
+            .then(|| self.states.iter().map(|s| s.as_str().to_owned()).collect())
+    }
+}
 
-/// Binds [`FILTER`]'s `$1`-`$10`.
-macro_rules! bind_filter {
-    ($query:expr, $f:expr) => {
-        $query
-            .bind(
-                (!$f.states.is_empty())
-                    .then(|| $f.states.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
-            )
-            .bind(&$f.project)
-            .bind($f.category.map(Category::as_str))
-            .bind($f.has_fix)
-            .bind(&$f.assignee)
-            .bind($f.assignee_person)
-            .bind(&$f.assignee_token)
-            .bind($f.fixed_by_person)
-            .bind($f.fixed_by_token.as_ref().map(|(id, _)| *id))
-            .bind($f.fixed_by_token.as_ref().map(|(_, name)| name.as_str()))
+/// [`list_groups`]'s statement in one order, `$key` being the `ORDER BY` key: a literal from
+/// the match on [`GroupSort`], never request text (SECURITY.md item 6). The filter (`$1`-`$10`)
+/// is [`count_groups`]'s; merged groups are never listed: their reports, fixes and history are
+/// their targets'.
+macro_rules! list_groups_by {
+    ($key:literal, $ex:expr, $f:expr, $states:expr, $limit:expr, $offset:expr) => {
+        sqlx::query_as!(
+            ListedRow,
+            r#"SELECT g.id, g.fingerprint, g.category AS "category: Category", g.title,
+                 g.root_cause_text, g.verdict, g.signature,
+                 s.report_count AS "report_count!", s.removed_count AS "removed_count!",
+                 g.first_seen AS "first_seen: Timestamp",
+                 coalesce(s.last_seen, g.first_seen) AS "last_seen!: Timestamp",
+                 g.state AS "state: GroupState", g.resolved_in, g.assignee, g.assignee_person_id,
+                 g.ignore_reports_left, g.state_changed_at AS "state_changed_at: Timestamp",
+                 EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) AS "has_fix!"
+             FROM groups g
+             CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports,
+                 max(e.last_seen) AS last_seen FROM group_expired_reports e WHERE e.group_id = g.id) x
+             CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count,
+                 coalesce(x.reports, 0) AS removed_count,
+                 GREATEST(max(r.created_at), x.last_seen) AS last_seen
+                 FROM reports r WHERE r.group_id = g.id) s
+             WHERE g.merged_into IS NULL AND ($1::text[] IS NULL OR g.state = ANY($1))
+             AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r
+                  WHERE lower(r.project) = lower($2) AND r.group_id = g.id)
+                  OR EXISTS (SELECT 1 FROM group_expired_reports e
+                  WHERE lower(e.project) = lower($2) AND e.group_id = g.id))
+             AND ($3::text IS NULL OR g.category = $3)
+             AND ($4::bool IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) = $4)
+             AND ($5::text IS NULL OR g.assignee = $5)
+             AND ($6::int8 IS NULL OR g.assignee_person_id = $6)
+             AND ($7::text IS NULL OR (g.assignee = $7 AND g.assignee_person_id IS NULL))
+             AND ($8::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f
+                  WHERE f.group_id = g.id AND f.author_person_id = $8))
+             AND ($9::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id
+                  AND (f.author_token_id = $9 OR (f.author_kind IS NULL AND f.author = $10::text))))
+             ORDER BY "#
+                + $key
+                + r#" DESC, g.id DESC LIMIT $11 OFFSET $12"#,
+            $states,
+            $f.project.as_deref(),
+            $f.category.map(Category::as_str),
+            $f.has_fix,
+            $f.assignee.as_deref(),
+            $f.assignee_person,
+            $f.assignee_token.as_deref(),
+            $f.fixed_by_person,
+            $f.fixed_by_token.as_ref().map(|(id, _)| *id),
+            $f.fixed_by_token.as_ref().map(|(_, name)| name.as_str()),
+            $limit,
+            $offset,
+        )
+        .fetch_all($ex)
+        .await?
     };
 }
 
@@ -138,68 +200,108 @@ pub async fn list_groups(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<ListedGroup>, DbError> {
-    let sql = format!(
-        "SELECT {GROUP_COLUMNS}, {TRIAGE_COLUMNS}, \
-             EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) AS has_fix \
-         FROM groups g {GROUP_STATS} WHERE {FILTER} \
-         ORDER BY {} DESC, g.id DESC LIMIT $11 OFFSET $12",
-        sort.key()
-    );
-    let rows = bind_filter!(sqlx::query(sqlx::AssertSqlSafe(sql)), filter)
-        .bind(limit)
-        .bind(offset)
-        .fetch_all(ex)
-        .await?;
-    rows.iter()
-        .map(|row| Ok(sqlx::FromRow::from_row(row)?))
-        .collect()
+    let states = filter.state_names();
+    let states = states.as_deref();
+    let rows = match sort {
+        GroupSort::LastSeen => list_groups_by!(
+            "coalesce(s.last_seen, g.first_seen)",
+            ex,
+            filter,
+            states,
+            limit,
+            offset
+        ),
+        GroupSort::Count => list_groups_by!("s.report_count", ex, filter, states, limit, offset),
+        GroupSort::FirstSeen => {
+            list_groups_by!("g.first_seen", ex, filter, states, limit, offset)
+        }
+    };
+    Ok(rows.into_iter().map(ListedGroup::from).collect())
 }
 
-/// How many groups pass `filter`.
+/// How many groups pass `filter` (the filter of [`list_groups`]: merged groups are never
+/// listed).
 pub async fn count_groups(ex: impl PgExecutor<'_>, filter: &GroupFilter) -> Result<i64, DbError> {
-    let sql = format!("SELECT count(*) FROM groups g WHERE {FILTER}");
-    Ok(
-        bind_filter!(sqlx::query_scalar(sqlx::AssertSqlSafe(sql)), filter)
-            .fetch_one(ex)
-            .await?,
+    let states = filter.state_names();
+    Ok(sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM groups g
+         WHERE g.merged_into IS NULL AND ($1::text[] IS NULL OR g.state = ANY($1))
+         AND ($2::text IS NULL OR EXISTS (SELECT 1 FROM reports r
+              WHERE lower(r.project) = lower($2) AND r.group_id = g.id)
+              OR EXISTS (SELECT 1 FROM group_expired_reports e
+              WHERE lower(e.project) = lower($2) AND e.group_id = g.id))
+         AND ($3::text IS NULL OR g.category = $3)
+         AND ($4::bool IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) = $4)
+         AND ($5::text IS NULL OR g.assignee = $5)
+         AND ($6::int8 IS NULL OR g.assignee_person_id = $6)
+         AND ($7::text IS NULL OR (g.assignee = $7 AND g.assignee_person_id IS NULL))
+         AND ($8::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f
+              WHERE f.group_id = g.id AND f.author_person_id = $8))
+         AND ($9::int8 IS NULL OR EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id
+              AND (f.author_token_id = $9 OR (f.author_kind IS NULL AND f.author = $10::text))))"#,
+        states.as_deref(),
+        filter.project.as_deref(),
+        filter.category.map(Category::as_str),
+        filter.has_fix,
+        filter.assignee.as_deref(),
+        filter.assignee_person,
+        filter.assignee_token.as_deref(),
+        filter.fixed_by_person,
+        filter.fixed_by_token.as_ref().map(|(id, _)| *id),
+        filter
+            .fixed_by_token
+            .as_ref()
+            .map(|(_, name)| name.as_str()),
     )
+    .fetch_one(ex)
+    .await?)
 }
 
 /// Group `id`'s triage columns.
 pub async fn get_triage(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Triage>, DbError> {
-    let sql = format!("SELECT {TRIAGE_COLUMNS} FROM groups g WHERE g.id = $1");
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(ex)
-        .await?)
+    Ok(sqlx::query_as!(
+        Triage,
+        r#"SELECT g.state AS "state: GroupState", g.resolved_in, g.assignee, g.assignee_person_id,
+             g.ignore_reports_left, g.state_changed_at AS "state_changed_at: Timestamp"
+         FROM groups g WHERE g.id = $1"#,
+        id
+    )
+    .fetch_optional(ex)
+    .await?)
 }
 
 /// Group `id`'s triage columns, its row locked until the transaction ends (a change is read,
 /// decided and written without another change or a regression in between).
 pub async fn lock_triage(tx: &mut PgConnection, id: i64) -> Result<Option<Triage>, DbError> {
-    let sql = format!("SELECT {TRIAGE_COLUMNS} FROM groups g WHERE g.id = $1 FOR NO KEY UPDATE");
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(sql))
-        .bind(id)
-        .fetch_optional(tx)
-        .await?)
+    Ok(sqlx::query_as!(
+        Triage,
+        r#"SELECT g.state AS "state: GroupState", g.resolved_in, g.assignee, g.assignee_person_id,
+             g.ignore_reports_left, g.state_changed_at AS "state_changed_at: Timestamp"
+         FROM groups g WHERE g.id = $1 FOR NO KEY UPDATE"#,
+        id
+    )
+    .fetch_optional(tx)
+    .await?)
+}
+
+/// Makes the transaction `tx` has just begun a read-only snapshot (repeatable read): its
+/// statements all see the database as it was at the first of them, so a page of groups, its
+/// facets and the total agree. Before any other statement of the transaction.
+pub async fn read_only_snapshot(tx: &mut PgConnection) -> Result<(), DbError> {
+    sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 /// The moment of a change to a group, to the microsecond: what its history entries and the
 /// group's state change time record. Read with [`change_moment`] once the row is locked.
+///
+/// A statement writes a bound moment `$n` as the `timestamptz`
+/// `('epoch'::timestamptz + $n::int8 * interval '1 microsecond')`. Exact: the microseconds are
+/// below 2^53, so the multiplication's `float8` holds them whole (a float of seconds would not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Moment(i64);
-
-/// SQL for a bound [`Moment`] as a `timestamptz`. Exact: the microseconds are below 2^53, so
-/// the multiplication's `float8` holds them whole (a float of seconds would not).
-macro_rules! moment_sql {
-    ($param:literal) => {
-        concat!(
-            "('epoch'::timestamptz + ",
-            $param,
-            " * interval '1 microsecond')"
-        )
-    };
-}
 
 /// The moment of a change to group `id`, to read after its row is locked: the clock now, or the
 /// moment of the group's newest history entry when the clock reads earlier (set back). Not
@@ -207,11 +309,11 @@ macro_rules! moment_sql {
 /// lock would be dated before the change it waited for. So the history's order (moment, then
 /// id, both drawn under the lock) is the order in which changes took the lock: a chain.
 pub async fn change_moment(tx: &mut PgConnection, id: i64) -> Result<Moment, DbError> {
-    let micros: i64 = sqlx::query_scalar(
-        "SELECT (extract(epoch FROM greatest(clock_timestamp(), \
-             (SELECT max(at) FROM group_events WHERE group_id = $1))) * 1000000)::int8",
+    let micros = sqlx::query_scalar!(
+        r#"SELECT (extract(epoch FROM greatest(clock_timestamp(),
+             (SELECT max(at) FROM group_events WHERE group_id = $1))) * 1000000)::int8 AS "micros!""#,
+        id
     )
-    .bind(id)
     .fetch_one(tx)
     .await?;
     Ok(Moment(micros))
@@ -224,19 +326,20 @@ pub async fn set_triage(
     triage: &Triage,
     state_changed: Option<Moment>,
 ) -> Result<(), DbError> {
-    sqlx::query(concat!(
-        "UPDATE groups SET state = $2, resolved_in = $3, assignee = $4, \
-             assignee_person_id = $6, ignore_reports_left = $7, state_changed_at = coalesce(",
-        moment_sql!("$5"),
-        ", state_changed_at) WHERE id = $1"
-    ))
-    .bind(id)
-    .bind(triage.state)
-    .bind(&triage.resolved_in)
-    .bind(&triage.assignee)
-    .bind(state_changed.map(|m| m.0))
-    .bind(triage.assignee_person_id)
-    .bind(triage.ignore_reports_left)
+    sqlx::query!(
+        "UPDATE groups SET state = $2, resolved_in = $3, assignee = $4,
+             assignee_person_id = $6, ignore_reports_left = $7,
+             state_changed_at = coalesce(('epoch'::timestamptz + $5::int8 * interval '1 microsecond'),
+                 state_changed_at)
+         WHERE id = $1",
+        id,
+        triage.state.as_str(),
+        triage.resolved_in,
+        triage.assignee,
+        state_changed.map(|m| m.0),
+        triage.assignee_person_id,
+        triage.ignore_reports_left,
+    )
     .execute(ex)
     .await?;
     Ok(())
@@ -249,14 +352,14 @@ pub async fn set_state(
     state: GroupState,
     at: Moment,
 ) -> Result<(), DbError> {
-    sqlx::query(concat!(
-        "UPDATE groups SET state = $2, state_changed_at = ",
-        moment_sql!("$3"),
-        " WHERE id = $1"
-    ))
-    .bind(id)
-    .bind(state)
-    .bind(at.0)
+    sqlx::query!(
+        "UPDATE groups SET state = $2,
+             state_changed_at = ('epoch'::timestamptz + $3::int8 * interval '1 microsecond')
+         WHERE id = $1",
+        id,
+        state.as_str(),
+        at.0,
+    )
     .execute(ex)
     .await?;
     Ok(())
@@ -278,24 +381,23 @@ pub struct NewEvent<'a> {
 
 /// Adds an entry to a group's history.
 pub async fn insert_event(ex: impl PgExecutor<'_>, e: &NewEvent<'_>) -> Result<(), DbError> {
-    sqlx::query(concat!(
-        "INSERT INTO group_events (group_id, actor, action, from_value, to_value, detail, \
-             report_id, at, actor_kind, actor_person_id, actor_token_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, ",
-        moment_sql!("$8"),
-        ", $9, $10, $11)"
-    ))
-    .bind(e.group_id)
-    .bind(e.actor.name())
-    .bind(e.action)
-    .bind(e.from)
-    .bind(e.to)
-    .bind(e.detail)
-    .bind(e.report_id)
-    .bind(e.at.0)
-    .bind(e.actor.kind())
-    .bind(e.actor.person_id())
-    .bind(e.actor.token_id())
+    sqlx::query!(
+        "INSERT INTO group_events (group_id, actor, action, from_value, to_value, detail,
+             report_id, at, actor_kind, actor_person_id, actor_token_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7,
+             ('epoch'::timestamptz + $8::int8 * interval '1 microsecond'), $9, $10, $11)",
+        e.group_id,
+        e.actor.name(),
+        e.action.as_str(),
+        e.from,
+        e.to,
+        e.detail,
+        e.report_id,
+        e.at.0,
+        e.actor.kind().as_str(),
+        e.actor.person_id(),
+        e.actor.token_id(),
+    )
     .execute(ex)
     .await?;
     Ok(())
@@ -308,35 +410,17 @@ pub async fn group_events(
     id: i64,
     limit: i64,
 ) -> Result<Vec<GroupEvent>, DbError> {
-    let rows = sqlx::query(concat!(
-        "SELECT id, ",
-        "at",
-        " AS at_s, actor, actor_kind, actor_person_id, action, from_value, to_value, detail, \
-             report_id, merged_from \
-         FROM group_events WHERE group_id = $1 ORDER BY at DESC, id DESC LIMIT $2"
-    ))
-    .bind(id)
-    .bind(limit)
+    Ok(sqlx::query_as!(
+        GroupEvent,
+        r#"SELECT id, at AS "at: Timestamp", actor, actor_kind AS "actor_kind: ActorKind",
+             actor_person_id, action AS "action: GroupAction", from_value AS "from",
+             to_value AS "to", detail, report_id, merged_from
+         FROM group_events WHERE group_id = $1 ORDER BY at DESC, id DESC LIMIT $2"#,
+        id,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            let actor = super::types::recorded(r, "actor")?;
-            Ok(GroupEvent {
-                id: r.try_get("id")?,
-                at: r.try_get("at_s")?,
-                actor: actor.name,
-                actor_kind: actor.kind,
-                actor_person_id: actor.person_id,
-                action: r.try_get("action")?,
-                from: r.try_get("from_value")?,
-                to: r.try_get("to_value")?,
-                detail: r.try_get("detail")?,
-                report_id: r.try_get("report_id")?,
-                merged_from: r.try_get("merged_from")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Group `id`'s reports counted by project, branch, environment, GPU, driver, CUDA and torch
@@ -347,52 +431,56 @@ pub async fn group_events(
 /// nothing about where the failure happens). Reports retention deleted still count by project
 /// (migration 0020 keeps their number per project); their other tags went with them.
 pub async fn group_tags(ex: impl PgExecutor<'_>, id: i64) -> Result<GroupTags, DbError> {
-    let rows: Vec<(String, String, i64)> = sqlx::query_as(
-        "WITH r AS ( \
-             SELECT r.project, r.branch, \
-                 CASE WHEN length(btrim(r.environment)) <= 100 \
-                       AND strpos(btrim(r.environment), E'\\n') = 0 \
-                      THEN btrim(r.environment) END AS environment, \
-                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'gpu'), ''), \
-                     nullif(btrim(substring(r.environment \
-                         FROM 'GPU models and configuration: (?:GPU 0: )?([^\\n(]{1,100})')), ''), \
-                     nullif(btrim(substring(r.environment FROM 'GPU 0: ([^\\n(]{1,100})')), '')) \
-                     AS gpu, \
-                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'driver_version'), ''), \
-                     substring(r.environment FROM '(?:Nvidia|NVIDIA) driver version: (\\S{1,60})'), \
-                     substring(r.environment FROM 'Driver Version: (\\S{1,60})')) \
-                     AS driver_version, \
-                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'cuda_version'), ''), \
-                     substring(r.environment FROM 'CUDA used to build PyTorch: ([0-9]\\S{0,59})')) \
-                     AS cuda_version, \
-                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'torch_version'), ''), \
-                     substring(r.environment FROM 'PyTorch version: (\\S{1,60})')) \
-                     AS torch_version, \
-                 1::int8 AS n \
-             FROM reports r \
-             WHERE r.group_id = $1 \
-             UNION ALL \
-             SELECT e.project, NULL, NULL, NULL, NULL, NULL, NULL, e.reports \
-             FROM group_expired_reports e WHERE e.group_id = $1), \
-         counted AS ( \
-             SELECT v.tag, left(v.value, 200) AS value, sum(r.n)::int8 AS n, \
-                 row_number() OVER (PARTITION BY v.tag \
-                     ORDER BY sum(r.n) DESC, left(v.value, 200)) AS rank \
-             FROM r CROSS JOIN LATERAL (VALUES ('project', r.project), ('branch', r.branch), \
-                 ('environment', r.environment), ('gpu', r.gpu), \
-                 ('driver_version', r.driver_version), ('cuda_version', r.cuda_version), \
-                 ('torch_version', r.torch_version)) v(tag, value) \
-             WHERE btrim(v.value) <> '' \
-             GROUP BY v.tag, left(v.value, 200)) \
-         SELECT tag, value, n FROM counted WHERE rank <= 10 ORDER BY tag, rank",
+    let rows = sqlx::query!(
+        r#"WITH r AS (
+             SELECT r.project, r.branch,
+                 CASE WHEN length(btrim(r.environment)) <= 100
+                       AND strpos(btrim(r.environment), E'\n') = 0
+                      THEN btrim(r.environment) END AS environment,
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'gpu'), ''),
+                     nullif(btrim(substring(r.environment
+                         FROM 'GPU models and configuration: (?:GPU 0: )?([^\n(]{1,100})')), ''),
+                     nullif(btrim(substring(r.environment FROM 'GPU 0: ([^\n(]{1,100})')), ''))
+                     AS gpu,
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'driver_version'), ''),
+                     substring(r.environment FROM '(?:Nvidia|NVIDIA) driver version: (\S{1,60})'),
+                     substring(r.environment FROM 'Driver Version: (\S{1,60})'))
+                     AS driver_version,
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'cuda_version'), ''),
+                     substring(r.environment FROM 'CUDA used to build PyTorch: ([0-9]\S{0,59})'))
+                     AS cuda_version,
+                 coalesce(nullif(btrim(r.classification -> 'facts' ->> 'torch_version'), ''),
+                     substring(r.environment FROM 'PyTorch version: (\S{1,60})'))
+                     AS torch_version,
+                 1::int8 AS n
+             FROM reports r
+             WHERE r.group_id = $1
+             UNION ALL
+             SELECT e.project, NULL, NULL, NULL, NULL, NULL, NULL, e.reports
+             FROM group_expired_reports e WHERE e.group_id = $1),
+         counted AS (
+             SELECT v.tag, left(v.value, 200) AS value, sum(r.n)::int8 AS n,
+                 row_number() OVER (PARTITION BY v.tag
+                     ORDER BY sum(r.n) DESC, left(v.value, 200)) AS rank
+             FROM r CROSS JOIN LATERAL (VALUES ('project', r.project), ('branch', r.branch),
+                 ('environment', r.environment), ('gpu', r.gpu),
+                 ('driver_version', r.driver_version), ('cuda_version', r.cuda_version),
+                 ('torch_version', r.torch_version)) v(tag, value)
+             WHERE btrim(v.value) <> ''
+             GROUP BY v.tag, left(v.value, 200))
+         SELECT tag AS "tag!", value AS "value!", n AS "n!" FROM counted WHERE rank <= 10
+         ORDER BY tag, rank"#,
+        id
     )
-    .bind(id)
     .fetch_all(ex)
     .await?;
     let mut tags = GroupTags::default();
-    for (tag, value, count) in rows {
-        if let Some(slot) = tags.slot(&tag) {
-            slot.push(TagCount { value, count });
+    for row in rows {
+        if let Some(slot) = tags.slot(&row.tag) {
+            slot.push(TagCount {
+                value: row.value,
+                count: row.n,
+            });
         }
     }
     Ok(tags)
@@ -420,48 +508,49 @@ pub enum Watched {
 /// count the same report, and a triage change waits); `None`, locking nothing, in any other
 /// state.
 pub async fn lock_if_watched(tx: &mut PgConnection, id: i64) -> Result<Option<Watched>, DbError> {
-    let row = sqlx::query(
-        "SELECT state, resolved_in, ignore_reports_left, \
-             (extract(epoch FROM state_changed_at) * 1000000)::int8 AS at \
-         FROM groups WHERE id = $1 \
-           AND (state = 'resolved' OR (state = 'ignored' AND ignore_reports_left IS NOT NULL)) \
-         FOR NO KEY UPDATE",
+    let row = sqlx::query!(
+        r#"SELECT state, resolved_in, ignore_reports_left,
+             (extract(epoch FROM state_changed_at) * 1000000)::int8 AS "at!"
+         FROM groups WHERE id = $1
+           AND (state = 'resolved' OR (state = 'ignored' AND ignore_reports_left IS NOT NULL))
+         FOR NO KEY UPDATE"#,
+        id
     )
-    .bind(id)
     .fetch_optional(tx)
     .await?;
     let Some(r) = row else {
         return Ok(None);
     };
-    let left: Option<i32> = r.try_get("ignore_reports_left")?;
-    Ok(Some(match left {
+    Ok(Some(match r.ignore_reports_left {
         Some(n) => Watched::IgnoredFor(n),
         None => Watched::Resolved(Resolved {
-            resolved_in: r.try_get("resolved_in")?,
-            resolved_at_us: r.try_get("at")?,
+            resolved_in: r.resolved_in,
+            resolved_at_us: r.at,
         }),
     }))
 }
 
 /// Counts down an ignored group's reports to come: `left` is the new number (at least 1).
 pub async fn set_ignore_left(ex: impl PgExecutor<'_>, id: i64, left: i32) -> Result<(), DbError> {
-    sqlx::query("UPDATE groups SET ignore_reports_left = $2 WHERE id = $1")
-        .bind(id)
-        .bind(left)
-        .execute(ex)
-        .await?;
+    sqlx::query!(
+        "UPDATE groups SET ignore_reports_left = $2 WHERE id = $1",
+        id,
+        left
+    )
+    .execute(ex)
+    .await?;
     Ok(())
 }
 
 /// Reopens an ignored group (its last awaited report arrived), changed at `at`.
 pub async fn reopen_ignored(ex: impl PgExecutor<'_>, id: i64, at: Moment) -> Result<(), DbError> {
-    sqlx::query(concat!(
-        "UPDATE groups SET state = 'open', ignore_reports_left = NULL, state_changed_at = ",
-        moment_sql!("$2"),
-        " WHERE id = $1"
-    ))
-    .bind(id)
-    .bind(at.0)
+    sqlx::query!(
+        "UPDATE groups SET state = 'open', ignore_reports_left = NULL,
+             state_changed_at = ('epoch'::timestamptz + $2::int8 * interval '1 microsecond')
+         WHERE id = $1",
+        id,
+        at.0
+    )
     .execute(ex)
     .await?;
     Ok(())
@@ -470,21 +559,23 @@ pub async fn reopen_ignored(ex: impl PgExecutor<'_>, id: i64, at: Moment) -> Res
 /// The newest entry of group `id`'s history that records a change of it (a report from an
 /// older build is none), or `None`.
 pub async fn latest_change_event(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<i64>, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT max(id) FROM group_events WHERE group_id = $1 AND action <> 'older_build'",
+    Ok(sqlx::query_scalar!(
+        r#"SELECT max(id) AS "max?" FROM group_events
+         WHERE group_id = $1 AND action <> 'older_build'"#,
+        id
     )
-    .bind(id)
     .fetch_one(ex)
     .await?)
 }
 
 /// Of `ids`, those that name no group, ascending.
 pub async fn missing_groups(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<i64>, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT i FROM unnest($1::int8[]) i WHERE NOT EXISTS (SELECT 1 FROM groups g WHERE g.id = i) \
-         ORDER BY i",
+    Ok(sqlx::query_scalar!(
+        r#"SELECT i AS "i!" FROM unnest($1::int8[]) i
+         WHERE NOT EXISTS (SELECT 1 FROM groups g WHERE g.id = i)
+         ORDER BY i"#,
+        ids
     )
-    .bind(ids)
     .fetch_all(ex)
     .await?)
 }
@@ -504,23 +595,15 @@ pub async fn report_build(
     ex: impl PgExecutor<'_>,
     id: i64,
 ) -> Result<Option<ReportBuild>, DbError> {
-    let row = sqlx::query(
-        "SELECT project, commit_sha, version, \
-             (extract(epoch FROM created_at) * 1000000)::int8 AS at \
-         FROM reports WHERE id = $1",
+    Ok(sqlx::query_as!(
+        ReportBuild,
+        r#"SELECT project, commit_sha AS commit, version,
+             (extract(epoch FROM created_at) * 1000000)::int8 AS "created_at_us!"
+         FROM reports WHERE id = $1"#,
+        id
     )
-    .bind(id)
     .fetch_optional(ex)
-    .await?;
-    row.map(|r| {
-        Ok(ReportBuild {
-            project: r.try_get("project")?,
-            commit: r.try_get("commit_sha")?,
-            version: r.try_get("version")?,
-            created_at_us: r.try_get("at")?,
-        })
-    })
-    .transpose()
+    .await?)
 }
 
 /// When `project` first saw `commit` (lowercase hex; a stored commit matches when one is a
@@ -533,23 +616,23 @@ pub async fn commit_first_seen(
     commit: &str,
     except: i64,
 ) -> Result<Option<i64>, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT (extract(epoch FROM min(at)) * 1000000)::int8 FROM ( \
-             (SELECT created_at AS at FROM reports \
-              WHERE project = $1 AND commit_sha <> '' AND id <> $3 \
-                AND (starts_with(lower(btrim(commit_sha)), $2) \
-                     OR (length(btrim(commit_sha)) >= 7 \
-                         AND starts_with($2, lower(btrim(commit_sha))))) \
-              ORDER BY created_at LIMIT 1) \
-             UNION ALL \
-             SELECT min(first_seen) FROM expired_commits \
-             WHERE project = $1 \
-               AND (starts_with(commit_sha, $2) \
-                    OR (length(commit_sha) >= 7 AND starts_with($2, commit_sha)))) s",
+    Ok(sqlx::query_scalar!(
+        r#"SELECT (extract(epoch FROM min(at)) * 1000000)::int8 AS "first_seen?" FROM (
+             (SELECT created_at AS at FROM reports
+              WHERE project = $1 AND commit_sha <> '' AND id <> $3
+                AND (starts_with(lower(btrim(commit_sha)), $2)
+                     OR (length(btrim(commit_sha)) >= 7
+                         AND starts_with($2, lower(btrim(commit_sha)))))
+              ORDER BY created_at LIMIT 1)
+             UNION ALL
+             SELECT min(first_seen) FROM expired_commits
+             WHERE project = $1
+               AND (starts_with(commit_sha, $2)
+                    OR (length(commit_sha) >= 7 AND starts_with($2, commit_sha)))) s"#,
+        project,
+        commit,
+        except
     )
-    .bind(project)
-    .bind(commit)
-    .bind(except)
     .fetch_one(ex)
     .await?)
 }

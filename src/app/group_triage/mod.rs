@@ -264,9 +264,7 @@ pub async fn list(
 ) -> Result<FilteredGroups, Error> {
     let (filter, sort, page, per_page) = list_query(request, me)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        .execute(&mut *tx)
-        .await?;
+    store::read_only_snapshot(&mut tx).await?;
     let total = store::count_groups(&mut *tx, &filter).await?;
     let offset = i64::from(page - 1) * i64::from(per_page);
     let mut groups =
