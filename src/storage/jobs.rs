@@ -10,13 +10,14 @@
 //! that row instead of applying the result twice.
 
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 pub use super::attempts::AttemptOutcome;
 use super::attempts::RunRecord;
 use super::{Db, DbError};
 use crate::api_types::JobState;
 use crate::rules::Classification;
+use crate::storage::reports::StoredScript;
 
 /// The channel a committed job row in state `queued` notifies (migration 0046).
 pub const QUEUED_CHANNEL: &str = "gpu_triage_jobs";
@@ -68,37 +69,30 @@ pub struct Reaped {
 /// transaction is touching are left for the next pass. One statement, so it needs no
 /// transaction of its caller's.
 pub async fn reap_expired(ex: impl PgExecutor<'_>) -> Result<Vec<Reaped>, DbError> {
-    let rows = sqlx::query(
-        "WITH expired AS ( \
-             SELECT id, attempts, max_attempts, lease_token, worker FROM jobs \
-             WHERE state = 'running' AND lease_expires_at <= now() \
-             ORDER BY id FOR UPDATE SKIP LOCKED), \
-         recorded AS ( \
-             INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker) \
-             SELECT id, attempts, lease_token, 'expired', \
-                 'the lease expired: worker ' || worker || ' stopped heartbeating', worker \
-             FROM expired ON CONFLICT (lease_token) DO NOTHING) \
-         UPDATE jobs j SET \
-             state = CASE WHEN e.attempts >= e.max_attempts THEN 'dead' ELSE 'queued' END, \
-             last_error = 'the lease expired: worker ' || e.worker || ' stopped heartbeating', \
-             dead_reason = CASE WHEN e.attempts >= e.max_attempts THEN \
-                 format('gave up after %s of %s attempts; the last one: the lease expired (worker %s stopped heartbeating)', \
-                        e.attempts, e.max_attempts, e.worker) \
-                 ELSE '' END, \
-             lease_token = NULL, lease_expires_at = NULL, updated_at = now() \
-         FROM expired e WHERE j.id = e.id \
-         RETURNING j.id, j.state",
+    Ok(sqlx::query_as!(
+        Reaped,
+        r#"WITH expired AS (
+             SELECT id, attempts, max_attempts, lease_token, worker FROM jobs
+             WHERE state = 'running' AND lease_expires_at <= now()
+             ORDER BY id FOR UPDATE SKIP LOCKED),
+         recorded AS (
+             INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker)
+             SELECT id, attempts, lease_token, 'expired',
+                 'the lease expired: worker ' || worker || ' stopped heartbeating', worker
+             FROM expired ON CONFLICT (lease_token) DO NOTHING)
+         UPDATE jobs j SET
+             state = CASE WHEN e.attempts >= e.max_attempts THEN 'dead' ELSE 'queued' END,
+             last_error = 'the lease expired: worker ' || e.worker || ' stopped heartbeating',
+             dead_reason = CASE WHEN e.attempts >= e.max_attempts THEN
+                 format('gave up after %s of %s attempts; the last one: the lease expired (worker %s stopped heartbeating)',
+                        e.attempts, e.max_attempts, e.worker)
+                 ELSE '' END,
+             lease_token = NULL, lease_expires_at = NULL, updated_at = now()
+         FROM expired e WHERE j.id = e.id
+         RETURNING j.id AS job_id, j.state AS "state: JobState""#
     )
     .fetch_all(ex)
-    .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(Reaped {
-                job_id: r.try_get("id")?,
-                state: r.try_get("state")?,
-            })
-        })
-        .collect()
+    .await?)
 }
 
 /// Claims the oldest queued job for `worker` with a fresh lease of `lease_secs`, or `None` when
@@ -110,42 +104,36 @@ pub async fn claim(
     lease_secs: u32,
     has_gpu: bool,
 ) -> Result<Option<LeasedJob>, DbError> {
-    let row = sqlx::query(
-        "WITH next AS ( \
-             SELECT j.id FROM jobs j \
-             WHERE j.state = 'queued' AND ($3 OR j.needs = 'any') \
-             ORDER BY j.created_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED) \
-         UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, \
-             lease_token = gen_random_uuid(), \
-             lease_expires_at = now() + make_interval(secs => $2), \
-             worker = $1, claimed_at = now(), heartbeat_at = NULL, updated_at = now() \
-         FROM next, reports r WHERE j.id = next.id AND j.state = 'queued' \
-             AND r.id = j.report_id \
-         RETURNING j.id, j.report_id, j.attempts, j.max_attempts, j.lease_token::text AS token, \
-             j.repeats, \
-             r.script, r.script_prefix, r.script_sha256",
+    let row = sqlx::query!(
+        r#"WITH next AS (
+             SELECT j.id FROM jobs j
+             WHERE j.state = 'queued' AND ($3 OR j.needs = 'any')
+             ORDER BY j.created_at, j.id LIMIT 1 FOR UPDATE SKIP LOCKED)
+         UPDATE jobs j SET state = 'running', attempts = j.attempts + 1,
+             lease_token = gen_random_uuid(),
+             lease_expires_at = now() + make_interval(secs => $2),
+             worker = $1, claimed_at = now(), heartbeat_at = NULL, updated_at = now()
+         FROM next, reports r WHERE j.id = next.id AND j.state = 'queued'
+             AND r.id = j.report_id
+         RETURNING j.id, j.report_id, j.attempts, j.max_attempts,
+             j.lease_token::text AS "token!",
+             j.repeats,
+             r.script, r.script_prefix, r.script_sha256"#,
+        worker,
+        f64::from(lease_secs),
+        has_gpu
     )
-    .bind(worker)
-    .bind(f64::from(lease_secs))
-    .bind(has_gpu)
     .fetch_optional(ex)
     .await?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    Ok(Some(LeasedJob {
-        job_id: row.try_get("id")?,
-        report_id: row.try_get("report_id")?,
-        attempt: count(row.try_get("attempts")?),
-        max_attempts: count(row.try_get("max_attempts")?),
-        lease_token: row.try_get("token")?,
-        script: crate::storage::reports::StoredScript::from_columns(
-            row.try_get("script")?,
-            row.try_get("script_prefix")?,
-            row.try_get("script_sha256")?,
-        )
-        .unwrap_or(crate::storage::reports::StoredScript::Row(String::new())),
-        repeats: u8::try_from(row.try_get::<i16, _>("repeats")?).unwrap_or(1),
+    Ok(row.map(|row| LeasedJob {
+        job_id: row.id,
+        report_id: row.report_id,
+        attempt: count(row.attempts),
+        max_attempts: count(row.max_attempts),
+        lease_token: row.token,
+        script: StoredScript::from_columns(row.script, row.script_prefix, row.script_sha256)
+            .unwrap_or(StoredScript::Row(String::new())),
+        repeats: u8::try_from(row.repeats).unwrap_or(1),
     }))
 }
 
@@ -157,13 +145,14 @@ pub async fn unclaim(
     job_id: i64,
     lease_token: &str,
 ) -> Result<bool, DbError> {
-    let done = sqlx::query(
-        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_token = NULL, \
-             lease_expires_at = NULL, worker = '', claimed_at = NULL, updated_at = now() \
-         WHERE id = $1 AND state = 'running' AND lease_token = $2::uuid",
+    // `$2::text::uuid`: the token arrives as text and is cast to `uuid`, as before.
+    let done = sqlx::query!(
+        "UPDATE jobs SET state = 'queued', attempts = attempts - 1, lease_token = NULL,
+             lease_expires_at = NULL, worker = '', claimed_at = NULL, updated_at = now()
+         WHERE id = $1 AND state = 'running' AND lease_token = $2::text::uuid",
+        job_id,
+        lease_token
     )
-    .bind(job_id)
-    .bind(lease_token)
     .execute(ex)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -183,28 +172,28 @@ pub async fn extend_lease(
     lease_token: &str,
     lease_secs: u32,
 ) -> Result<Option<String>, DbError> {
-    Ok(sqlx::query_scalar(
-        "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), \
-             heartbeat_at = now(), updated_at = now() \
-         WHERE id = $1 AND state = 'running' AND lease_token::text = $2 \
-             AND lease_expires_at > now() \
+    Ok(sqlx::query_scalar!(
+        "UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3),
+             heartbeat_at = now(), updated_at = now()
+         WHERE id = $1 AND state = 'running' AND lease_token::text = $2
+             AND lease_expires_at > now()
          RETURNING worker",
+        job_id,
+        lease_token,
+        f64::from(lease_secs)
     )
-    .bind(job_id)
-    .bind(lease_token)
-    .bind(f64::from(lease_secs))
     .fetch_optional(ex)
     .await?)
 }
 
 /// Whether job `job_id` exists.
 pub async fn job_exists(ex: impl PgExecutor<'_>, job_id: i64) -> Result<bool, DbError> {
-    Ok(
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)")
-            .bind(job_id)
-            .fetch_one(ex)
-            .await?,
+    Ok(sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1) AS "exists!""#,
+        job_id
     )
+    .fetch_one(ex)
+    .await?)
 }
 
 /// The job row as a result post sees it.
@@ -222,25 +211,22 @@ pub struct LockedJob {
 
 /// Locks job `job_id` (`FOR UPDATE`) until the caller's transaction ends.
 pub async fn lock_job(conn: &mut PgConnection, job_id: i64) -> Result<Option<LockedJob>, DbError> {
-    let row = sqlx::query(
-        "SELECT report_id, state, attempts, max_attempts, worker, \
-             CASE WHEN lease_expires_at > now() THEN lease_token::text END AS live_token \
-         FROM jobs WHERE id = $1 FOR UPDATE",
+    let row = sqlx::query!(
+        r#"SELECT report_id, state AS "state: JobState", attempts, max_attempts, worker,
+             CASE WHEN lease_expires_at > now() THEN lease_token::text END AS "live_token?"
+         FROM jobs WHERE id = $1 FOR UPDATE"#,
+        job_id
     )
-    .bind(job_id)
     .fetch_optional(conn)
     .await?;
-    row.map(|job| {
-        Ok(LockedJob {
-            report_id: job.try_get("report_id")?,
-            state: job.try_get("state")?,
-            attempts: count(job.try_get("attempts")?),
-            max_attempts: count(job.try_get("max_attempts")?),
-            live_token: job.try_get("live_token")?,
-            worker: job.try_get("worker")?,
-        })
-    })
-    .transpose()
+    Ok(row.map(|job| LockedJob {
+        report_id: job.report_id,
+        state: job.state,
+        attempts: count(job.attempts),
+        max_attempts: count(job.max_attempts),
+        live_token: job.live_token,
+        worker: job.worker,
+    }))
 }
 
 /// An attempt already recorded under a lease token.
@@ -257,20 +243,20 @@ pub async fn attempt_of_lease(
     job_id: i64,
     lease_token: &str,
 ) -> Result<Option<EarlierAttempt>, DbError> {
-    let row = sqlx::query(
-        "SELECT outcome, request_sha256 FROM job_attempts \
+    let row = sqlx::query!(
+        "SELECT outcome, request_sha256 FROM job_attempts
          WHERE job_id = $1 AND lease_token::text = $2",
+        job_id,
+        lease_token
     )
-    .bind(job_id)
-    .bind(lease_token)
     .fetch_optional(ex)
     .await?;
     row.map(|r| {
-        let outcome: String = r.try_get("outcome")?;
         Ok(EarlierAttempt {
-            outcome: AttemptOutcome::parse(&outcome)
-                .ok_or_else(|| DbError::Corrupt(format!("unknown attempt outcome {outcome:?}")))?,
-            request_sha256: r.try_get("request_sha256")?,
+            outcome: AttemptOutcome::parse(&r.outcome).ok_or_else(|| {
+                DbError::Corrupt(format!("unknown attempt outcome {:?}", r.outcome))
+            })?,
+            request_sha256: r.request_sha256,
         })
     })
     .transpose()
@@ -281,15 +267,14 @@ pub async fn reproduction_of_job(
     ex: impl PgExecutor<'_>,
     job_id: i64,
 ) -> Result<Option<(i64, Classification)>, DbError> {
-    let row = sqlx::query("SELECT id, classification FROM reproductions WHERE job_id = $1")
-        .bind(job_id)
-        .fetch_optional(ex)
-        .await?;
-    row.map(|r| {
-        let Json(c): Json<Classification> = r.try_get("classification")?;
-        Ok((r.try_get("id")?, c))
-    })
-    .transpose()
+    let row = sqlx::query!(
+        r#"SELECT id, classification AS "classification: Json<Classification>"
+         FROM reproductions WHERE job_id = $1"#,
+        job_id
+    )
+    .fetch_optional(ex)
+    .await?;
+    Ok(row.map(|r| (r.id, r.classification.0)))
 }
 
 /// A finished attempt to record.
@@ -307,17 +292,18 @@ pub struct NewAttempt<'a> {
 
 /// Records a finished attempt.
 pub async fn insert_attempt(ex: impl PgExecutor<'_>, a: &NewAttempt<'_>) -> Result<(), DbError> {
-    sqlx::query(
-        "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker, \
-             request_sha256) VALUES ($1, $2, $3::uuid, $4, $5, $6, $7)",
+    // The attempt is sent as `int8` and the token as text, cast to the columns' types as before.
+    sqlx::query!(
+        "INSERT INTO job_attempts (job_id, attempt, lease_token, outcome, error, worker,
+             request_sha256) VALUES ($1, $2::int8, $3::text::uuid, $4, $5, $6, $7)",
+        a.job_id,
+        i64::from(a.attempt),
+        a.lease_token,
+        a.outcome.as_str(),
+        a.error,
+        a.worker,
+        a.request_sha256
     )
-    .bind(a.job_id)
-    .bind(i64::from(a.attempt))
-    .bind(a.lease_token)
-    .bind(a.outcome.as_str())
-    .bind(a.error)
-    .bind(a.worker)
-    .bind(a.request_sha256)
     .execute(ex)
     .await?;
     Ok(())
@@ -336,38 +322,41 @@ pub async fn insert_reproduction(
     ex: impl PgExecutor<'_>,
     r: &NewReproduction,
 ) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out, \
-             duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification, \
-             cpu_translation, cpu_run, runs, verdict, environment, outcome, outcome_reason, \
-             outcome_fix) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, $21, $22, $23) \
+    // The attempt is sent as `int8` and cast to the column's type, as before. The `jsonb`
+    // arguments are `Json` (serialised by sqlx), which the macro cannot match with
+    // `serde_json::Value`: `as _` takes them as they are.
+    Ok(sqlx::query_scalar!(
+        "INSERT INTO reproductions (job_id, report_id, attempt, exit_code, signal, timed_out,
+             duration_ms, stdout, stderr, truncated, gpu, no_gpu, sandbox, worker, classification,
+             cpu_translation, cpu_run, runs, verdict, environment, outcome, outcome_reason,
+             outcome_fix)
+         VALUES ($1, $2, $3::int8, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+             $17, $18, $19, $20, $21, $22, $23)
          RETURNING id",
+        r.job_id,
+        r.report_id,
+        i64::from(r.run.attempt),
+        r.run.exit_code,
+        r.run.signal,
+        r.run.timed_out,
+        i64::try_from(r.run.duration_ms).unwrap_or(i64::MAX),
+        r.run.stdout,
+        r.run.stderr,
+        r.run.truncated,
+        r.run.gpu.as_ref().map(|g| &g.raw),
+        r.run.no_gpu,
+        r.run.sandbox.as_str(),
+        r.run.worker,
+        Json(&r.run.classification) as _,
+        r.run.cpu_translation,
+        r.run.cpu.as_ref().map(Json) as _,
+        (!r.run.runs.is_empty()).then_some(Json(&r.run.runs)) as _,
+        r.run.verdict,
+        r.run.environment.as_ref().map(Json) as _,
+        r.run.outcome.as_ref().map(|d| d.outcome.as_str()),
+        r.run.outcome.as_ref().map_or("", |d| d.reason.as_str()),
+        r.run.outcome.as_ref().map_or("", |d| d.fix.as_str())
     )
-    .bind(r.job_id)
-    .bind(r.report_id)
-    .bind(i64::from(r.run.attempt))
-    .bind(r.run.exit_code)
-    .bind(r.run.signal)
-    .bind(r.run.timed_out)
-    .bind(i64::try_from(r.run.duration_ms).unwrap_or(i64::MAX))
-    .bind(&r.run.stdout)
-    .bind(&r.run.stderr)
-    .bind(r.run.truncated)
-    .bind(r.run.gpu.as_ref().map(|g| &g.raw))
-    .bind(r.run.no_gpu)
-    .bind(r.run.sandbox.as_str())
-    .bind(&r.run.worker)
-    .bind(Json(&r.run.classification))
-    .bind(r.run.cpu_translation)
-    .bind(r.run.cpu.as_ref().map(Json))
-    .bind((!r.run.runs.is_empty()).then_some(Json(&r.run.runs)))
-    .bind(&r.run.verdict)
-    .bind(r.run.environment.as_ref().map(Json))
-    .bind(r.run.outcome.as_ref().map(|d| d.outcome.as_str()))
-    .bind(r.run.outcome.as_ref().map_or("", |d| d.reason.as_str()))
-    .bind(r.run.outcome.as_ref().map_or("", |d| d.fix.as_str()))
     .fetch_one(ex)
     .await?)
 }
@@ -378,12 +367,12 @@ pub async fn set_group_verdict(
     report_id: i64,
     verdict: &str,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        "UPDATE groups SET verdict = $2, verdict_at = now() \
+    sqlx::query!(
+        "UPDATE groups SET verdict = $2, verdict_at = now()
          WHERE id = (SELECT group_id FROM reports WHERE id = $1)",
+        report_id,
+        verdict
     )
-    .bind(report_id)
-    .bind(verdict)
     .execute(ex)
     .await?;
     Ok(())
@@ -397,14 +386,14 @@ pub async fn finish_job(
     last_error: &str,
     dead_reason: &str,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        "UPDATE jobs SET state = $2, lease_token = NULL, lease_expires_at = NULL, \
+    sqlx::query!(
+        "UPDATE jobs SET state = $2, lease_token = NULL, lease_expires_at = NULL,
              last_error = $3, dead_reason = $4, updated_at = now() WHERE id = $1",
+        job_id,
+        state.as_str(),
+        last_error,
+        dead_reason
     )
-    .bind(job_id)
-    .bind(state)
-    .bind(last_error)
-    .bind(dead_reason)
     .execute(ex)
     .await?;
     Ok(())
@@ -415,30 +404,31 @@ pub async fn job_report_and_state(
     ex: impl PgExecutor<'_>,
     job_id: i64,
 ) -> Result<Option<(i64, JobState)>, DbError> {
-    let row = sqlx::query("SELECT report_id, state FROM jobs WHERE id = $1")
-        .bind(job_id)
-        .fetch_optional(ex)
-        .await?;
-    row.map(|r| Ok((r.try_get("report_id")?, r.try_get("state")?)))
-        .transpose()
+    let row = sqlx::query!(
+        r#"SELECT report_id, state AS "state: JobState" FROM jobs WHERE id = $1"#,
+        job_id
+    )
+    .fetch_optional(ex)
+    .await?;
+    Ok(row.map(|r| (r.report_id, r.state)))
 }
 
 /// Locks report `report_id`'s row until the caller's transaction ends (serialises re-queues and
 /// category changes of one report).
 pub async fn lock_report(conn: &mut PgConnection, report_id: i64) -> Result<(), DbError> {
-    sqlx::query("SELECT id FROM reports WHERE id = $1 FOR UPDATE")
-        .bind(report_id)
-        .execute(conn)
+    // The row is read only to take its lock.
+    sqlx::query_scalar!("SELECT id FROM reports WHERE id = $1 FOR UPDATE", report_id)
+        .fetch_optional(conn)
         .await?;
     Ok(())
 }
 
 /// A queued or running job of report `report_id`, if any.
 pub async fn pending_job(ex: impl PgExecutor<'_>, report_id: i64) -> Result<Option<i64>, DbError> {
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar!(
         "SELECT id FROM jobs WHERE report_id = $1 AND state IN ('queued', 'running') LIMIT 1",
+        report_id
     )
-    .bind(report_id)
     .fetch_optional(ex)
     .await?)
 }
@@ -450,13 +440,13 @@ pub async fn insert_requeued(
     job_id: i64,
     by: &str,
 ) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar(
-        "INSERT INTO jobs (report_id, max_attempts, requeued_from, requeued_by, needs, repeats) \
-         SELECT report_id, max_attempts, id, $2, needs, repeats FROM jobs WHERE id = $1 \
+    Ok(sqlx::query_scalar!(
+        "INSERT INTO jobs (report_id, max_attempts, requeued_from, requeued_by, needs, repeats)
+         SELECT report_id, max_attempts, id, $2, needs, repeats FROM jobs WHERE id = $1
          RETURNING id",
+        job_id,
+        by
     )
-    .bind(job_id)
-    .bind(by)
     .fetch_one(ex)
     .await?)
 }

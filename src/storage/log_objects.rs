@@ -17,13 +17,14 @@ pub async fn record_pending(
     prefix: &str,
     grace: Duration,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        "INSERT INTO log_object_sweeps (prefix, due) \
-         VALUES ($1, now() + $2 * interval '1 millisecond') \
+    // The milliseconds are sent as `int8`, as before, and multiply the interval from there.
+    sqlx::query!(
+        "INSERT INTO log_object_sweeps (prefix, due)
+         VALUES ($1, now() + $2::int8 * interval '1 millisecond')
          ON CONFLICT (prefix) DO UPDATE SET due = excluded.due",
+        prefix,
+        i64::try_from(grace.as_millis()).unwrap_or(i64::MAX)
     )
-    .bind(prefix)
-    .bind(i64::try_from(grace.as_millis()).unwrap_or(i64::MAX))
     .execute(ex)
     .await?;
     Ok(())
@@ -32,11 +33,11 @@ pub async fn record_pending(
 /// Locks up to `limit` prefixes whose sweep is due, oldest first (those another replica's
 /// sweeper holds are skipped).
 pub async fn lock_due(tx: &mut PgConnection, limit: i64) -> Result<Vec<String>, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT prefix FROM log_object_sweeps WHERE due <= now() \
+    Ok(sqlx::query_scalar!(
+        "SELECT prefix FROM log_object_sweeps WHERE due <= now()
          ORDER BY due LIMIT $1 FOR UPDATE SKIP LOCKED",
+        limit
     )
-    .bind(limit)
     .fetch_all(&mut *tx)
     .await?)
 }
@@ -45,8 +46,7 @@ pub async fn lock_due(tx: &mut PgConnection, limit: i64) -> Result<Vec<String>, 
 /// caller's transaction stores. A record the sweeper already took means it removed them (the
 /// writer outlasted the grace period): [`StoreError::Expired`].
 pub async fn claim_pending(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
-    let claimed = sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
-        .bind(prefix)
+    let claimed = sqlx::query!("DELETE FROM log_object_sweeps WHERE prefix = $1", prefix)
         .execute(&mut *tx)
         .await?;
     if claimed.rows_affected() != 1 {
@@ -58,17 +58,18 @@ pub async fn claim_pending(tx: &mut PgConnection, prefix: &str) -> Result<(), Db
 /// Makes the pending sweep of `prefix` due now: what was written under it was not stored
 /// after all (a duplicate, a replayed key).
 pub async fn due_now(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
-    sqlx::query("UPDATE log_object_sweeps SET due = now() WHERE prefix = $1")
-        .bind(prefix)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE log_object_sweeps SET due = now() WHERE prefix = $1",
+        prefix
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(())
 }
 
 /// Forgets the sweep of `prefix` (its objects are gone).
 pub async fn swept(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
-    sqlx::query("DELETE FROM log_object_sweeps WHERE prefix = $1")
-        .bind(prefix)
+    sqlx::query!("DELETE FROM log_object_sweeps WHERE prefix = $1", prefix)
         .execute(&mut *tx)
         .await?;
     Ok(())
@@ -76,9 +77,11 @@ pub async fn swept(tx: &mut PgConnection, prefix: &str) -> Result<(), DbError> {
 
 /// Prefixes waiting for the sweeper, due or not.
 pub async fn pending_count(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar("SELECT count(*) FROM log_object_sweeps")
-        .fetch_one(ex)
-        .await?)
+    Ok(
+        sqlx::query_scalar!(r#"SELECT count(*) AS "n!" FROM log_object_sweeps"#)
+            .fetch_one(ex)
+            .await?,
+    )
 }
 
 /// Where the chunks of a log are: `Database` ones carry their bytes in their rows.
@@ -97,14 +100,14 @@ pub async fn reports_on(
     after_id: i64,
     limit: i64,
 ) -> Result<Vec<i64>, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT DISTINCT report_id FROM report_log_chunks \
-         WHERE report_id > $1 AND (object_prefix IS NULL) = $2 \
+    Ok(sqlx::query_scalar!(
+        "SELECT DISTINCT report_id FROM report_log_chunks
+         WHERE report_id > $1 AND (object_prefix IS NULL) = $2
          ORDER BY report_id LIMIT $3",
+        after_id,
+        side == Side::Database,
+        limit
     )
-    .bind(after_id)
-    .bind(side == Side::Database)
-    .bind(limit)
     .fetch_all(ex)
     .await?)
 }
@@ -112,7 +115,7 @@ pub async fn reports_on(
 /// One chunk of a log as `db move-logs` reads it: its bytes when they are in the row, else the
 /// prefix of its object, and the hash recorded for it (none for chunks stored in rows before
 /// migration 0039).
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct ChunkPlace {
     pub seq: i32,
     pub data: Option<Vec<u8>>,
@@ -122,11 +125,12 @@ pub struct ChunkPlace {
 
 /// The chunks of report `id`'s log, in order.
 pub async fn chunks_of(ex: impl PgExecutor<'_>, id: i64) -> Result<Vec<ChunkPlace>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT seq, data, object_prefix, sha256 FROM report_log_chunks \
+    Ok(sqlx::query_as!(
+        ChunkPlace,
+        "SELECT seq, data, object_prefix, sha256 FROM report_log_chunks
          WHERE report_id = $1 ORDER BY seq",
+        id
     )
-    .bind(id)
     .fetch_all(ex)
     .await?)
 }
@@ -145,24 +149,27 @@ pub async fn point_to_objects(
     let seq: Vec<i32> = chunks.iter().map(|c| c.0).collect();
     let sha: Vec<&[u8]> = chunks.iter().map(|c| &c.1[..]).collect();
     let size: Vec<i64> = chunks.iter().map(|c| c.2).collect();
-    let moved = sqlx::query(
-        "UPDATE report_log_chunks c SET data = NULL, object_prefix = $2, sha256 = u.h, \
-             stored_bytes = u.b \
-         FROM UNNEST($3::int4[], $4::bytea[], $5::int8[]) AS u(s, h, b) \
+    // The hashes are borrowed slices, which the macro would only take as owned `Vec<u8>`s:
+    // `as _` passes them as they are (`bytea[]` either way).
+    let moved = sqlx::query!(
+        "UPDATE report_log_chunks c SET data = NULL, object_prefix = $2, sha256 = u.h,
+             stored_bytes = u.b
+         FROM UNNEST($3::int4[], $4::bytea[], $5::int8[]) AS u(s, h, b)
          WHERE c.report_id = $1 AND c.seq = u.s AND c.object_prefix IS NULL",
+        id,
+        prefix,
+        &seq,
+        &sha as _,
+        &size
     )
-    .bind(id)
-    .bind(prefix)
-    .bind(seq)
-    .bind(sha)
-    .bind(size)
     .execute(&mut *tx)
     .await?;
-    let total: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let total = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM report_log_chunks WHERE report_id = $1"#,
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     Ok(moved.rows_affected() == chunks.len() as u64 && total == chunks.len() as i64)
 }
 
@@ -177,32 +184,37 @@ pub async fn point_to_rows(
 ) -> Result<bool, DbError> {
     let seq: Vec<i32> = chunks.iter().map(|c| c.0).collect();
     let data: Vec<&[u8]> = chunks.iter().map(|c| &c.1[..]).collect();
-    let moved = sqlx::query(
-        "UPDATE report_log_chunks c SET data = u.d, object_prefix = NULL, stored_bytes = NULL \
-         FROM UNNEST($3::int4[], $4::bytea[]) AS u(s, d) \
+    // The chunks are borrowed, not copied: `as _` passes the slices to the `bytea[]` the
+    // macro would only take as owned `Vec<u8>`s.
+    let moved = sqlx::query!(
+        "UPDATE report_log_chunks c SET data = u.d, object_prefix = NULL, stored_bytes = NULL
+         FROM UNNEST($3::int4[], $4::bytea[]) AS u(s, d)
          WHERE c.report_id = $1 AND c.seq = u.s AND c.object_prefix = $2",
+        id,
+        prefix,
+        &seq,
+        &data as _
     )
-    .bind(id)
-    .bind(prefix)
-    .bind(seq)
-    .bind(data)
     .execute(&mut *tx)
     .await?;
     record_pending(&mut *tx, prefix, Duration::ZERO).await?;
-    let total: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")
-            .bind(id)
-            .fetch_one(&mut *tx)
-            .await?;
+    let total = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "n!" FROM report_log_chunks WHERE report_id = $1"#,
+        id
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     Ok(moved.rows_affected() == chunks.len() as u64 && total == chunks.len() as i64)
 }
 
 /// How many chunks are in rows and how many in the object store, all reports together.
 pub async fn chunk_sides(db: &Db) -> Result<(i64, i64), DbError> {
-    Ok(sqlx::query_as(
-        "SELECT count(*) FILTER (WHERE object_prefix IS NULL), \
-                count(*) FILTER (WHERE object_prefix IS NOT NULL) FROM report_log_chunks",
+    let sides = sqlx::query!(
+        r#"SELECT count(*) FILTER (WHERE object_prefix IS NULL) AS "in_rows!",
+                count(*) FILTER (WHERE object_prefix IS NOT NULL) AS "in_store!"
+         FROM report_log_chunks"#
     )
     .fetch_one(db.pool())
-    .await?)
+    .await?;
+    Ok((sides.in_rows, sides.in_store))
 }

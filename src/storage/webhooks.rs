@@ -5,13 +5,14 @@
 //! wakes the delivery tasks when rows are added.
 
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::{Db, DbError};
 use crate::api_types::webhooks::{
     Attempt, Delivery, DeliveryState, Endpoint, Event, EventKind, Format,
 };
 use crate::rules::Category;
+use crate::time::Timestamp;
 
 /// The channel a committed enqueue notifies.
 pub const CHANNEL: &str = "gpu_triage_webhooks";
@@ -28,42 +29,56 @@ pub struct EndpointWrite {
     pub enabled: bool,
 }
 
-const ENDPOINT_COLUMNS: &str = concat!(
-    "id, url, events, format, projects, categories, description, enabled, created_by, ",
-    "created_at",
-    " AS created, ",
-    "updated_at",
-    " AS updated"
-);
-
-fn endpoint_from_row(row: &sqlx::postgres::PgRow) -> Result<Endpoint, DbError> {
-    let events: Vec<String> = row.try_get("events")?;
-    let categories: Vec<String> = row.try_get("categories")?;
-    Ok(Endpoint {
-        id: row.try_get("id")?,
-        url: row.try_get("url")?,
-        events: events
-            .iter()
-            .map(|e| {
-                EventKind::parse(e).ok_or_else(|| DbError::Corrupt(format!("webhook event {e:?}")))
-            })
-            .collect::<Result<_, _>>()?,
-        format: row.try_get("format")?,
-        projects: row.try_get("projects")?,
-        categories: categories
-            .iter()
-            .map(|c| c.parse().map_err(DbError::Corrupt))
-            .collect::<Result<_, _>>()?,
-        description: row.try_get("description")?,
-        enabled: row.try_get("enabled")?,
-        created_by: row.try_get("created_by")?,
-        created_at: row.try_get("created")?,
-        updated_at: row.try_get("updated")?,
-    })
+/// An endpoint row as the statements read it: the events and categories as their stored
+/// spellings, parsed (an unknown one is [`DbError::Corrupt`]) into an [`Endpoint`].
+struct EndpointRow {
+    id: i64,
+    url: String,
+    events: Vec<String>,
+    format: Format,
+    projects: Vec<String>,
+    categories: Vec<String>,
+    description: String,
+    enabled: bool,
+    created_by: String,
+    created: Timestamp,
+    updated: Timestamp,
 }
 
-fn names<T: Copy>(items: &[T], name: fn(T) -> &'static str) -> Vec<&'static str> {
-    items.iter().map(|i| name(*i)).collect()
+impl TryFrom<EndpointRow> for Endpoint {
+    type Error = DbError;
+
+    fn try_from(row: EndpointRow) -> Result<Self, DbError> {
+        Ok(Endpoint {
+            id: row.id,
+            url: row.url,
+            events: row
+                .events
+                .iter()
+                .map(|e| {
+                    EventKind::parse(e)
+                        .ok_or_else(|| DbError::Corrupt(format!("webhook event {e:?}")))
+                })
+                .collect::<Result<_, _>>()?,
+            format: row.format,
+            projects: row.projects,
+            categories: row
+                .categories
+                .iter()
+                .map(|c| c.parse().map_err(DbError::Corrupt))
+                .collect::<Result<_, _>>()?,
+            description: row.description,
+            enabled: row.enabled,
+            created_by: row.created_by,
+            created_at: row.created,
+            updated_at: row.updated,
+        })
+    }
+}
+
+/// The stored spellings of `items`, for a `text[]` column.
+fn names<T: Copy>(items: &[T], name: fn(T) -> &'static str) -> Vec<String> {
+    items.iter().map(|i| name(*i).to_owned()).collect()
 }
 
 /// Stores a new endpoint with its secret.
@@ -73,23 +88,27 @@ pub async fn insert_endpoint(
     secret: &str,
     created_by: &str,
 ) -> Result<Endpoint, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO webhook_endpoints \
-             (url, events, format, projects, categories, description, enabled, secret, created_by) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {ENDPOINT_COLUMNS}"
-    )))
-    .bind(&e.url)
-    .bind(names(&e.events, EventKind::as_str))
-    .bind(e.format)
-    .bind(&e.projects)
-    .bind(names(&e.categories, Category::as_str))
-    .bind(&e.description)
-    .bind(e.enabled)
-    .bind(secret)
-    .bind(created_by)
+    let row = sqlx::query_as!(
+        EndpointRow,
+        r#"INSERT INTO webhook_endpoints
+             (url, events, format, projects, categories, description, enabled, secret, created_by)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         RETURNING id, url, events, format AS "format: Format", projects, categories, description,
+             enabled, created_by, created_at AS "created: Timestamp",
+             updated_at AS "updated: Timestamp""#,
+        e.url,
+        &names(&e.events, EventKind::as_str),
+        e.format.as_str(),
+        &e.projects,
+        &names(&e.categories, Category::as_str),
+        e.description,
+        e.enabled,
+        secret,
+        created_by
+    )
     .fetch_one(ex)
     .await?;
-    endpoint_from_row(&row)
+    Endpoint::try_from(row)
 }
 
 /// Replaces an endpoint's fields (and its secret, when given); `None` when it does not exist.
@@ -99,30 +118,33 @@ pub async fn update_endpoint(
     e: &EndpointWrite,
     secret: Option<&str>,
 ) -> Result<Option<Endpoint>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE webhook_endpoints SET url = $2, events = $3, format = $4, projects = $5, \
-             categories = $6, description = $7, enabled = $8, secret = coalesce($9, secret), \
-             updated_at = now() \
-         WHERE id = $1 RETURNING {ENDPOINT_COLUMNS}"
-    )))
-    .bind(id)
-    .bind(&e.url)
-    .bind(names(&e.events, EventKind::as_str))
-    .bind(e.format)
-    .bind(&e.projects)
-    .bind(names(&e.categories, Category::as_str))
-    .bind(&e.description)
-    .bind(e.enabled)
-    .bind(secret)
+    let row = sqlx::query_as!(
+        EndpointRow,
+        r#"UPDATE webhook_endpoints SET url = $2, events = $3, format = $4, projects = $5,
+             categories = $6, description = $7, enabled = $8, secret = coalesce($9, secret),
+             updated_at = now()
+         WHERE id = $1
+         RETURNING id, url, events, format AS "format: Format", projects, categories, description,
+             enabled, created_by, created_at AS "created: Timestamp",
+             updated_at AS "updated: Timestamp""#,
+        id,
+        e.url,
+        &names(&e.events, EventKind::as_str),
+        e.format.as_str(),
+        &e.projects,
+        &names(&e.categories, Category::as_str),
+        e.description,
+        e.enabled,
+        secret
+    )
     .fetch_optional(ex)
     .await?;
-    row.as_ref().map(endpoint_from_row).transpose()
+    row.map(Endpoint::try_from).transpose()
 }
 
 /// Deletes an endpoint and its deliveries; false when it did not exist.
 pub async fn delete_endpoint(ex: impl PgExecutor<'_>, id: i64) -> Result<bool, DbError> {
-    let done = sqlx::query("DELETE FROM webhook_endpoints WHERE id = $1")
-        .bind(id)
+    let done = sqlx::query!("DELETE FROM webhook_endpoints WHERE id = $1", id)
         .execute(ex)
         .await?;
     Ok(done.rows_affected() > 0)
@@ -130,13 +152,17 @@ pub async fn delete_endpoint(ex: impl PgExecutor<'_>, id: i64) -> Result<bool, D
 
 /// One endpoint.
 pub async fn get_endpoint(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Endpoint>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE id = $1"
-    )))
-    .bind(id)
+    let row = sqlx::query_as!(
+        EndpointRow,
+        r#"SELECT id, url, events, format AS "format: Format", projects, categories, description,
+             enabled, created_by, created_at AS "created: Timestamp",
+             updated_at AS "updated: Timestamp"
+         FROM webhook_endpoints WHERE id = $1"#,
+        id
+    )
     .fetch_optional(ex)
     .await?;
-    row.as_ref().map(endpoint_from_row).transpose()
+    row.map(Endpoint::try_from).transpose()
 }
 
 /// Every endpoint, oldest first (`enabled_only`: those that take new events).
@@ -144,13 +170,17 @@ pub async fn list_endpoints(
     ex: impl PgExecutor<'_>,
     enabled_only: bool,
 ) -> Result<Vec<Endpoint>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {ENDPOINT_COLUMNS} FROM webhook_endpoints WHERE enabled OR NOT $1 ORDER BY id"
-    )))
-    .bind(enabled_only)
+    let rows = sqlx::query_as!(
+        EndpointRow,
+        r#"SELECT id, url, events, format AS "format: Format", projects, categories, description,
+             enabled, created_by, created_at AS "created: Timestamp",
+             updated_at AS "updated: Timestamp"
+         FROM webhook_endpoints WHERE enabled OR NOT $1 ORDER BY id"#,
+        enabled_only
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter().map(endpoint_from_row).collect()
+    rows.into_iter().map(Endpoint::try_from).collect()
 }
 
 /// Queues `event` for each of `endpoints` and notifies the delivery tasks (on commit).
@@ -162,18 +192,19 @@ pub async fn insert_deliveries(
     if endpoints.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: Vec<i64> = sqlx::query_scalar(
-        "INSERT INTO webhook_deliveries (endpoint_id, event, payload) \
+    // The payload is `Json` (serialised by sqlx), which the macro cannot match with
+    // `serde_json::Value`: `as _` takes it as it is.
+    let ids: Vec<i64> = sqlx::query_scalar!(
+        "INSERT INTO webhook_deliveries (endpoint_id, event, payload)
          SELECT e, $2, $3 FROM UNNEST($1::int8[]) AS e RETURNING id",
+        endpoints,
+        event.event.as_str(),
+        Json(event) as _
     )
-    .bind(endpoints)
-    .bind(event.event)
-    .bind(Json(event))
     .fetch_all(&mut *conn)
     .await?;
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(CHANNEL)
-        .execute(&mut *conn)
+    sqlx::query!("SELECT pg_notify($1, '')", CHANNEL)
+        .fetch_one(&mut *conn)
         .await?;
     Ok(ids)
 }
@@ -200,38 +231,35 @@ pub async fn claim_due(
     limit: i64,
     lease_secs: f64,
 ) -> Result<Vec<ClaimedDelivery>, DbError> {
-    let rows = sqlx::query(concat!(
-        "WITH due AS (SELECT id FROM webhook_deliveries \
-             WHERE state = 'pending' AND next_attempt_at <= now() \
-             ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) \
-         UPDATE webhook_deliveries d \
-             SET next_attempt_at = now() + make_interval(secs => $2) \
-         FROM due, webhook_endpoints e \
-         WHERE d.id = due.id AND e.id = d.endpoint_id \
-         RETURNING d.id, d.endpoint_id, d.payload, d.attempts, ",
-        "d.created_at",
-        " AS created, e.url, e.format, e.secret"
-    ))
-    .bind(limit)
-    .bind(lease_secs)
+    let rows = sqlx::query!(
+        r#"WITH due AS (SELECT id FROM webhook_deliveries
+             WHERE state = 'pending' AND next_attempt_at <= now()
+             ORDER BY next_attempt_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+         UPDATE webhook_deliveries d
+             SET next_attempt_at = now() + make_interval(secs => $2)
+         FROM due, webhook_endpoints e
+         WHERE d.id = due.id AND e.id = d.endpoint_id
+         RETURNING d.id, d.endpoint_id, d.payload AS "payload: Json<Event>", d.attempts,
+             d.created_at AS "created: Timestamp", e.url, e.format AS "format: Format",
+             e.secret"#,
+        limit,
+        lease_secs
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter()
-        .map(|r| {
-            let Json(event): Json<Event> = r.try_get("payload")?;
-            let attempts: i32 = r.try_get("attempts")?;
-            Ok(ClaimedDelivery {
-                id: r.try_get("id")?,
-                endpoint_id: r.try_get("endpoint_id")?,
-                event,
-                attempts: u32::try_from(attempts).unwrap_or(0),
-                created_at: r.try_get("created")?,
-                url: r.try_get("url")?,
-                format: r.try_get("format")?,
-                secret: r.try_get("secret")?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| ClaimedDelivery {
+            id: r.id,
+            endpoint_id: r.endpoint_id,
+            event: r.payload.0,
+            attempts: u32::try_from(r.attempts).unwrap_or(0),
+            created_at: r.created,
+            url: r.url,
+            format: r.format,
+            secret: r.secret,
         })
-        .collect()
+        .collect())
 }
 
 /// What one attempt came to and what follows from it.
@@ -254,29 +282,29 @@ pub async fn record_attempt(db: &Db, a: &AttemptRecord<'_>) -> Result<(), DbErro
     let status = a.status.map(|s| i16::try_from(s).unwrap_or(i16::MAX));
     let attempt = i32::try_from(a.attempt).unwrap_or(i32::MAX);
     let mut tx = db.pool().begin().await?;
-    sqlx::query(
-        "INSERT INTO webhook_attempts (delivery_id, attempt, status, error, duration_ms) \
+    sqlx::query!(
+        "INSERT INTO webhook_attempts (delivery_id, attempt, status, error, duration_ms)
          VALUES ($1, $2, $3, $4, $5)",
+        a.delivery_id,
+        attempt,
+        status,
+        a.error,
+        i32::try_from(a.duration_ms).unwrap_or(i32::MAX)
     )
-    .bind(a.delivery_id)
-    .bind(attempt)
-    .bind(status)
-    .bind(a.error)
-    .bind(i32::try_from(a.duration_ms).unwrap_or(i32::MAX))
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
-        "UPDATE webhook_deliveries SET attempts = $2, state = $3, last_status = $4, \
-             last_error = $5, next_attempt_at = now() + make_interval(secs => $6), \
-             delivered_at = CASE WHEN $3 = 'delivered' THEN now() END \
+    sqlx::query!(
+        "UPDATE webhook_deliveries SET attempts = $2, state = $3, last_status = $4,
+             last_error = $5, next_attempt_at = now() + make_interval(secs => $6),
+             delivered_at = CASE WHEN $3 = 'delivered' THEN now() END
          WHERE id = $1",
+        a.delivery_id,
+        attempt,
+        a.state.as_str(),
+        status,
+        a.error,
+        a.retry_in_secs
     )
-    .bind(a.delivery_id)
-    .bind(attempt)
-    .bind(a.state)
-    .bind(status)
-    .bind(a.error)
-    .bind(a.retry_in_secs)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -289,61 +317,51 @@ pub async fn list_deliveries(
     endpoint_id: i64,
     limit: i64,
 ) -> Result<Vec<Delivery>, DbError> {
-    let rows = sqlx::query(concat!(
-        "SELECT id, endpoint_id, event, state, attempts, last_status, last_error, ",
-        "created_at",
-        " AS created, CASE WHEN state = 'pending' THEN ",
-        "next_attempt_at",
-        " END AS next_at, ",
-        "delivered_at",
-        " AS delivered FROM webhook_deliveries WHERE endpoint_id = $1 \
-         ORDER BY id DESC LIMIT $2"
-    ))
-    .bind(endpoint_id)
-    .bind(limit)
+    let rows = sqlx::query!(
+        r#"SELECT id, endpoint_id, event AS "event: EventKind", state AS "state: DeliveryState",
+             attempts, last_status, last_error, created_at AS "created: Timestamp",
+             CASE WHEN state = 'pending' THEN next_attempt_at END AS "next_at?: Timestamp",
+             delivered_at AS "delivered: Timestamp"
+         FROM webhook_deliveries WHERE endpoint_id = $1
+         ORDER BY id DESC LIMIT $2"#,
+        endpoint_id,
+        limit
+    )
     .fetch_all(&mut *conn)
     .await?;
     let mut out: Vec<Delivery> = rows
-        .iter()
-        .map(|r| {
-            let attempts: i32 = r.try_get("attempts")?;
-            let status: Option<i16> = r.try_get("last_status")?;
-            Ok(Delivery {
-                id: r.try_get("id")?,
-                endpoint_id: r.try_get("endpoint_id")?,
-                event: r.try_get("event")?,
-                state: r.try_get("state")?,
-                attempts: u32::try_from(attempts).unwrap_or(0),
-                next_attempt_at: r.try_get("next_at")?,
-                last_status: status.and_then(|s| u16::try_from(s).ok()),
-                last_error: r.try_get("last_error")?,
-                created_at: r.try_get("created")?,
-                delivered_at: r.try_get("delivered")?,
-                log: Vec::new(),
-            })
+        .into_iter()
+        .map(|r| Delivery {
+            id: r.id,
+            endpoint_id: r.endpoint_id,
+            event: r.event,
+            state: r.state,
+            attempts: u32::try_from(r.attempts).unwrap_or(0),
+            next_attempt_at: r.next_at,
+            last_status: r.last_status.and_then(|s| u16::try_from(s).ok()),
+            last_error: r.last_error,
+            created_at: r.created,
+            delivered_at: r.delivered,
+            log: Vec::new(),
         })
-        .collect::<Result<_, DbError>>()?;
+        .collect();
     let ids: Vec<i64> = out.iter().map(|d| d.id).collect();
-    let attempts = sqlx::query(concat!(
-        "SELECT delivery_id, attempt, status, error, duration_ms, ",
-        "at",
-        " AS at_s FROM webhook_attempts WHERE delivery_id = ANY($1) ORDER BY delivery_id, attempt, id"
-    ))
-    .bind(&ids)
+    let attempts = sqlx::query!(
+        r#"SELECT delivery_id, attempt, status, error, duration_ms, at AS "at_s: Timestamp"
+         FROM webhook_attempts WHERE delivery_id = ANY($1)
+         ORDER BY delivery_id, attempt, id"#,
+        &ids
+    )
     .fetch_all(&mut *conn)
     .await?;
-    for r in &attempts {
-        let delivery: i64 = r.try_get("delivery_id")?;
-        let attempt: i32 = r.try_get("attempt")?;
-        let status: Option<i16> = r.try_get("status")?;
-        let duration: i32 = r.try_get("duration_ms")?;
-        if let Some(d) = out.iter_mut().find(|d| d.id == delivery) {
+    for r in attempts {
+        if let Some(d) = out.iter_mut().find(|d| d.id == r.delivery_id) {
             d.log.push(Attempt {
-                attempt: u32::try_from(attempt).unwrap_or(0),
-                status: status.and_then(|s| u16::try_from(s).ok()),
-                error: r.try_get("error")?,
-                duration_ms: u64::try_from(duration).unwrap_or(0),
-                at: r.try_get("at_s")?,
+                attempt: u32::try_from(r.attempt).unwrap_or(0),
+                status: r.status.and_then(|s| u16::try_from(s).ok()),
+                error: r.error,
+                duration_ms: u64::try_from(r.duration_ms).unwrap_or(0),
+                at: r.at_s,
             });
         }
     }
@@ -353,9 +371,9 @@ pub async fn list_deliveries(
 /// Seconds until the earliest pending delivery is due (negative when overdue); `None` when
 /// nothing is pending.
 pub async fn next_due_in(ex: impl PgExecutor<'_>) -> Result<Option<f64>, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 \
-         FROM webhook_deliveries WHERE state = 'pending'",
+    Ok(sqlx::query_scalar!(
+        r#"SELECT extract(epoch FROM min(next_attempt_at) - now())::float8 AS "due_in?"
+         FROM webhook_deliveries WHERE state = 'pending'"#
     )
     .fetch_one(ex)
     .await?)
@@ -363,11 +381,11 @@ pub async fn next_due_in(ex: impl PgExecutor<'_>) -> Result<Option<f64>, DbError
 
 /// Deletes finished (delivered or dead) deliveries older than `days` days; returns how many.
 pub async fn prune_finished(ex: impl PgExecutor<'_>, days: i32) -> Result<u64, DbError> {
-    let done = sqlx::query(
-        "DELETE FROM webhook_deliveries WHERE state <> 'pending' \
+    let done = sqlx::query!(
+        "DELETE FROM webhook_deliveries WHERE state <> 'pending'
              AND created_at < now() - make_interval(days => $1)",
+        days
     )
-    .bind(days)
     .execute(ex)
     .await?;
     Ok(done.rows_affected())
