@@ -13,13 +13,15 @@ pub async fn insert_story(
     report_id: i64,
     story: &RunStory,
 ) -> Result<(), DbError> {
-    sqlx::query("INSERT INTO job_runs (report_id, action, files, story) VALUES ($1, $2, $3, $4)")
-        .bind(report_id)
-        .bind(story.action.kind.as_str())
-        .bind(i32::try_from(story.files.len()).unwrap_or(i32::MAX))
-        .bind(Json(story))
-        .execute(ex)
-        .await?;
+    sqlx::query!(
+        "INSERT INTO job_runs (report_id, action, files, story) VALUES ($1, $2, $3, $4)",
+        report_id,
+        story.action.kind.as_str(),
+        i32::try_from(story.files.len()).unwrap_or(i32::MAX),
+        Json(story) as _
+    )
+    .execute(ex)
+    .await?;
     Ok(())
 }
 
@@ -29,12 +31,11 @@ pub async fn get_story(
     ex: impl PgExecutor<'_>,
     report_id: i64,
 ) -> Result<Option<RunStory>, DbError> {
-    let row: Option<Json<serde_json::Value>> =
-        sqlx::query_scalar("SELECT story FROM job_runs WHERE report_id = $1")
-            .bind(report_id)
-            .fetch_optional(ex)
-            .await?;
-    Ok(row.and_then(|Json(v)| serde_json::from_value(v).ok()))
+    // Read as any JSON first: a story this version cannot read is no story, not an error.
+    let row = sqlx::query_scalar!("SELECT story FROM job_runs WHERE report_id = $1", report_id)
+        .fetch_optional(ex)
+        .await?;
+    Ok(row.and_then(|v| serde_json::from_value(v).ok()))
 }
 
 /// Replaces report `report_id`'s run story (a reclassification told it again).
@@ -43,12 +44,14 @@ pub async fn update_story(
     report_id: i64,
     story: &RunStory,
 ) -> Result<(), DbError> {
-    sqlx::query("UPDATE job_runs SET action = $2, files = $3, story = $4 WHERE report_id = $1")
-        .bind(report_id)
-        .bind(story.action.kind.as_str())
-        .bind(i32::try_from(story.files.len()).unwrap_or(i32::MAX))
-        .bind(Json(story))
-        .execute(ex)
-        .await?;
+    sqlx::query!(
+        "UPDATE job_runs SET action = $2, files = $3, story = $4 WHERE report_id = $1",
+        report_id,
+        story.action.kind.as_str(),
+        i32::try_from(story.files.len()).unwrap_or(i32::MAX),
+        Json(story) as _
+    )
+    .execute(ex)
+    .await?;
     Ok(())
 }

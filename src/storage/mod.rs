@@ -211,7 +211,9 @@ impl Db {
         if !self.migrated.load(Ordering::Acquire) {
             return Err(DbError::Cluster("migrations not applied yet".into()));
         }
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query_scalar!("SELECT 1 AS ok")
+            .fetch_one(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -232,13 +234,13 @@ pub struct Instance {
 
 /// Reads the installation's identity row (created by the first migration).
 pub async fn instance(db: &Db) -> Result<Instance, DbError> {
-    let (id, created_at): (String, crate::time::Timestamp) = sqlx::query_as(
-        "SELECT id::text, created_at \
-         FROM instance",
+    Ok(sqlx::query_as!(
+        Instance,
+        r#"SELECT id::text AS "id!", created_at AS "created_at: crate::time::Timestamp"
+         FROM instance"#
     )
     .fetch_one(db.pool())
-    .await?;
-    Ok(Instance { id, created_at })
+    .await?)
 }
 
 /// Creates database `name` on the server `admin` points at, if it does not exist yet.
@@ -251,11 +253,12 @@ pub async fn create_database(admin: &PgConnectOptions, name: &str) -> Result<(),
         return Err(DbError::Cluster(format!("invalid database name {name:?}")));
     }
     let mut conn = sqlx::PgConnection::connect_with(admin).await?;
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(name)
-            .fetch_one(&mut conn)
-            .await?;
+    let exists = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "exists!""#,
+        name
+    )
+    .fetch_one(&mut conn)
+    .await?;
     if !exists {
         sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
             .execute(&mut conn)

@@ -4,35 +4,32 @@
 //! first sightings), and the record of passes and of what was removed. Which project keeps what
 //! for how long is decided in `app::retention`; these statements only find, lock and delete.
 
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::DbError;
 use crate::actor::Actor;
 use crate::time::Timestamp;
 
 /// A project's own settings (`None`: the instance default; `Some(0)`: keep forever).
-#[derive(Clone, Debug, PartialEq, Eq, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Override {
     /// The project, lowercase.
     pub project: String,
     pub log_days: Option<i32>,
     pub report_days: Option<i32>,
     pub updated_by: String,
-    #[sqlx(rename = "updated")]
     pub updated_at: Timestamp,
 }
 
-const OVERRIDE_COLUMNS: &str = concat!(
-    "project, log_days, report_days, updated_by, ",
-    "updated_at",
-    " AS updated"
-);
-
 /// Every project's own settings, by project.
 pub async fn overrides(ex: impl PgExecutor<'_>) -> Result<Vec<Override>, DbError> {
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {OVERRIDE_COLUMNS} FROM project_retention ORDER BY project"
-    )))
+    Ok(sqlx::query_as!(
+        Override,
+        r#"SELECT project, log_days, report_days, updated_by,
+             updated_at AS "updated_at: Timestamp"
+         FROM project_retention
+         ORDER BY project"#
+    )
     .fetch_all(ex)
     .await?)
 }
@@ -45,32 +42,33 @@ pub async fn put_override(
     report_days: Option<i32>,
     actor: &Actor,
 ) -> Result<Override, DbError> {
-    Ok(sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO project_retention (project, log_days, report_days, updated_by, \
-             updated_by_kind, updated_by_person_id, updated_by_token_id) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) \
-         ON CONFLICT (project) DO UPDATE SET log_days = excluded.log_days, \
-             report_days = excluded.report_days, updated_by = excluded.updated_by, \
-             updated_by_kind = excluded.updated_by_kind, \
-             updated_by_person_id = excluded.updated_by_person_id, \
-             updated_by_token_id = excluded.updated_by_token_id, updated_at = now() \
-         RETURNING {OVERRIDE_COLUMNS}"
-    )))
-    .bind(project)
-    .bind(log_days)
-    .bind(report_days)
-    .bind(actor.name())
-    .bind(actor.kind())
-    .bind(actor.person_id())
-    .bind(actor.token_id())
+    Ok(sqlx::query_as!(
+        Override,
+        r#"INSERT INTO project_retention (project, log_days, report_days, updated_by,
+             updated_by_kind, updated_by_person_id, updated_by_token_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (project) DO UPDATE SET log_days = excluded.log_days,
+             report_days = excluded.report_days, updated_by = excluded.updated_by,
+             updated_by_kind = excluded.updated_by_kind,
+             updated_by_person_id = excluded.updated_by_person_id,
+             updated_by_token_id = excluded.updated_by_token_id, updated_at = now()
+         RETURNING project, log_days, report_days, updated_by,
+             updated_at AS "updated_at: Timestamp""#,
+        project,
+        log_days,
+        report_days,
+        actor.name(),
+        actor.kind().as_str(),
+        actor.person_id(),
+        actor.token_id(),
+    )
     .fetch_one(ex)
     .await?)
 }
 
 /// Removes `project`'s own settings (it then follows the instance defaults); whether it had any.
 pub async fn delete_override(ex: impl PgExecutor<'_>, project: &str) -> Result<bool, DbError> {
-    let done = sqlx::query("DELETE FROM project_retention WHERE project = $1")
-        .bind(project)
+    let done = sqlx::query!("DELETE FROM project_retention WHERE project = $1", project)
         .execute(ex)
         .await?;
     Ok(done.rows_affected() > 0)
@@ -80,16 +78,16 @@ pub async fn delete_override(ex: impl PgExecutor<'_>, project: &str) -> Result<b
 /// one), at most `limit`. A loose index scan: one index probe per project, however many
 /// reports each has.
 pub async fn report_projects(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<String>, DbError> {
-    Ok(sqlx::query_scalar(
-        "WITH RECURSIVE p(project) AS ( \
-             (SELECT lower(project) FROM reports ORDER BY lower(project) LIMIT 1) \
-             UNION ALL \
-             SELECT (SELECT lower(r.project) FROM reports r WHERE lower(r.project) > p.project \
-                     ORDER BY lower(r.project) LIMIT 1) \
-             FROM p WHERE p.project IS NOT NULL) \
-         SELECT project FROM p WHERE project IS NOT NULL LIMIT $1",
+    Ok(sqlx::query_scalar!(
+        r#"WITH RECURSIVE p(project) AS (
+             (SELECT lower(project) FROM reports ORDER BY lower(project) LIMIT 1)
+             UNION ALL
+             SELECT (SELECT lower(r.project) FROM reports r WHERE lower(r.project) > p.project
+                     ORDER BY lower(r.project) LIMIT 1)
+             FROM p WHERE p.project IS NOT NULL)
+         SELECT project AS "project!" FROM p WHERE project IS NOT NULL LIMIT $1"#,
+        limit
     )
-    .bind(limit)
     .fetch_all(ex)
     .await?)
 }
@@ -104,16 +102,17 @@ pub async fn lock_due_reports(
     cutoff: Timestamp,
     limit: i64,
 ) -> Result<Vec<i64>, DbError> {
-    Ok(sqlx::query_scalar(
+    // The cutoff goes as whole seconds since the epoch, an int8 as it always was bound.
+    Ok(sqlx::query_scalar!(
         "SELECT r.id FROM reports r \
-         WHERE lower(r.project) = $1 AND r.created_at < to_timestamp($2) \
+         WHERE lower(r.project) = $1 AND r.created_at < to_timestamp($2::int8) \
            AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.report_id = r.id AND j.state = 'running') \
          ORDER BY lower(r.project), r.created_at, r.id LIMIT $3 \
          FOR UPDATE OF r SKIP LOCKED",
+        project,
+        cutoff.unix(),
+        limit
     )
-    .bind(project)
-    .bind(cutoff.unix())
-    .bind(limit)
     .fetch_all(&mut *tx)
     .await?)
 }
@@ -125,7 +124,7 @@ pub async fn lock_due_reports(
 /// their commits to the first sightings. Returns the compressed log bytes deleted.
 pub async fn delete_reports(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, DbError> {
     // Keys in one order, so that two passes adding to the same rows cannot deadlock.
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO group_expired_reports AS e \
              (group_id, merged_from, project, day, reports, last_seen) \
          SELECT group_id, coalesce(merged_from, 0), project, \
@@ -134,30 +133,31 @@ pub async fn delete_reports(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, D
          ON CONFLICT (group_id, merged_from, day, project) DO UPDATE SET \
              reports = e.reports + excluded.reports, \
              last_seen = GREATEST(e.last_seen, excluded.last_seen)",
+        ids
     )
-    .bind(ids)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO expired_commits AS c (project, commit_sha, first_seen) \
          SELECT project, lower(btrim(commit_sha)), min(created_at) \
          FROM reports WHERE id = ANY($1) AND btrim(commit_sha) <> '' \
          GROUP BY 1, 2 ORDER BY 1, 2 \
          ON CONFLICT (project, commit_sha) DO UPDATE SET \
              first_seen = LEAST(c.first_seen, excluded.first_seen)",
+        ids
     )
-    .bind(ids)
     .execute(&mut *tx)
     .await?;
     let bytes = chunk_bytes(&mut *tx, ids).await?;
-    sqlx::query("DELETE FROM idempotency_keys WHERE (response ->> 'report_id')::bigint = ANY($1)")
-        .bind(ids)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "DELETE FROM idempotency_keys WHERE (response ->> 'report_id')::bigint = ANY($1)",
+        ids
+    )
+    .execute(&mut *tx)
+    .await?;
     // Chunks, search rows, jobs (with attempts and reproductions) cascade; history entries keep
     // their text and lose the link (migrations 0002, 0003, 0010, 0016, 0017).
-    sqlx::query("DELETE FROM reports WHERE id = ANY($1)")
-        .bind(ids)
+    sqlx::query!("DELETE FROM reports WHERE id = ANY($1)", ids)
         .execute(&mut *tx)
         .await?;
     Ok(bytes)
@@ -165,18 +165,18 @@ pub async fn delete_reports(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, D
 
 /// Compressed bytes of the stored log chunks of `ids` (read from the values' headers).
 async fn chunk_bytes(tx: &mut PgConnection, ids: &[i64]) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT coalesce(sum(coalesce(octet_length(data), stored_bytes)), 0)::int8 \
-         FROM report_log_chunks \
-         WHERE report_id = ANY($1)",
+    Ok(sqlx::query_scalar!(
+        r#"SELECT coalesce(sum(coalesce(octet_length(data), stored_bytes)), 0)::int8 AS "bytes!"
+         FROM report_log_chunks
+         WHERE report_id = ANY($1)"#,
+        ids
     )
-    .bind(ids)
     .fetch_one(&mut *tx)
     .await?)
 }
 
 /// Where a report whose log is due came from: what its search document keeps of it.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct DueLog {
     pub id: i64,
     pub filename: String,
@@ -194,15 +194,17 @@ pub async fn lock_due_logs(
     cutoff: Timestamp,
     limit: i64,
 ) -> Result<Vec<DueLog>, DbError> {
-    Ok(sqlx::query_as(
+    Ok(sqlx::query_as!(
+        DueLog,
         "SELECT id, filename, project, branch, commit_sha, job_url FROM reports \
-         WHERE lower(project) = $1 AND created_at < to_timestamp($2) AND log_removed_at IS NULL \
+         WHERE lower(project) = $1 AND created_at < to_timestamp($2::int8) \
+           AND log_removed_at IS NULL \
          ORDER BY lower(project), created_at, id LIMIT $3 \
          FOR UPDATE SKIP LOCKED",
+        project,
+        cutoff.unix(),
+        limit
     )
-    .bind(project)
-    .bind(cutoff.unix())
-    .bind(limit)
     .fetch_all(&mut *tx)
     .await?)
 }
@@ -217,24 +219,26 @@ pub async fn remove_logs(
     after_days: i32,
 ) -> Result<i64, DbError> {
     let bytes = chunk_bytes(&mut *tx, ids).await?;
-    sqlx::query("DELETE FROM report_log_chunks WHERE report_id = ANY($1)")
-        .bind(ids)
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(
-        "UPDATE report_search s SET names = d.names, excerpt = '' \
-         FROM unnest($1::int8[], $2::text[]) AS d(id, names) WHERE s.report_id = d.id",
+    sqlx::query!(
+        "DELETE FROM report_log_chunks WHERE report_id = ANY($1)",
+        ids
     )
-    .bind(ids)
-    .bind(names)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
+    sqlx::query!(
+        "UPDATE report_search s SET names = d.names, excerpt = '' \
+         FROM unnest($1::int8[], $2::text[]) AS d(id, names) WHERE s.report_id = d.id",
+        ids,
+        names
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query!(
         "UPDATE reports SET log_removed_at = now(), log_removed_after_days = $2 \
          WHERE id = ANY($1)",
+        ids,
+        after_days
     )
-    .bind(ids)
-    .bind(after_days)
     .execute(&mut *tx)
     .await?;
     Ok(bytes)
@@ -263,17 +267,17 @@ pub async fn add_removed(
     project: &str,
     removed: Removed,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO retention_removed AS t (project, logs_removed, reports_removed, \
              bytes_removed) VALUES ($1, $2, $3, $4) \
          ON CONFLICT (project) DO UPDATE SET logs_removed = t.logs_removed + excluded.logs_removed, \
              reports_removed = t.reports_removed + excluded.reports_removed, \
              bytes_removed = t.bytes_removed + excluded.bytes_removed, last_removed_at = now()",
+        project,
+        removed.logs,
+        removed.reports,
+        removed.bytes
     )
-    .bind(project)
-    .bind(removed.logs)
-    .bind(removed.reports)
-    .bind(removed.bytes)
     .execute(ex)
     .await?;
     Ok(())
@@ -290,26 +294,26 @@ pub struct ProjectRemoved {
 
 /// Every project's totals, by project.
 pub async fn removed_totals(ex: impl PgExecutor<'_>) -> Result<Vec<ProjectRemoved>, DbError> {
-    let rows = sqlx::query(concat!(
-        "SELECT project, logs_removed, reports_removed, bytes_removed, ",
-        "last_removed_at",
-        " AS last FROM retention_removed ORDER BY project"
-    ))
+    let rows = sqlx::query!(
+        r#"SELECT project, logs_removed, reports_removed, bytes_removed,
+             last_removed_at AS "last: Timestamp"
+         FROM retention_removed
+         ORDER BY project"#
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(ProjectRemoved {
-                project: r.try_get("project")?,
-                removed: Removed {
-                    logs: r.try_get("logs_removed")?,
-                    reports: r.try_get("reports_removed")?,
-                    bytes: r.try_get("bytes_removed")?,
-                },
-                last_removed_at: r.try_get("last")?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| ProjectRemoved {
+            project: r.project,
+            removed: Removed {
+                logs: r.logs_removed,
+                reports: r.reports_removed,
+                bytes: r.bytes_removed,
+            },
+            last_removed_at: r.last,
         })
-        .collect()
+        .collect())
 }
 
 /// One pass, as recorded.
@@ -325,12 +329,14 @@ pub struct PassRecord {
 
 /// Records the start of a pass; its id. Passes older than `keep_days` are forgotten.
 pub async fn start_run(tx: &mut PgConnection, keep_days: i32) -> Result<i64, DbError> {
-    sqlx::query("DELETE FROM retention_runs WHERE started_at < now() - make_interval(days => $1)")
-        .bind(keep_days)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "DELETE FROM retention_runs WHERE started_at < now() - make_interval(days => $1)",
+        keep_days
+    )
+    .execute(&mut *tx)
+    .await?;
     Ok(
-        sqlx::query_scalar("INSERT INTO retention_runs DEFAULT VALUES RETURNING id")
+        sqlx::query_scalar!("INSERT INTO retention_runs DEFAULT VALUES RETURNING id")
             .fetch_one(&mut *tx)
             .await?,
     )
@@ -343,15 +349,15 @@ pub async fn finish_run(
     removed: Removed,
     error: &str,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE retention_runs SET finished_at = now(), logs_removed = $2, \
              reports_removed = $3, bytes_removed = $4, error = $5 WHERE id = $1",
+        id,
+        removed.logs,
+        removed.reports,
+        removed.bytes,
+        error
     )
-    .bind(id)
-    .bind(removed.logs)
-    .bind(removed.reports)
-    .bind(removed.bytes)
-    .bind(error)
     .execute(ex)
     .await?;
     Ok(())
@@ -359,30 +365,28 @@ pub async fn finish_run(
 
 /// The newest passes, newest first.
 pub async fn recent_runs(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<PassRecord>, DbError> {
-    let rows = sqlx::query(concat!(
-        "SELECT id, ",
-        "started_at",
-        " AS started, ",
-        "finished_at",
-        " AS finished, logs_removed, reports_removed, bytes_removed, error \
-         FROM retention_runs ORDER BY started_at DESC, id DESC LIMIT $1"
-    ))
-    .bind(limit)
+    let rows = sqlx::query!(
+        r#"SELECT id, started_at AS "started: Timestamp", finished_at AS "finished: Timestamp",
+             logs_removed, reports_removed, bytes_removed, error
+         FROM retention_runs
+         ORDER BY started_at DESC, id DESC
+         LIMIT $1"#,
+        limit
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(PassRecord {
-                id: r.try_get("id")?,
-                started_at: r.try_get("started")?,
-                finished_at: r.try_get("finished")?,
-                removed: Removed {
-                    logs: r.try_get("logs_removed")?,
-                    reports: r.try_get("reports_removed")?,
-                    bytes: r.try_get("bytes_removed")?,
-                },
-                error: r.try_get("error")?,
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| PassRecord {
+            id: r.id,
+            started_at: r.started,
+            finished_at: r.finished,
+            removed: Removed {
+                logs: r.logs_removed,
+                reports: r.reports_removed,
+                bytes: r.bytes_removed,
+            },
+            error: r.error,
         })
-        .collect()
+        .collect())
 }

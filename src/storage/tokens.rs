@@ -1,11 +1,10 @@
 //! Tokens and portal sessions: stored as SHA-256 hashes with scopes, revocable, with a
 //! last-used time.
 
-use sqlx::Row;
-
 use super::{Db, DbError};
 use crate::auth::Scope;
 use crate::roles::PersonRole;
+use crate::time::Timestamp;
 use sqlx::{Acquire, PgExecutor, Postgres};
 
 /// A stored token (never the secret itself).
@@ -60,48 +59,103 @@ pub struct TokenOwner {
     pub disabled: bool,
 }
 
-/// The columns of a token row, for a query that names the table `t`.
-const COLUMNS: &str = "t.id, t.name, t.prefix, t.scopes, \
-    t.created_at AS created, \
-    (SELECT u.last_used_at FROM token_usage u \
-        WHERE u.token_id = t.id) AS last_used, \
-    t.revoked_at IS NOT NULL AS revoked, \
-    t.expires_at AS expires, \
-    coalesce(t.expires_at <= now(), false) AS expired, t.created_by, t.owner_person_id, \
-    (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS owner_name, \
-    (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS owner_role, \
-    (SELECT o.disabled_at IS NOT NULL FROM people o WHERE o.id = t.owner_person_id) AS owner_disabled";
+/// A token row as the statements below read it from the table named `t`: the token's columns,
+/// its last use (its own table, migration 0047) and its owner as they stand now. Every
+/// statement that returns a token spells out the same column list.
+struct TokenRow {
+    id: i64,
+    name: String,
+    prefix: String,
+    scopes: Vec<String>,
+    created: Timestamp,
+    last_used: Option<Timestamp>,
+    revoked: bool,
+    expires: Option<Timestamp>,
+    expired: bool,
+    created_by: String,
+    owner_person_id: Option<i64>,
+    owner_name: Option<String>,
+    owner_role: Option<PersonRole>,
+    owner_disabled: Option<bool>,
+}
 
-/// The condition a token row `t` must meet to authenticate: not revoked, not expired.
-const LIVE: &str = "t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())";
+impl TryFrom<TokenRow> for TokenRecord {
+    type Error = DbError;
 
-fn from_row(row: &sqlx::postgres::PgRow) -> Result<TokenRecord, DbError> {
-    let scopes: Vec<String> = row.try_get("scopes")?;
-    let owner = match row.try_get::<Option<i64>, _>("owner_person_id")? {
-        Some(person_id) => {
-            let role: String = row.try_get("owner_role")?;
-            Some(TokenOwner {
+    fn try_from(r: TokenRow) -> Result<Self, DbError> {
+        let owner = match r.owner_person_id {
+            Some(person_id) => Some(TokenOwner {
                 person_id,
-                name: row.try_get("owner_name")?,
-                role: role.parse().map_err(DbError::Corrupt)?,
-                disabled: row.try_get("owner_disabled")?,
-            })
+                name: owner_part(r.owner_name, "name")?,
+                role: owner_part(r.owner_role, "role")?,
+                disabled: owner_part(r.owner_disabled, "disabled")?,
+            }),
+            None => None,
+        };
+        Ok(TokenRecord {
+            id: r.id,
+            name: r.name,
+            prefix: r.prefix,
+            scopes: r.scopes.iter().filter_map(|s| s.parse().ok()).collect(),
+            created_at: r.created,
+            last_used_at: r.last_used,
+            revoked: r.revoked,
+            expires_at: r.expires,
+            expired: r.expired,
+            created_by: r.created_by,
+            owner,
+        })
+    }
+}
+
+/// A token row with whether its last use is older than a minute ([`authenticate`]).
+struct StaleTokenRow {
+    id: i64,
+    name: String,
+    prefix: String,
+    scopes: Vec<String>,
+    created: Timestamp,
+    last_used: Option<Timestamp>,
+    revoked: bool,
+    expires: Option<Timestamp>,
+    expired: bool,
+    created_by: String,
+    owner_person_id: Option<i64>,
+    owner_name: Option<String>,
+    owner_role: Option<PersonRole>,
+    owner_disabled: Option<bool>,
+    stale: bool,
+}
+
+impl From<StaleTokenRow> for TokenRow {
+    fn from(r: StaleTokenRow) -> Self {
+        TokenRow {
+            id: r.id,
+            name: r.name,
+            prefix: r.prefix,
+            scopes: r.scopes,
+            created: r.created,
+            last_used: r.last_used,
+            revoked: r.revoked,
+            expires: r.expires,
+            expired: r.expired,
+            created_by: r.created_by,
+            owner_person_id: r.owner_person_id,
+            owner_name: r.owner_name,
+            owner_role: r.owner_role,
+            owner_disabled: r.owner_disabled,
         }
-        None => None,
-    };
-    Ok(TokenRecord {
-        id: row.try_get("id")?,
-        name: row.try_get("name")?,
-        prefix: row.try_get("prefix")?,
-        scopes: scopes.iter().filter_map(|s| s.parse().ok()).collect(),
-        created_at: row.try_get("created")?,
-        last_used_at: row.try_get("last_used")?,
-        revoked: row.try_get("revoked")?,
-        expires_at: row.try_get("expires")?,
-        expired: row.try_get("expired")?,
-        created_by: row.try_get("created_by")?,
-        owner,
-    })
+    }
+}
+
+/// A column of a token's owner, read through its owner's id (a foreign key: the person is
+/// there whenever the id is).
+fn owner_part<T>(value: Option<T>, column: &str) -> Result<T, DbError> {
+    value.ok_or_else(|| DbError::Corrupt(format!("token owner without a {column}")))
+}
+
+fn records(rows: Vec<TokenRow>) -> Result<Vec<TokenRecord>, DbError> {
+    rows.into_iter().map(TokenRecord::try_from).collect()
 }
 
 fn scope_names(scopes: &[Scope]) -> Vec<String> {
@@ -127,24 +181,34 @@ pub async fn insert_token(
     ex: impl PgExecutor<'_>,
     new: NewToken<'_>,
 ) -> Result<TokenRecord, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO tokens AS t (name, scopes, prefix, hash, expires_at, created_by, \
-         owner_person_id) VALUES ($1, $2, $3, $4, now() + make_interval(days => $5), $6, $7) \
-         RETURNING {COLUMNS}"
-    )))
-    .bind(new.name)
-    .bind(scope_names(new.scopes))
-    .bind(new.prefix)
-    .bind(new.hash)
-    .bind(
+    let scopes = scope_names(new.scopes);
+    let row = sqlx::query_as!(
+        TokenRow,
+        r#"INSERT INTO tokens AS t (name, scopes, prefix, hash, expires_at, created_by,
+             owner_person_id)
+         VALUES ($1, $2, $3, $4, now() + make_interval(days => $5), $6, $7)
+         RETURNING t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked!",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?""#,
+        new.name,
+        &scopes[..],
+        new.prefix,
+        new.hash,
         new.expires_in_days
             .map(|d| i32::try_from(d).unwrap_or(i32::MAX)),
+        new.created_by,
+        new.owner_person_id,
     )
-    .bind(new.created_by)
-    .bind(new.owner_person_id)
     .fetch_one(ex)
     .await?;
-    from_row(&row)
+    row.try_into()
 }
 
 /// Stores `hash` as an admin token named `name` only if no token exists at all (first start).
@@ -156,16 +220,16 @@ pub async fn insert_first_admin(
     hash: &[u8],
 ) -> Result<bool, DbError> {
     let mut tx = db.pool().begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('gpu-triage:first-admin'))")
+    sqlx::query!("SELECT pg_advisory_xact_lock(hashtext('gpu-triage:first-admin'))")
         .execute(&mut *tx)
         .await?;
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO tokens (name, scopes, prefix, hash) \
          SELECT $1, ARRAY['admin'], $2, $3 WHERE NOT EXISTS (SELECT 1 FROM tokens)",
+        name,
+        prefix,
+        hash
     )
-    .bind(name)
-    .bind(prefix)
-    .bind(hash)
     .execute(&mut *tx)
     .await?
     .rows_affected();
@@ -180,23 +244,36 @@ pub async fn authenticate(
     hash: &[u8],
 ) -> Result<Option<TokenRecord>, DbError> {
     let mut conn = conn.acquire().await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS}, NOT EXISTS (SELECT 1 FROM token_usage u WHERE u.token_id = t.id \
-             AND u.last_used_at >= now() - interval '60 seconds') AS stale \
-         FROM tokens t WHERE t.hash = $1 AND {LIVE}"
-    )))
-    .bind(hash)
+    let row = sqlx::query_as!(
+        StaleTokenRow,
+        r#"SELECT t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked!",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?",
+             NOT EXISTS (SELECT 1 FROM token_usage u WHERE u.token_id = t.id
+                 AND u.last_used_at >= now() - interval '60 seconds') AS "stale!"
+         FROM tokens t
+         WHERE t.hash = $1 AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"#,
+        hash
+    )
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    let token = from_row(&row)?;
-    if row.try_get::<bool, _>("stale")? {
+    let stale = row.stale;
+    let token = TokenRecord::try_from(TokenRow::from(row))?;
+    if stale {
         // Its own row (migration 0047): the token's row is share-locked by uploads in flight.
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO token_usage (token_id, last_used_at) VALUES ($1, now()) \
              ON CONFLICT (token_id) DO UPDATE SET last_used_at = excluded.last_used_at",
+            token.id
         )
-        .bind(token.id)
         .execute(&mut *conn)
         .await?;
     }
@@ -205,23 +282,47 @@ pub async fn authenticate(
 
 /// The token with this id (revoked and expired ones too).
 pub async fn get_token(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<TokenRecord>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM tokens t WHERE t.id = $1"
-    )))
-    .bind(id)
+    let row = sqlx::query_as!(
+        TokenRow,
+        r#"SELECT t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked!",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?"
+         FROM tokens t
+         WHERE t.id = $1"#,
+        id
+    )
     .fetch_optional(ex)
     .await?;
-    row.as_ref().map(from_row).transpose()
+    row.map(TokenRecord::try_from).transpose()
 }
 
 /// Every token, newest first.
 pub async fn list_tokens(ex: impl PgExecutor<'_>) -> Result<Vec<TokenRecord>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM tokens t ORDER BY t.id DESC"
-    )))
+    let rows = sqlx::query_as!(
+        TokenRow,
+        r#"SELECT t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked!",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?"
+         FROM tokens t
+         ORDER BY t.id DESC"#
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter().map(from_row).collect()
+    records(rows)
 }
 
 /// The tokens person `person_id` owns, newest first (revoked and expired ones too).
@@ -229,13 +330,26 @@ pub async fn list_owned(
     ex: impl PgExecutor<'_>,
     person_id: i64,
 ) -> Result<Vec<TokenRecord>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {COLUMNS} FROM tokens t WHERE t.owner_person_id = $1 ORDER BY t.id DESC"
-    )))
-    .bind(person_id)
+    let rows = sqlx::query_as!(
+        TokenRow,
+        r#"SELECT t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked!",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?"
+         FROM tokens t
+         WHERE t.owner_person_id = $1
+         ORDER BY t.id DESC"#,
+        person_id
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter().map(from_row).collect()
+    records(rows)
 }
 
 /// Revokes every active token person `person_id` owns and ends the portal sessions signed in
@@ -244,30 +358,44 @@ pub async fn revoke_owned(
     conn: &mut sqlx::PgConnection,
     person_id: i64,
 ) -> Result<Vec<TokenRecord>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE tokens AS t SET revoked_at = now() \
-         WHERE t.owner_person_id = $1 AND t.revoked_at IS NULL RETURNING {COLUMNS}"
-    )))
-    .bind(person_id)
+    let rows = sqlx::query_as!(
+        TokenRow,
+        r#"UPDATE tokens AS t SET revoked_at = now()
+         WHERE t.owner_person_id = $1 AND t.revoked_at IS NULL
+         RETURNING t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked!",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?""#,
+        person_id
+    )
     .fetch_all(&mut *conn)
     .await?;
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM sessions WHERE token_id IN \
          (SELECT id FROM tokens WHERE owner_person_id = $1 AND revoked_at IS NOT NULL)",
+        person_id
     )
-    .bind(person_id)
     .execute(&mut *conn)
     .await?;
-    rows.iter().map(from_row).collect()
+    records(rows)
 }
 
 /// How many tokens person `person_id` owns that still authenticate (neither revoked nor
 /// expired).
 pub async fn count_active_owned(ex: impl PgExecutor<'_>, person_id: i64) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) FROM tokens t WHERE t.owner_person_id = $1 AND {LIVE}"
-    )))
-    .bind(person_id)
+    Ok(sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!"
+         FROM tokens t
+         WHERE t.owner_person_id = $1
+           AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())"#,
+        person_id
+    )
     .fetch_one(ex)
     .await?)
 }
@@ -276,12 +404,15 @@ pub async fn count_active_owned(ex: impl PgExecutor<'_>, person_id: i64) -> Resu
 /// holding its row against revocation until the transaction ends: what the transaction stores
 /// in the token's name commits before a revocation or not at all.
 pub async fn lock_live(conn: &mut sqlx::PgConnection, id: i64) -> Result<bool, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT t.id FROM tokens t WHERE t.id = $1 AND {LIVE} AND NOT EXISTS \
-         (SELECT 1 FROM people o WHERE o.id = t.owner_person_id AND o.disabled_at IS NOT NULL) \
-         FOR SHARE OF t"
-    )))
-    .bind(id)
+    let row = sqlx::query_scalar!(
+        "SELECT t.id FROM tokens t \
+         WHERE t.id = $1 \
+           AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now()) \
+           AND NOT EXISTS (SELECT 1 FROM people o \
+               WHERE o.id = t.owner_person_id AND o.disabled_at IS NOT NULL) \
+         FOR SHARE OF t",
+        id
+    )
     .fetch_optional(conn)
     .await?;
     Ok(row.is_some())
@@ -290,22 +421,22 @@ pub async fn lock_live(conn: &mut sqlx::PgConnection, id: i64) -> Result<bool, D
 /// The distinct names of the active (not revoked) tokens, in name order, at most `limit`: who
 /// a group can be assigned to.
 pub async fn active_names(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<String>, DbError> {
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar!(
         "SELECT DISTINCT name FROM tokens t WHERE t.revoked_at IS NULL \
          AND (t.expires_at IS NULL OR t.expires_at > now()) ORDER BY name LIMIT $1",
+        limit
     )
-    .bind(limit)
     .fetch_all(ex)
     .await?)
 }
 
 /// Whether an active (not revoked) token is named `name`.
 pub async fn is_active_name(ex: impl PgExecutor<'_>, name: &str) -> Result<bool, DbError> {
-    Ok(sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM tokens t WHERE t.name = $1 AND t.revoked_at IS NULL \
-         AND (t.expires_at IS NULL OR t.expires_at > now()))",
+    Ok(sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM tokens t WHERE t.name = $1 AND t.revoked_at IS NULL
+         AND (t.expires_at IS NULL OR t.expires_at > now())) AS "exists!""#,
+        name
     )
-    .bind(name)
     .fetch_one(ex)
     .await?)
 }
@@ -329,25 +460,73 @@ pub async fn revoke_tokens(
     which: TokenSelector<'_>,
 ) -> Result<Vec<TokenRecord>, DbError> {
     let mut conn = conn.acquire().await?;
-    let column = match which {
-        TokenSelector::Id(_) => "t.id",
-        TokenSelector::Prefix(_) => "t.prefix",
-        TokenSelector::Name(_) => "t.name",
+    // One statement per selector, each comparing one column with the value of its type.
+    let rows = match which {
+        TokenSelector::Id(id) => {
+            sqlx::query_as!(
+                TokenRow,
+                r#"UPDATE tokens AS t SET revoked_at = now()
+                 WHERE t.revoked_at IS NULL AND t.id = $1
+                 RETURNING t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+                     (SELECT u.last_used_at FROM token_usage u
+                         WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+                     t.revoked_at IS NOT NULL AS "revoked!",
+                     t.expires_at AS "expires?: Timestamp",
+                     coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+                     (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+                     (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+                     (SELECT o.disabled_at IS NOT NULL FROM people o
+                         WHERE o.id = t.owner_person_id) AS "owner_disabled?""#,
+                id
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        TokenSelector::Prefix(prefix) => {
+            sqlx::query_as!(
+                TokenRow,
+                r#"UPDATE tokens AS t SET revoked_at = now()
+                 WHERE t.revoked_at IS NULL AND t.prefix = $1
+                 RETURNING t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+                     (SELECT u.last_used_at FROM token_usage u
+                         WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+                     t.revoked_at IS NOT NULL AS "revoked!",
+                     t.expires_at AS "expires?: Timestamp",
+                     coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+                     (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+                     (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+                     (SELECT o.disabled_at IS NOT NULL FROM people o
+                         WHERE o.id = t.owner_person_id) AS "owner_disabled?""#,
+                prefix
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        TokenSelector::Name(name) => {
+            sqlx::query_as!(
+                TokenRow,
+                r#"UPDATE tokens AS t SET revoked_at = now()
+                 WHERE t.revoked_at IS NULL AND t.name = $1
+                 RETURNING t.id, t.name, t.prefix, t.scopes, t.created_at AS "created: Timestamp",
+                     (SELECT u.last_used_at FROM token_usage u
+                         WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+                     t.revoked_at IS NOT NULL AS "revoked!",
+                     t.expires_at AS "expires?: Timestamp",
+                     coalesce(t.expires_at <= now(), false) AS "expired!", t.created_by, t.owner_person_id,
+                     (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+                     (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+                     (SELECT o.disabled_at IS NOT NULL FROM people o
+                         WHERE o.id = t.owner_person_id) AS "owner_disabled?""#,
+                name
+            )
+            .fetch_all(&mut *conn)
+            .await?
+        }
     };
-    let query = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "UPDATE tokens AS t SET revoked_at = now() \
-         WHERE t.revoked_at IS NULL AND {column} = $1 RETURNING {COLUMNS}"
-    )));
-    let query = match which {
-        TokenSelector::Id(id) => query.bind(id),
-        TokenSelector::Prefix(text) | TokenSelector::Name(text) => query.bind(text),
-    };
-    let rows = query.fetch_all(&mut *conn).await?;
-    let revoked = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+    let revoked = records(rows)?;
     // Sessions signed in with a revoked token end with it.
     let ids: Vec<i64> = revoked.iter().map(|t| t.id).collect();
-    sqlx::query("DELETE FROM sessions WHERE token_id = ANY($1)")
-        .bind(&ids)
+    sqlx::query!("DELETE FROM sessions WHERE token_id = ANY($1)", &ids[..])
         .execute(&mut *conn)
         .await?;
     Ok(revoked)
@@ -428,17 +607,66 @@ pub async fn create_session(
     csrf: &str,
     days: i32,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO sessions (id_hash, token_id, csrf, expires_at) \
          VALUES ($1, $2, $3, now() + make_interval(days => $4))",
+        id_hash,
+        token_id,
+        csrf,
+        days
     )
-    .bind(id_hash)
-    .bind(token_id)
-    .bind(csrf)
-    .bind(days)
     .execute(ex)
     .await?;
     Ok(())
+}
+
+/// A session row with its token's columns, null (the two flags false) when its token no
+/// longer authenticates (the token is joined only while live) or when a person signed in.
+struct SessionRow {
+    person_id: Option<i64>,
+    csrf: String,
+    id: Option<i64>,
+    name: Option<String>,
+    prefix: Option<String>,
+    scopes: Option<Vec<String>>,
+    created: Option<Timestamp>,
+    last_used: Option<Timestamp>,
+    revoked: Option<bool>,
+    expires: Option<Timestamp>,
+    expired: Option<bool>,
+    created_by: Option<String>,
+    owner_person_id: Option<i64>,
+    owner_name: Option<String>,
+    owner_role: Option<PersonRole>,
+    owner_disabled: Option<bool>,
+}
+
+impl SessionRow {
+    /// The session's token, `None` when no live token was joined.
+    fn token(self) -> Result<Option<TokenRow>, DbError> {
+        let Some(id) = self.id else { return Ok(None) };
+        Ok(Some(TokenRow {
+            id,
+            name: token_part(self.name, "name")?,
+            prefix: token_part(self.prefix, "prefix")?,
+            scopes: token_part(self.scopes, "scopes")?,
+            created: token_part(self.created, "created_at")?,
+            last_used: self.last_used,
+            revoked: token_part(self.revoked, "revoked_at")?,
+            expires: self.expires,
+            expired: token_part(self.expired, "expires_at")?,
+            created_by: token_part(self.created_by, "created_by")?,
+            owner_person_id: self.owner_person_id,
+            owner_name: self.owner_name,
+            owner_role: self.owner_role,
+            owner_disabled: self.owner_disabled,
+        }))
+    }
+}
+
+/// A NOT NULL column of a joined token (null only when no token was joined).
+fn token_part<T>(value: Option<T>, column: &str) -> Result<T, DbError> {
+    value.ok_or_else(|| DbError::Corrupt(format!("joined token without a {column}")))
 }
 
 /// The live session with this cookie hash, if its token is still valid (or its person is not
@@ -448,22 +676,39 @@ pub async fn find_session(
     id_hash: &[u8],
 ) -> Result<Option<Session>, DbError> {
     let mut conn = conn.acquire().await?;
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT s.person_id, s.csrf, {COLUMNS} FROM sessions s LEFT JOIN tokens t \
-         ON t.id = s.token_id AND {LIVE} WHERE s.id_hash = $1 AND s.expires_at > now()"
-    )))
-    .bind(id_hash)
+    let row = sqlx::query_as!(
+        SessionRow,
+        r#"SELECT s.person_id, s.csrf,
+             t.id AS "id?", t.name AS "name?", t.prefix AS "prefix?", t.scopes AS "scopes?",
+             t.created_at AS "created?: Timestamp",
+             (SELECT u.last_used_at FROM token_usage u
+                 WHERE u.token_id = t.id) AS "last_used?: Timestamp",
+             t.revoked_at IS NOT NULL AS "revoked?",
+             t.expires_at AS "expires?: Timestamp",
+             coalesce(t.expires_at <= now(), false) AS "expired?",
+             t.created_by AS "created_by?", t.owner_person_id AS "owner_person_id?",
+             (SELECT o.name FROM people o WHERE o.id = t.owner_person_id) AS "owner_name?",
+             (SELECT o.role FROM people o WHERE o.id = t.owner_person_id) AS "owner_role?: PersonRole",
+             (SELECT o.disabled_at IS NOT NULL FROM people o
+                 WHERE o.id = t.owner_person_id) AS "owner_disabled?"
+         FROM sessions s
+         LEFT JOIN tokens t
+             ON t.id = s.token_id
+             AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())
+         WHERE s.id_hash = $1 AND s.expires_at > now()"#,
+        id_hash
+    )
     .fetch_optional(&mut *conn)
     .await?;
     let Some(row) = row else { return Ok(None) };
-    let csrf: String = row.try_get("csrf")?;
-    let holder = match row.try_get::<Option<i64>, _>("person_id")? {
+    let csrf = row.csrf.clone();
+    let holder = match row.person_id {
         Some(person) => match super::people::get_enabled(&mut *conn, person).await? {
             Some(p) => Holder::Person(p),
             None => return Ok(None),
         },
-        None => match row.try_get::<Option<i64>, _>("id")? {
-            Some(_) => Holder::Token(from_row(&row)?),
+        None => match row.token()? {
+            Some(token) => Holder::Token(token.try_into()?),
             None => return Ok(None), // Its token was revoked or has expired.
         },
     };
@@ -472,9 +717,11 @@ pub async fn find_session(
 
 /// Ends a session (sign-out) and drops expired ones.
 pub async fn delete_session(ex: impl PgExecutor<'_>, id_hash: &[u8]) -> Result<(), DbError> {
-    sqlx::query("DELETE FROM sessions WHERE id_hash = $1 OR expires_at < now()")
-        .bind(id_hash)
-        .execute(ex)
-        .await?;
+    sqlx::query!(
+        "DELETE FROM sessions WHERE id_hash = $1 OR expires_at < now()",
+        id_hash
+    )
+    .execute(ex)
+    .await?;
     Ok(())
 }

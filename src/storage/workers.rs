@@ -6,7 +6,7 @@
 //! workers poll all the time. The interval and the window a page
 //! asks about are policy of `app::reproduce`.
 
-use sqlx::{PgExecutor, Row};
+use sqlx::PgExecutor;
 
 use super::DbError;
 use crate::api_types::Sandbox;
@@ -53,7 +53,7 @@ pub async fn record_claim(
     w: &SelfReport<'_>,
     throttle_secs: u32,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "WITH refreshed AS ( \
              UPDATE workers SET last_seen_at = now(), last_contact = 'claim', gpu = $2, \
                  no_gpu = $3, sandbox = $4 \
@@ -62,12 +62,12 @@ pub async fn record_claim(
          INSERT INTO workers (name, last_contact, gpu, no_gpu, sandbox) \
          SELECT $1, 'claim', $2, $3, $4 WHERE NOT EXISTS (SELECT 1 FROM workers WHERE name = $1) \
          ON CONFLICT (name) DO NOTHING",
+        w.name,
+        w.gpu,
+        w.no_gpu,
+        w.sandbox.as_str(),
+        f64::from(throttle_secs)
     )
-    .bind(w.name)
-    .bind(w.gpu)
-    .bind(w.no_gpu)
-    .bind(w.sandbox.as_str())
-    .bind(f64::from(throttle_secs))
     .execute(ex)
     .await?;
     Ok(())
@@ -82,17 +82,17 @@ pub async fn record_contact(
     contact: Contact,
     throttle_secs: u32,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "WITH refreshed AS ( \
              UPDATE workers SET last_seen_at = now(), last_contact = $2 \
              WHERE name = $1 AND last_seen_at < now() - make_interval(secs => $3)) \
          INSERT INTO workers (name, last_contact) SELECT $1, $2 \
          WHERE $1 <> '' AND NOT EXISTS (SELECT 1 FROM workers WHERE name = $1) \
          ON CONFLICT (name) DO NOTHING",
+        name,
+        contact.as_str(),
+        f64::from(throttle_secs)
     )
-    .bind(name)
-    .bind(contact.as_str())
-    .bind(f64::from(throttle_secs))
     .execute(ex)
     .await?;
     Ok(())
@@ -126,18 +126,19 @@ pub async fn seen_within(
     window_secs: u32,
     limit: i64,
 ) -> Result<Seen, DbError> {
-    let rows = sqlx::query(concat!(
-        "WITH recent AS (SELECT name, gpu, no_gpu, last_seen_at FROM workers \
-             WHERE last_seen_at >= now() - make_interval(secs => $1)), \
-         counts AS (SELECT count(*) AS n, \
-             count(*) FILTER (WHERE NOT no_gpu AND gpu IS NOT NULL) AS n_gpu FROM recent) \
-         SELECT c.n, c.n_gpu, w.name, w.gpu ->> 'name' AS gpu_name, w.no_gpu, ",
-        "w.last_seen_at",
-        " AS seen FROM counts c LEFT JOIN LATERAL ( \
-             SELECT * FROM recent ORDER BY last_seen_at DESC, name LIMIT $2) w ON true"
-    ))
-    .bind(f64::from(window_secs))
-    .bind(limit)
+    let rows = sqlx::query!(
+        r#"WITH recent AS (SELECT name, gpu, no_gpu, last_seen_at FROM workers
+             WHERE last_seen_at >= now() - make_interval(secs => $1)),
+         counts AS (SELECT count(*) AS n,
+             count(*) FILTER (WHERE NOT no_gpu AND gpu IS NOT NULL) AS n_gpu FROM recent)
+         SELECT c.n AS "n!", c.n_gpu AS "n_gpu!", w.name AS "name?",
+             w.gpu ->> 'name' AS "gpu_name?", w.no_gpu AS "no_gpu?",
+             w.last_seen_at AS "seen?: Timestamp"
+         FROM counts c LEFT JOIN LATERAL (
+             SELECT * FROM recent ORDER BY last_seen_at DESC, name LIMIT $2) w ON true"#,
+        f64::from(window_secs),
+        limit
+    )
     .fetch_all(ex)
     .await?;
     let mut seen = Seen {
@@ -145,15 +146,18 @@ pub async fn seen_within(
         with_gpu: 0,
         workers: Vec::with_capacity(rows.len()),
     };
-    for r in &rows {
-        seen.count = r.try_get("n")?;
-        seen.with_gpu = r.try_get("n_gpu")?;
-        if let Some(name) = r.try_get::<Option<String>, _>("name")? {
+    for r in rows {
+        seen.count = r.n;
+        seen.with_gpu = r.n_gpu;
+        if let Some(name) = r.name {
             seen.workers.push(SeenWorker {
                 name,
-                gpu_name: r.try_get("gpu_name")?,
-                no_gpu: r.try_get::<Option<bool>, _>("no_gpu")?.unwrap_or(false),
-                last_seen_at: r.try_get("seen")?,
+                gpu_name: r.gpu_name,
+                no_gpu: r.no_gpu.unwrap_or(false),
+                // NOT NULL in the table: null only when no worker was joined.
+                last_seen_at: r
+                    .seen
+                    .ok_or_else(|| DbError::Corrupt("worker without a last contact".into()))?,
             });
         }
     }
@@ -163,11 +167,11 @@ pub async fn seen_within(
 /// Forgets workers not seen for `older_than_secs` (a worker's default name carries its pid, so
 /// every restart is a new row); returns how many.
 pub async fn forget_stale(ex: impl PgExecutor<'_>, older_than_secs: u32) -> Result<u64, DbError> {
-    Ok(
-        sqlx::query("DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => $1)")
-            .bind(f64::from(older_than_secs))
-            .execute(ex)
-            .await?
-            .rows_affected(),
+    Ok(sqlx::query!(
+        "DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => $1)",
+        f64::from(older_than_secs)
     )
+    .execute(ex)
+    .await?
+    .rows_affected())
 }
