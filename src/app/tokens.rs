@@ -9,7 +9,8 @@
 //! person revokes it, see `app::people`; a token whose owner is disabled authenticates nothing
 //! even before that). Admins also create service tokens, owned by nobody, for CI and workers.
 
-pub use crate::storage::tokens::{Holder, Session, TokenRecord, TokenSelector};
+pub use crate::storage::sessions::{Holder, Session};
+pub use crate::storage::tokens::{TokenRecord, TokenSelector};
 
 use super::Error;
 use crate::api_types::ErrorCode;
@@ -18,6 +19,7 @@ use crate::auth::{self, Scope};
 use crate::roles::PersonRole;
 use crate::storage::Db;
 use crate::storage::people as people_store;
+use crate::storage::sessions;
 use crate::storage::tokens::{self as store, NewToken};
 
 /// The longest token name.
@@ -241,7 +243,7 @@ pub async fn open_session(db: &Db, token: &TokenRecord, days: i32) -> Result<New
     let session = auth::generate().map_err(|e| Error::Internal(e.into()))?;
     let csrf = auth::generate().map_err(|e| Error::Internal(e.into()))?;
     let csrf = csrf.token[4..].to_owned();
-    store::create_session(db.pool(), &session.hash, token.id, &csrf, days).await?;
+    sessions::create_session(db.pool(), &session.hash, token.id, &csrf, days).await?;
     Ok(NewSession {
         cookie: session.token,
         csrf,
@@ -251,7 +253,7 @@ pub async fn open_session(db: &Db, token: &TokenRecord, days: i32) -> Result<New
 /// The live session a cookie names (one signed in with a token acts as the token does now).
 #[tracing::instrument(name = "tokens::find_session", skip_all)]
 pub async fn find_session(db: &Db, cookie: &str) -> Result<Option<Session>, Error> {
-    let Some(session) = store::find_session(db.pool(), &auth::hash(cookie)).await? else {
+    let Some(session) = sessions::find_session(db.pool(), &auth::hash(cookie)).await? else {
         return Ok(None);
     };
     Ok(match session.holder {
@@ -389,5 +391,5 @@ pub async fn revoke_for(db: &Db, manager: Manager, id: i64) -> Result<TokenRecor
 /// Ends the session a cookie names.
 #[tracing::instrument(name = "tokens::end_session", skip_all)]
 pub async fn end_session(db: &Db, cookie: &str) -> Result<(), Error> {
-    Ok(store::delete_session(db.pool(), &auth::hash(cookie)).await?)
+    Ok(sessions::delete_session(db.pool(), &auth::hash(cookie)).await?)
 }

@@ -20,6 +20,7 @@ pub mod reproductions;
 pub mod retention;
 pub mod rules;
 pub mod search;
+pub mod sessions;
 pub mod tokens;
 mod types;
 pub mod webhooks;
