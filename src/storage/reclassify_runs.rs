@@ -3,12 +3,13 @@
 //! the group of its new fingerprint while keeping every group's count equal to its reports.
 
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::reports::Headline;
 use super::{Db, DbError};
 use crate::actor::{Actor, ActorKind};
 use crate::rules::Classification;
+use crate::time::Timestamp;
 
 /// A running run whose row was not touched for this long is taken as interrupted (its server
 /// stopped), so a new run may start.
@@ -63,7 +64,7 @@ impl std::fmt::Display for RunState {
 }
 
 /// One reclassification run.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct ReclassifyRun {
     pub id: i64,
     pub state: RunState,
@@ -77,10 +78,8 @@ pub struct ReclassifyRun {
     /// `person`, `token` or `service`; `None` for runs started before actors were typed.
     pub started_by_kind: Option<ActorKind>,
     pub error: String,
-    #[sqlx(rename = "started")]
-    pub started_at: crate::time::Timestamp,
-    #[sqlx(rename = "finished")]
-    pub finished_at: Option<crate::time::Timestamp>,
+    pub started_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
 }
 
 /// A report's new classification, as columns (see `reports::NewReport`).
@@ -117,62 +116,56 @@ pub async fn start_run(
     ruleset_version: i64,
     actor: &Actor,
 ) -> Result<Option<ReclassifyRun>, DbError> {
-    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('gpu_triage_reclassify', 4))")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query(
+    sqlx::query!(
+        r#"SELECT pg_advisory_xact_lock(hashtextextended('gpu_triage_reclassify', 4))
+             AS "locked: ()""#
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    sqlx::query!(
         "UPDATE reclassify_runs SET state = 'interrupted', finished_at = now(), \
              error = 'the server running it stopped' \
-         WHERE state = 'running' AND updated_at < now() - make_interval(secs => $1)",
+         WHERE state = 'running' AND updated_at < now() - make_interval(secs => $1::int4)",
+        STALE_SECS
     )
-    .bind(STALE_SECS)
     .execute(&mut *tx)
     .await?;
-    let busy: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM reclassify_runs WHERE state = 'running')")
-            .fetch_one(&mut *tx)
-            .await?;
+    let busy = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM reclassify_runs WHERE state = 'running') AS "busy!""#
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     if busy {
         return Ok(None);
     }
-    let id: i64 = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "INSERT INTO reclassify_runs (ruleset_version, total, started_by, started_by_kind, \
              started_by_person_id, started_by_token_id) \
          SELECT $1, count(*), $2, $3, $4, $5 FROM reports WHERE log_removed_at IS NULL \
          RETURNING id",
+        ruleset_version,
+        actor.name(),
+        actor.kind().as_str(),
+        actor.person_id(),
+        actor.token_id()
     )
-    .bind(ruleset_version)
-    .bind(actor.name())
-    .bind(actor.kind())
-    .bind(actor.person_id())
-    .bind(actor.token_id())
     .fetch_one(&mut *tx)
     .await?;
     get_run(&mut *tx, id).await
 }
 
-const RUN_COLUMNS: &str = concat!(
-    "id, state, ruleset_version, total, done, changed, regrouped, started_by, started_by_kind, \
-     error, ",
-    "started_at",
-    " AS started, ",
-    "finished_at",
-    " AS finished"
-);
-
-fn run_from_row(r: &sqlx::postgres::PgRow) -> Result<ReclassifyRun, DbError> {
-    Ok(sqlx::FromRow::from_row(r)?)
-}
-
 /// One run.
 pub async fn get_run(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<ReclassifyRun>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {RUN_COLUMNS} FROM reclassify_runs WHERE id = $1"
-    )))
-    .bind(id)
+    Ok(sqlx::query_as!(
+        ReclassifyRun,
+        r#"SELECT id, state AS "state: RunState", ruleset_version, total, done, changed, regrouped,
+             started_by, started_by_kind AS "started_by_kind: ActorKind", error,
+             started_at AS "started_at: Timestamp", finished_at AS "finished_at: Timestamp"
+         FROM reclassify_runs WHERE id = $1"#,
+        id
+    )
     .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(run_from_row).transpose()
+    .await?)
 }
 
 /// The newest runs.
@@ -180,13 +173,16 @@ pub async fn recent_runs(
     ex: impl PgExecutor<'_>,
     limit: i64,
 ) -> Result<Vec<ReclassifyRun>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {RUN_COLUMNS} FROM reclassify_runs ORDER BY id DESC LIMIT $1"
-    )))
-    .bind(limit)
+    Ok(sqlx::query_as!(
+        ReclassifyRun,
+        r#"SELECT id, state AS "state: RunState", ruleset_version, total, done, changed, regrouped,
+             started_by, started_by_kind AS "started_by_kind: ActorKind", error,
+             started_at AS "started_at: Timestamp", finished_at AS "finished_at: Timestamp"
+         FROM reclassify_runs ORDER BY id DESC LIMIT $1"#,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(run_from_row).collect()
+    .await?)
 }
 
 /// Records progress (totals so far).
@@ -197,14 +193,14 @@ pub async fn record_progress(
     changed: i64,
     regrouped: i64,
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE reclassify_runs SET done = $2, changed = $3, regrouped = $4, \
              total = GREATEST(total, $2), updated_at = now() WHERE id = $1",
+        run.id,
+        done,
+        changed,
+        regrouped
     )
-    .bind(run.id)
-    .bind(done)
-    .bind(changed)
-    .bind(regrouped)
     .execute(ex)
     .await?;
     Ok(())
@@ -216,24 +212,25 @@ pub async fn finish_run(
     run: &ReclassifyRun,
     failed: Option<&str>,
 ) -> Result<(), DbError> {
-    sqlx::query(
-        "UPDATE reclassify_runs SET state = $2, error = $3, finished_at = now(), \
-             updated_at = now() WHERE id = $1",
-    )
-    .bind(run.id)
-    .bind(if failed.is_some() {
+    let state = if failed.is_some() {
         RunState::Failed
     } else {
         RunState::Done
-    })
-    .bind(failed.unwrap_or(""))
+    };
+    sqlx::query!(
+        "UPDATE reclassify_runs SET state = $2, error = $3, finished_at = now(), \
+             updated_at = now() WHERE id = $1",
+        run.id,
+        state.as_str(),
+        failed.unwrap_or("")
+    )
     .execute(ex)
     .await?;
     Ok(())
 }
 
 /// A stored report as reclassification reads it.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct StoredLog {
     pub id: i64,
     pub filename: String,
@@ -251,15 +248,19 @@ pub struct StoredLog {
 /// The next reports after `after_id` that still have their log, in id order (a report whose log
 /// retention removed keeps the classification it has: there is nothing to read again).
 pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<StoredLog>, DbError> {
-    let mut logs: Vec<StoredLog> = sqlx::query_as(concat!(
-        "SELECT id, filename, project, branch, commit_sha, job_url, ",
-        super::reports::whole_log_gz!(),
-        " AS log_gz, ",
-        "(SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS story",
-        " FROM reports WHERE id > $1 AND log_removed_at IS NULL ORDER BY id LIMIT $2"
-    ))
-    .bind(after_id)
-    .bind(limit)
+    // The log column is `reports::whole_log_gz!`, written out.
+    let mut logs = sqlx::query_as!(
+        StoredLog,
+        r#"SELECT id, filename, project, branch, commit_sha, job_url,
+             coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq)
+                       FROM report_log_chunks c WHERE c.report_id = reports.id), ''::bytea)
+                 AS "log_gz!",
+             (SELECT j.story FROM job_runs j WHERE j.report_id = reports.id)
+                 AS "story?: Json<serde_json::Value>"
+         FROM reports WHERE id > $1 AND log_removed_at IS NULL ORDER BY id LIMIT $2"#,
+        after_id,
+        limit
+    )
     .fetch_all(db.pool())
     .await?;
     let empty: Vec<i64> = logs
@@ -280,42 +281,49 @@ pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<Stor
 /// an id-order scan already passed has an id below it.
 pub async fn xid_horizon(ex: impl PgExecutor<'_>) -> Result<String, DbError> {
     Ok(
-        sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")
-            .fetch_one(ex)
-            .await?,
+        sqlx::query_scalar!(
+            r#"SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS "horizon!""#
+        )
+        .fetch_one(ex)
+        .await?,
     )
 }
 
 /// Whether every transaction below `horizon` has ended (committed or not).
 pub async fn settled(ex: impl PgExecutor<'_>, horizon: &str) -> Result<bool, DbError> {
-    Ok(
-        sqlx::query_scalar("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::xid8")
-            .bind(horizon)
-            .fetch_one(ex)
-            .await?,
+    // The horizon travels as text, as [`xid_horizon`] read it.
+    Ok(sqlx::query_scalar!(
+        r#"SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8 AS "settled!""#,
+        horizon
     )
+    .fetch_one(ex)
+    .await?)
 }
 
 /// The ids of the stored reports with ids at most `upto` that still have their log, in order.
 pub async fn ids_upto(ex: impl PgExecutor<'_>, upto: i64) -> Result<Vec<i64>, DbError> {
-    Ok(sqlx::query_scalar(
+    Ok(sqlx::query_scalar!(
         "SELECT id FROM reports WHERE id <= $1 AND log_removed_at IS NULL ORDER BY id",
+        upto
     )
-    .bind(upto)
     .fetch_all(ex)
     .await?)
 }
 
 /// The reports with these ids (those still stored with their log), in id order.
 pub async fn reports_by_id(db: &Db, ids: &[i64]) -> Result<Vec<StoredLog>, DbError> {
-    let mut logs: Vec<StoredLog> = sqlx::query_as(concat!(
-        "SELECT id, filename, project, branch, commit_sha, job_url, ",
-        super::reports::whole_log_gz!(),
-        " AS log_gz, ",
-        "(SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS story",
-        " FROM reports WHERE id = ANY($1) AND log_removed_at IS NULL ORDER BY id"
-    ))
-    .bind(ids)
+    // The log column is `reports::whole_log_gz!`, written out.
+    let mut logs = sqlx::query_as!(
+        StoredLog,
+        r#"SELECT id, filename, project, branch, commit_sha, job_url,
+             coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq)
+                       FROM report_log_chunks c WHERE c.report_id = reports.id), ''::bytea)
+                 AS "log_gz!",
+             (SELECT j.story FROM job_runs j WHERE j.report_id = reports.id)
+                 AS "story?: Json<serde_json::Value>"
+         FROM reports WHERE id = ANY($1) AND log_removed_at IS NULL ORDER BY id"#,
+        ids
+    )
     .fetch_all(db.pool())
     .await?;
     let empty: Vec<i64> = logs
@@ -342,27 +350,25 @@ pub async fn apply(
     report_id: i64,
     new: &Reclassified,
 ) -> Result<Applied, DbError> {
-    let Some(row) = sqlx::query(
-        "SELECT group_id, fingerprint, classification, merged_from, \
-             (SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS story \
-         FROM reports WHERE id = $1 FOR UPDATE",
+    let Some(row) = sqlx::query!(
+        r#"SELECT group_id, fingerprint, classification, merged_from,
+             (SELECT j.story FROM job_runs j WHERE j.report_id = reports.id) AS "story?"
+         FROM reports WHERE id = $1 FOR UPDATE"#,
+        report_id
     )
-    .bind(report_id)
     .fetch_optional(&mut *tx)
     .await?
     else {
         return Ok(Applied::Missing);
     };
-    let old_group: i64 = row.try_get("group_id")?;
-    let old_fp: String = row.try_get("fingerprint")?;
+    let old_group = row.group_id;
+    let old_fp = row.fingerprint;
     // Compared as stored JSON: a row written by an older build may not decode, and is then
     // simply different.
-    let old_c: serde_json::Value = row.try_get("classification")?;
+    let old_c: serde_json::Value = row.classification;
     let new_c = serde_json::to_value(&new.classification)
         .map_err(|e| DbError::Corrupt(format!("classification does not encode: {e}")))?;
-    let old_story: Option<serde_json::Value> = row
-        .try_get::<Option<Json<serde_json::Value>>, _>("story")?
-        .map(|Json(v)| v);
+    let old_story: Option<serde_json::Value> = row.story;
     let new_story = (new.story.as_ref())
         .map(serde_json::to_value)
         .transpose()
@@ -374,9 +380,9 @@ pub async fn apply(
     let mut group_id = old_group;
     // The group the report belongs to when another holds it (migration 0032); kept while the
     // fingerprint is.
-    let mut merged_from: Option<i64> = row.try_get("merged_from")?;
+    let mut merged_from: Option<i64> = row.merged_from;
     if old_fp != new.headline.fingerprint {
-        group_id = sqlx::query_scalar(
+        group_id = sqlx::query_scalar!(
             "INSERT INTO groups (fingerprint, category, title, root_cause_text, first_seen, \
                  last_seen, signature) \
              SELECT $1, $2, $3, $4, created_at, created_at, $6 FROM reports WHERE id = $5 \
@@ -384,13 +390,13 @@ pub async fn apply(
                  first_seen = LEAST(groups.first_seen, excluded.first_seen), \
                  last_seen = GREATEST(groups.last_seen, excluded.last_seen) \
              RETURNING id",
+            new.headline.fingerprint,
+            new.headline.category.as_str(),
+            new.headline.title,
+            new.headline.root_cause_text,
+            report_id,
+            new.headline.signature
         )
-        .bind(&new.headline.fingerprint)
-        .bind(new.headline.category)
-        .bind(&new.headline.title)
-        .bind(&new.headline.root_cause_text)
-        .bind(report_id)
-        .bind(&new.headline.signature)
         .fetch_one(&mut *tx)
         .await?;
         super::groups::insert_band_keys(&mut *tx, group_id, &new.headline.signature).await?;
@@ -405,7 +411,7 @@ pub async fn apply(
     // A report whose headline follows a reproduction (the synchronous run was more specific)
     // keeps that headline: the new log classification becomes what "the log alone said", and
     // the reproduction's root-cause line stays searchable.
-    sqlx::query(
+    sqlx::query!(
         "UPDATE reports r SET group_id = $2, \
              category = CASE WHEN r.category_source = 'reproduction' THEN r.category ELSE $3 END, \
              title = CASE WHEN r.category_source = 'reproduction' THEN r.title ELSE $4 END, \
@@ -420,24 +426,24 @@ pub async fn apply(
              classification = $10, \
              finding_rules = jsonb_path_query_array($10, '$.findings[*].rule') \
          WHERE r.id = $1",
+        report_id,
+        group_id,
+        new.headline.category.as_str(),
+        new.headline.title,
+        new.headline.confidence.as_str(),
+        new.headline.root_cause_line,
+        new.headline.root_cause_text,
+        new.headline.fingerprint,
+        new.headline.async_hint,
+        Json(&new.classification) as _,
+        new.headline.signature,
+        merged_from
     )
-    .bind(report_id)
-    .bind(group_id)
-    .bind(new.headline.category)
-    .bind(&new.headline.title)
-    .bind(new.headline.confidence)
-    .bind(new.headline.root_cause_line)
-    .bind(&new.headline.root_cause_text)
-    .bind(&new.headline.fingerprint)
-    .bind(new.headline.async_hint)
-    .bind(Json(&new.classification))
-    .bind(&new.headline.signature)
-    .bind(merged_from)
     .execute(&mut *tx)
     .await?;
     // The search document follows; a headline kept from a reproduction keeps its root-cause
     // line searchable as a root cause.
-    sqlx::query(
+    sqlx::query!(
         "UPDATE report_search s SET category = r.category, \
              root = CASE WHEN r.category_source = 'reproduction' \
                  THEN left($2 || E'\\n' || coalesce((SELECT p.classification -> 'root_cause' ->> 'text' \
@@ -445,12 +451,12 @@ pub async fn apply(
                  ELSE $2 END, \
              symptoms = $3, names = $4, excerpt = $5 \
          FROM reports r WHERE r.id = s.report_id AND s.report_id = $1",
+        report_id,
+        new.search.root,
+        new.search.symptoms,
+        new.search.names,
+        new.search.excerpt
     )
-    .bind(report_id)
-    .bind(&new.search.root)
-    .bind(&new.search.symptoms)
-    .bind(&new.search.names)
-    .bind(&new.search.excerpt)
     .execute(&mut *tx)
     .await?;
     super::search::add_words(&mut *tx, &new.search_words).await?;
@@ -465,13 +471,13 @@ pub async fn apply(
         // makes the delete fail on the foreign key (none cascades, migrations 0009 and 0020):
         // then the group stays, and only this savepoint is rolled back.
         let mut sp = sqlx::Connection::begin(&mut *tx).await?;
-        let deleted = sqlx::query(
+        let deleted = sqlx::query!(
             "DELETE FROM groups g WHERE g.id = $1 AND g.merged_into IS NULL \
              AND NOT EXISTS (SELECT 1 FROM fixes f WHERE f.group_id = g.id) \
              AND NOT EXISTS (SELECT 1 FROM reports r WHERE r.group_id = g.id) \
              AND NOT EXISTS (SELECT 1 FROM group_expired_reports e WHERE e.group_id = g.id)",
+            old_group
         )
-        .bind(old_group)
         .execute(&mut *sp)
         .await;
         match deleted {
@@ -491,15 +497,14 @@ pub async fn apply(
 
 /// How the stored reports are grouped (`instance.grouping_scheme`, migration 0030).
 pub async fn grouping_scheme(ex: impl PgExecutor<'_>) -> Result<i32, DbError> {
-    Ok(sqlx::query_scalar("SELECT grouping_scheme FROM instance")
+    Ok(sqlx::query_scalar!("SELECT grouping_scheme FROM instance")
         .fetch_one(ex)
         .await?)
 }
 
 /// Records that the stored reports are grouped by `scheme`.
 pub async fn set_grouping_scheme(ex: impl PgExecutor<'_>, scheme: i32) -> Result<(), DbError> {
-    sqlx::query("UPDATE instance SET grouping_scheme = $1")
-        .bind(scheme)
+    sqlx::query!("UPDATE instance SET grouping_scheme = $1", scheme)
         .execute(ex)
         .await?;
     Ok(())

@@ -5,12 +5,13 @@
 //! merged ruleset against exactly what it is about to write.
 
 use sqlx::types::Json;
-use sqlx::{Postgres, Row, Transaction};
+use sqlx::{Acquire, PgExecutor, Postgres, Transaction};
 
-use super::reports::{ReportSummary, SUMMARY_COLUMNS, summary_from_row};
+use super::reports::ReportSummary;
 use super::{Db, DbError};
-use crate::actor::{Actor, RecordedActor};
-use sqlx::{Acquire, PgExecutor};
+use crate::actor::{Actor, ActorKind, RecordedActor};
+use crate::rules::Category;
+use crate::time::Timestamp;
 
 /// The channel a committed edit notifies, with the new version as payload.
 pub const CHANNEL: &str = "gpu_triage_rules";
@@ -22,8 +23,8 @@ pub struct StoredRule {
     /// The rule (fields of `builtin.toml`); `None` for a built-in rule disabled as is.
     pub spec: Option<serde_json::Value>,
     pub enabled: bool,
-    pub created_at: crate::time::Timestamp,
-    pub updated_at: crate::time::Timestamp,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     /// Name of the token that last changed it.
     pub updated_by: String,
 }
@@ -46,7 +47,7 @@ pub struct HistoryEntry {
     pub action: String,
     /// Who made the change.
     pub actor: RecordedActor,
-    pub at: crate::time::Timestamp,
+    pub at: Timestamp,
     /// The state before and after; `None` when the entry did not exist.
     pub old: Option<RuleState>,
     pub new: Option<RuleState>,
@@ -75,41 +76,24 @@ pub enum RuleWrite {
     Delete { rule_id: String },
 }
 
-const RULE_COLUMNS: &str = concat!(
-    "rule_id, spec, enabled, ",
-    "created_at",
-    " AS created, ",
-    "updated_at",
-    " AS updated, updated_by"
-);
-
-fn rule_from_row(row: &sqlx::postgres::PgRow) -> Result<StoredRule, DbError> {
-    Ok(StoredRule {
-        rule_id: row.try_get("rule_id")?,
-        spec: row.try_get("spec")?,
-        enabled: row.try_get("enabled")?,
-        created_at: row.try_get("created")?,
-        updated_at: row.try_get("updated")?,
-        updated_by: row.try_get("updated_by")?,
-    })
-}
-
 async fn load(conn: &mut sqlx::PgConnection) -> Result<Vec<StoredRule>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {RULE_COLUMNS} FROM team_rules ORDER BY created_at, rule_id"
-    )))
+    Ok(sqlx::query_as!(
+        StoredRule,
+        r#"SELECT rule_id, spec, enabled, created_at AS "created_at: Timestamp",
+             updated_at AS "updated_at: Timestamp", updated_by
+         FROM team_rules ORDER BY created_at, rule_id"#
+    )
     .fetch_all(conn)
-    .await?;
-    rows.iter().map(rule_from_row).collect()
+    .await?)
 }
 
 /// Every team entry, oldest first, and the ruleset version they make up (one snapshot).
 pub async fn list_team_rules(db: &Db) -> Result<(Vec<StoredRule>, i64), DbError> {
     let mut tx = db.pool().begin().await?;
-    sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    sqlx::query!("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         .execute(&mut *tx)
         .await?;
-    let version = sqlx::query_scalar("SELECT version FROM ruleset_version")
+    let version = sqlx::query_scalar!("SELECT version FROM ruleset_version")
         .fetch_one(&mut *tx)
         .await?;
     let rules = load(&mut tx).await?;
@@ -119,7 +103,7 @@ pub async fn list_team_rules(db: &Db) -> Result<(Vec<StoredRule>, i64), DbError>
 
 /// The current ruleset version (bumped by every committed edit).
 pub async fn ruleset_version(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
-    Ok(sqlx::query_scalar("SELECT version FROM ruleset_version")
+    Ok(sqlx::query_scalar!("SELECT version FROM ruleset_version")
         .fetch_one(ex)
         .await?)
 }
@@ -134,8 +118,9 @@ pub struct Edit {
 /// Starts an edit: locks the version row and reads the current entries.
 pub async fn begin_edit(db: &Db) -> Result<Edit, DbError> {
     let mut tx = db.pool().begin().await?;
-    sqlx::query("SELECT version FROM ruleset_version FOR UPDATE")
-        .execute(&mut *tx)
+    // Only the lock matters: the version is read again when the edit writes.
+    sqlx::query_scalar!("SELECT version FROM ruleset_version FOR UPDATE")
+        .fetch_optional(&mut *tx)
         .await?;
     let rules = load(&mut tx).await?;
     Ok(Edit { tx, rules })
@@ -196,39 +181,38 @@ impl Edit {
             }
             match change {
                 RuleWrite::Put { spec, enabled, .. } => {
-                    sqlx::query(
+                    sqlx::query!(
                         "INSERT INTO team_rules (rule_id, spec, enabled, updated_by) \
                          VALUES ($1, $2, $3, $4) \
                          ON CONFLICT (rule_id) DO UPDATE SET spec = $2, enabled = $3, \
                              updated_by = $4, updated_at = now()",
+                        id,
+                        spec.as_ref(),
+                        *enabled,
+                        actor.name()
                     )
-                    .bind(id)
-                    .bind(spec)
-                    .bind(*enabled)
-                    .bind(actor.name())
                     .execute(&mut *self.tx)
                     .await?;
                 }
                 RuleWrite::Delete { .. } => {
-                    sqlx::query("DELETE FROM team_rules WHERE rule_id = $1")
-                        .bind(id)
+                    sqlx::query!("DELETE FROM team_rules WHERE rule_id = $1", id)
                         .execute(&mut *self.tx)
                         .await?;
                 }
             }
             let action = action.unwrap_or(kind);
-            sqlx::query(
+            sqlx::query!(
                 "INSERT INTO rule_history (rule_id, action, actor, old, new, actor_kind, \
                      actor_person_id, actor_token_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                id,
+                action,
+                actor.name(),
+                old_state.clone().map(Json) as _,
+                new_state.clone().map(Json) as _,
+                actor.kind().as_str(),
+                actor.person_id(),
+                actor.token_id()
             )
-            .bind(id)
-            .bind(action)
-            .bind(actor.name())
-            .bind(old_state.clone().map(Json))
-            .bind(new_state.clone().map(Json))
-            .bind(actor.kind())
-            .bind(actor.person_id())
-            .bind(actor.token_id())
             .execute(&mut *self.tx)
             .await?;
             written.push(Written {
@@ -238,17 +222,19 @@ impl Edit {
                 new: new_state,
             });
         }
-        let version: i64 = sqlx::query_scalar(
-            "UPDATE ruleset_version SET version = version + 1 RETURNING version",
+        let version = sqlx::query_scalar!(
+            "UPDATE ruleset_version SET version = version + 1 RETURNING version"
         )
         .fetch_one(&mut *self.tx)
         .await?;
         // Delivered on commit, to every replica listening.
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(CHANNEL)
-            .bind(version.to_string())
-            .execute(&mut *self.tx)
-            .await?;
+        sqlx::query!(
+            r#"SELECT pg_notify($1, $2) AS "notified: ()""#,
+            CHANNEL,
+            version.to_string()
+        )
+        .fetch_one(&mut *self.tx)
+        .await?;
         Ok((version, written))
     }
 
@@ -270,42 +256,47 @@ pub async fn history(
     rule_id: Option<&str>,
     limit: i64,
 ) -> Result<Vec<HistoryEntry>, DbError> {
-    let rows = sqlx::query(concat!(
-        "SELECT id, rule_id, action, actor, actor_kind, actor_person_id, ",
-        "at",
-        " AS at_text, old, new FROM rule_history \
-         WHERE $1::text IS NULL OR rule_id = $1 ORDER BY id DESC LIMIT $2"
-    ))
-    .bind(rule_id)
-    .bind(limit)
+    let rows = sqlx::query!(
+        r#"SELECT id, rule_id, action, actor, actor_kind AS "actor_kind: ActorKind",
+             actor_person_id, at AS "at: Timestamp", old AS "old: Json<RuleState>",
+             new AS "new: Json<RuleState>"
+         FROM rule_history
+         WHERE $1::text IS NULL OR rule_id = $1 ORDER BY id DESC LIMIT $2"#,
+        rule_id,
+        limit
+    )
     .fetch_all(ex)
     .await?;
-    rows.iter()
-        .map(|r| {
-            Ok(HistoryEntry {
-                id: r.try_get("id")?,
-                rule_id: r.try_get("rule_id")?,
-                action: r.try_get("action")?,
-                actor: super::types::recorded(r, "actor")?,
-                at: r.try_get("at_text")?,
-                old: r.try_get::<Option<Json<RuleState>>, _>("old")?.map(|j| j.0),
-                new: r.try_get::<Option<Json<RuleState>>, _>("new")?.map(|j| j.0),
-            })
+    Ok(rows
+        .into_iter()
+        .map(|r| HistoryEntry {
+            id: r.id,
+            rule_id: r.rule_id,
+            action: r.action,
+            actor: RecordedActor {
+                name: r.actor,
+                kind: r.actor_kind,
+                person_id: r.actor_person_id,
+            },
+            at: r.at,
+            old: r.old.map(|j| j.0),
+            new: r.new.map(|j| j.0),
         })
-        .collect()
+        .collect())
 }
 
 /// Stored reports per rule id named in their classification's findings.
 pub async fn rule_hit_counts(ex: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, DbError> {
     // `finding_rules` (migration 0008) is the findings' rule ids, small and stored inline.
     // (`jsonb_array_elements_text` of a NULL, a row written before the column, yields nothing.)
-    Ok(sqlx::query_as(
-        "SELECT f.rule, count(*) FROM reports r, \
-             LATERAL (SELECT DISTINCT jsonb_array_elements_text(r.finding_rules) AS rule) f \
-         GROUP BY 1",
+    let rows = sqlx::query!(
+        r#"SELECT f.rule AS "rule!", count(*) AS "reports!" FROM reports r,
+             LATERAL (SELECT DISTINCT jsonb_array_elements_text(r.finding_rules) AS rule) f
+         GROUP BY 1"#
     )
     .fetch_all(ex)
-    .await?)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.rule, r.reports)).collect())
 }
 
 /// The newest reports whose classification names `rule_id` among its findings.
@@ -314,16 +305,19 @@ pub async fn reports_naming_rule(
     rule_id: &str,
     limit: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r \
-         WHERE r.classification -> 'findings' @> jsonb_build_array(jsonb_build_object('rule', $1::text)) \
-         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"
-    )))
-    .bind(rule_id)
-    .bind(limit)
+    // The columns are `reports::SUMMARY_COLUMNS`, written out.
+    Ok(sqlx::query_as!(
+        ReportSummary,
+        r#"SELECT r.id, r.created_at AS "created_at: Timestamp", r.project,
+             r.category AS "category: Category", r.title, r.root_cause_text, r.group_id
+         FROM reports r
+         WHERE r.classification -> 'findings' @> jsonb_build_array(jsonb_build_object('rule', $1::text))
+         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"#,
+        rule_id,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
+    .await?)
 }
 
 /// The newest stored reports that still have their log as (id, compressed log size in bytes),
@@ -334,31 +328,37 @@ pub async fn recent_log_sizes(
     limit: i64,
 ) -> Result<(Vec<(i64, i64)>, i64), DbError> {
     let mut conn = conn.acquire().await?;
-    let sizes = sqlx::query_as(
-        "SELECT id, (SELECT sum(coalesce(octet_length(c.data), c.stored_bytes)) \
-                     FROM report_log_chunks c \
-                     WHERE c.report_id = reports.id)::bigint FROM reports \
-         WHERE log_removed_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $1",
+    let sizes = sqlx::query!(
+        r#"SELECT id, (SELECT sum(coalesce(octet_length(c.data), c.stored_bytes))
+                     FROM report_log_chunks c
+                     WHERE c.report_id = reports.id)::bigint AS "bytes!" FROM reports
+         WHERE log_removed_at IS NULL ORDER BY created_at DESC, id DESC LIMIT $1"#,
+        limit
     )
-    .bind(limit)
     .fetch_all(&mut *conn)
     .await?;
-    let total = sqlx::query_scalar("SELECT count(*) FROM reports WHERE log_removed_at IS NULL")
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok((sizes, total))
+    let total = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "reports!" FROM reports WHERE log_removed_at IS NULL"#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((sizes.into_iter().map(|r| (r.id, r.bytes)).collect(), total))
 }
 
 /// The gzip-compressed logs of `ids` (those still stored), in the order given.
 pub async fn logs_by_id(db: &Db, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
-    let mut logs: Vec<(i64, Vec<u8>)> = sqlx::query_as(concat!(
-        "SELECT id, ",
-        super::reports::whole_log_gz!(),
-        " FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)"
-    ))
-    .bind(ids)
+    // The log column is `reports::whole_log_gz!`, written out.
+    let rows = sqlx::query!(
+        r#"SELECT id,
+             coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq)
+                       FROM report_log_chunks c WHERE c.report_id = reports.id), ''::bytea)
+                 AS "log_gz!"
+         FROM reports WHERE id = ANY($1) ORDER BY array_position($1, id)"#,
+        ids
+    )
     .fetch_all(db.pool())
     .await?;
+    let mut logs: Vec<(i64, Vec<u8>)> = rows.into_iter().map(|r| (r.id, r.log_gz)).collect();
     let empty: Vec<i64> = logs
         .iter()
         .filter(|r| r.1.is_empty())

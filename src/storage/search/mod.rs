@@ -204,17 +204,17 @@ pub async fn insert_document(
     doc: &Document,
     words: &[String],
 ) -> Result<(), DbError> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO report_search (report_id, created_at, category, project, group_id, root, \
              symptoms, names, excerpt) \
          SELECT id, created_at, category, lower(project), group_id, $2, $3, $4, $5 \
          FROM reports WHERE id = $1",
+        report_id,
+        doc.root,
+        doc.symptoms,
+        doc.names,
+        doc.excerpt
     )
-    .bind(report_id)
-    .bind(&doc.root)
-    .bind(&doc.symptoms)
-    .bind(&doc.names)
-    .bind(&doc.excerpt)
     .execute(&mut *tx)
     .await?;
     add_words(&mut *tx, words).await
@@ -225,11 +225,11 @@ pub async fn add_words(ex: impl PgExecutor<'_>, words: &[String]) -> Result<(), 
     if words.is_empty() {
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO search_words (word) SELECT w FROM unnest($1::text[]) AS w \
          ON CONFLICT DO NOTHING",
+        words
     )
-    .bind(words)
     .execute(ex)
     .await?;
     Ok(())
@@ -245,27 +245,28 @@ pub async fn unknown_words(
     if words.is_empty() {
         return Ok(Vec::new());
     }
-    let rows: Vec<(String, Option<String>)> = sqlx::query_as(
-        "SELECT w.word, c.word \
-         FROM unnest($1::text[]) AS w(word) \
-         LEFT JOIN LATERAL ( \
-             SELECT k.word FROM search_words k \
-             WHERE k.word >= left(w.word, 2) AND k.word < left(w.word, 2) || '~' \
-               AND length(k.word) BETWEEN length(w.word) - 2 AND length(w.word) + 2 \
-             UNION \
-             SELECT k.word FROM search_words k \
-             WHERE reverse(k.word) >= reverse(right(w.word, 2)) \
-               AND reverse(k.word) < reverse(right(w.word, 2)) || '~' \
-               AND length(k.word) BETWEEN length(w.word) - 2 AND length(w.word) + 2 \
-         ) c ON true \
-         WHERE NOT EXISTS (SELECT 1 FROM search_words k WHERE k.word = w.word) \
-         ORDER BY 1, 2",
+    let rows = sqlx::query!(
+        r#"SELECT w.word AS "word!", c.word AS "candidate?"
+         FROM unnest($1::text[]) AS w(word)
+         LEFT JOIN LATERAL (
+             SELECT k.word FROM search_words k
+             WHERE k.word >= left(w.word, 2) AND k.word < left(w.word, 2) || '~'
+               AND length(k.word) BETWEEN length(w.word) - 2 AND length(w.word) + 2
+             UNION
+             SELECT k.word FROM search_words k
+             WHERE reverse(k.word) >= reverse(right(w.word, 2))
+               AND reverse(k.word) < reverse(right(w.word, 2)) || '~'
+               AND length(k.word) BETWEEN length(w.word) - 2 AND length(w.word) + 2
+         ) c ON true
+         WHERE NOT EXISTS (SELECT 1 FROM search_words k WHERE k.word = w.word)
+         ORDER BY 1, 2"#,
+        words
     )
-    .bind(words)
     .fetch_all(ex)
     .await?;
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
-    for (word, candidate) in rows {
+    for row in rows {
+        let (word, candidate) = (row.word, row.candidate);
         if out.last().is_none_or(|(w, _)| *w != word) {
             out.push((word, Vec::new()));
         }

@@ -6,6 +6,7 @@
 use sqlx::PgConnection;
 
 use super::plan::{Access, COUNT_WALK_ROWS, Probe, set_access};
+use super::sql::Statement;
 use super::terms::Terms;
 use crate::storage::DbError;
 use crate::storage::search::{COUNT_CAP, Total};
@@ -19,37 +20,24 @@ pub(super) async fn count(
 ) -> Result<Total, DbError> {
     let access = probe.count_access();
     set_access(tx, access).await?;
-    let (reports, mut groups): (i64, Vec<i64>) = if access == Access::Walk {
+    let mut counted = if access == Access::Walk {
         // Newest first (the recent pages are the ones in memory), a bounded number of rows.
-        bind_terms!(sqlx::query_as(COUNT_WALK), t)
-            .bind(COUNT_CAP)
-            .bind(COUNT_WALK_ROWS)
-            .fetch_one(&mut *tx)
-            .await?
+        walk_statement(t)
     } else {
         // In physical order, stopping after enough rows of the bitmap.
-        bind_terms!(sqlx::query_as(COUNT_INDEX), t)
-            .bind(COUNT_CAP)
-            .fetch_one(&mut *tx)
-            .await?
+        index_statement(t)
     };
+    let Counted {
+        reports,
+        mut groups,
+    } = counted.query_as().fetch_one(&mut *tx).await?;
     // Every matching report was read: fewer than the cap, and (for a walk) the walk read the
     // whole filtered set.
     let complete = reports < COUNT_CAP
         && (access != Access::Walk
-            || sqlx::query_scalar::<_, i64>(COUNT_ROWS)
-                .bind(t.category)
-                .bind(&t.project)
-                .bind(COUNT_WALK_ROWS + 1)
-                .fetch_one(&mut *tx)
-                .await?
-                <= COUNT_WALK_ROWS);
+            || filtered_rows(tx, t, COUNT_WALK_ROWS + 1).await? <= COUNT_WALK_ROWS);
     set_access(tx, Access::Planner).await?;
-    let others: Vec<i64> = bind_terms!(sqlx::query_scalar(COUNT_OTHERS), t)
-        .bind(COUNT_CAP)
-        .fetch_one(&mut *tx)
-        .await?;
-    groups.extend(others);
+    groups.extend(other_groups(tx, t).await?);
     groups.sort_unstable();
     groups.dedup();
     let n = groups.len() as i64;
@@ -81,43 +69,88 @@ fn round_down(n: i64) -> i64 {
     n / unit * unit
 }
 
-/// Matching reports (up to $6 of the newest $7 of the filtered set) and their groups.
-const COUNT_WALK: &str = concat!(
-    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT x.group_id), '{}') \
-     FROM (SELECT s.group_id FROM (SELECT * FROM report_search s WHERE ",
-    filters!(),
-    newest!(),
-    " LIMIT $7) s WHERE ",
-    any_match!(),
-    " LIMIT $6) x"
-);
-/// Rows of the filtered set ($1 category, $2 project), up to $3 (from the recency indexes).
-const COUNT_ROWS: &str = "SELECT count(*)::int8 FROM (SELECT 1 FROM report_search s \
-     WHERE ($1::text IS NULL OR s.category = $1) AND ($2::text IS NULL OR s.project = lower($2)) \
-     LIMIT $3) x";
-/// Matching reports (up to $6) and their groups.
-const COUNT_INDEX: &str = concat!(
-    "SELECT count(*)::int8, coalesce(array_agg(DISTINCT x.group_id), '{}') \
-     FROM (SELECT s.group_id FROM report_search s WHERE ",
-    any_match!(),
-    " AND ",
-    filters!(),
-    " LIMIT $6) x"
-);
-/// The matching groups, and the groups of the matching fixes (up to $6 each).
-const COUNT_OTHERS: &str = concat!(
-    "SELECT array(",
-    "SELECT g.id FROM groups g \
-     WHERE (($1::tsquery IS NOT NULL AND g.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
-            AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2))) \
-       AND g.merged_into IS NULL \
-       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6) \
-     || array(\
-     SELECT f.group_id FROM fixes f JOIN groups g ON g.id = f.group_id \
-     WHERE (($1::tsquery IS NOT NULL AND f.search @@ $1::tsquery) OR ($2::text IS NOT NULL \
-            AND (f.summary ILIKE $2 OR f.details ILIKE $2))) \
-       AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $6)"
-);
+/// Matching reports (up to the cap) and their groups, as the count statements read them.
+#[derive(sqlx::FromRow)]
+struct Counted {
+    reports: i64,
+    groups: Vec<i64>,
+}
+
+/// [`Counted`] among the newest [`COUNT_WALK_ROWS`] of the filtered set.
+fn walk_statement(t: &Terms) -> Statement<'_> {
+    let mut s = Statement::new(
+        t,
+        "SELECT count(*)::int8 AS reports, \
+             coalesce(array_agg(DISTINCT x.group_id), '{}') AS groups \
+         FROM (SELECT s.group_id FROM (SELECT * FROM report_search s WHERE ",
+    );
+    s.filters()
+        .newest()
+        .push(" LIMIT ")
+        .bind(COUNT_WALK_ROWS)
+        .push(") s WHERE ")
+        .any_match()
+        .push(" LIMIT ")
+        .bind(COUNT_CAP)
+        .push(") x");
+    s
+}
+
+/// [`Counted`] among every row.
+fn index_statement(t: &Terms) -> Statement<'_> {
+    let mut s = Statement::new(
+        t,
+        "SELECT count(*)::int8 AS reports, \
+             coalesce(array_agg(DISTINCT x.group_id), '{}') AS groups \
+         FROM (SELECT s.group_id FROM report_search s WHERE ",
+    );
+    s.any_match()
+        .push(" AND ")
+        .filters()
+        .push(" LIMIT ")
+        .bind(COUNT_CAP)
+        .push(") x");
+    s
+}
+
+/// Rows of the filtered set, up to `limit` (from the recency indexes).
+async fn filtered_rows(tx: &mut PgConnection, t: &Terms, limit: i64) -> Result<i64, DbError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT count(*)::int8 AS "rows!" FROM (SELECT 1 FROM report_search s
+         WHERE ($1::text IS NULL OR s.category = $1) AND ($2::text IS NULL OR s.project = lower($2))
+         LIMIT $3) x"#,
+        t.category,
+        t.project.as_deref(),
+        limit
+    )
+    .fetch_one(&mut *tx)
+    .await?)
+}
+
+/// The matching groups, and the groups of the matching fixes (up to [`COUNT_CAP`] each).
+async fn other_groups(tx: &mut PgConnection, t: &Terms) -> Result<Vec<i64>, DbError> {
+    Ok(sqlx::query_scalar!(
+        r#"SELECT array(
+             SELECT g.id FROM groups g
+             WHERE (($1::text::tsquery IS NOT NULL AND g.search @@ $1::text::tsquery)
+                    OR ($2::text IS NOT NULL AND (g.title ILIKE $2 OR g.root_cause_text ILIKE $2)))
+               AND g.merged_into IS NULL
+               AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $5)
+         || array(
+             SELECT f.group_id FROM fixes f JOIN groups g ON g.id = f.group_id
+             WHERE (($1::text::tsquery IS NOT NULL AND f.search @@ $1::text::tsquery)
+                    OR ($2::text IS NOT NULL AND (f.summary ILIKE $2 OR f.details ILIKE $2)))
+               AND ($3::text IS NULL OR g.category = $3) AND $4::text IS NULL LIMIT $5)
+         AS "groups!""#,
+        t.all.as_deref(),
+        t.pattern.as_deref(),
+        t.category,
+        t.project.as_deref(),
+        COUNT_CAP
+    )
+    .fetch_one(&mut *tx)
+    .await?)
+}
 
 #[cfg(test)]
 mod tests {

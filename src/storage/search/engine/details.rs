@@ -10,60 +10,49 @@ use sqlx::PgConnection;
 use super::plan::{Access, set_access};
 use super::rank::Ranked;
 use super::terms::Terms;
+use crate::api_types::GroupState;
 use crate::rules::Category;
 use crate::storage::DbError;
-use crate::storage::groups::{GROUP_COLUMNS, GROUP_STATS};
 use crate::storage::search::{Hit, HitGroup, HitKind, SnippetPiece, Tier};
 use crate::time::Timestamp;
 
-/// Marks a snippet's matches: a window around the first occurrence of the text as typed, when it
-/// appears as such; else `ts_headline` for the words. The delimiters are control characters, which documents never hold (and
-/// other texts have replaced).
-macro_rules! snippet {
-    ($text:literal) => {
-        concat!(
-            "(SELECT CASE WHEN at > 0 THEN \
-                 substr(x, greatest(1, at - 60), at - greatest(1, at - 60)) || E'\\x01' \
-                 || substr(x, at, length($2)) || E'\\x02' || substr(x, at + length($2), 120) \
-             ELSE coalesce(ts_headline('simple', x, $1::tsquery, \
-                 'StartSel=\x01, StopSel=\x02, MaxWords=24, MinWords=10, ShortWord=1, \
-                  MaxFragments=2, FragmentDelimiter=\" … \"'), left(x, 200)) END \
-             FROM (SELECT x, strpos(lower(x), lower($2)) AS at \
-                   FROM (SELECT translate(",
-            $text,
-            ", E'\\x01\\x02', '  ') AS x) x0) x1)"
+/// A best hit's details, as each kind's statement reads them.
+struct DetailRow {
+    id: i64,
+    group_id: i64,
+    title: String,
+    category: Category,
+    project: String,
+    created_at: Timestamp,
+    /// The matching text with the matches marked.
+    snippet: String,
+}
+
+/// Reads [`DetailRow`]s: `$columns` (up to the snippet), the snippet of the text `$text`, then
+/// `$from`, checked against the schema like every fixed statement. The snippet is a window
+/// around the first occurrence of the text as typed ($2), when it appears as such; else
+/// `ts_headline` for the words ($1). The marks are control characters, which documents never
+/// hold (and other texts have replaced).
+macro_rules! details {
+    ($columns:tt, $text:tt, $from:tt, $($args:tt)*) => {
+        sqlx::query_as!(
+            DetailRow,
+            $columns
+                + "(SELECT CASE WHEN at > 0 THEN \
+                     substr(x, greatest(1, at - 60), at - greatest(1, at - 60)) || E'\\x01' \
+                     || substr(x, at, length($2)) || E'\\x02' || substr(x, at + length($2), 120) \
+                 ELSE coalesce(ts_headline('simple', x, $1::text::tsquery, \
+                     'StartSel=\x01, StopSel=\x02, MaxWords=24, MinWords=10, ShortWord=1, \
+                      MaxFragments=2, FragmentDelimiter=\" … \"'), left(x, 200)) END \
+                 FROM (SELECT x, strpos(lower(x), lower($2)) AS at \
+                       FROM (SELECT translate("
+                + $text
+                + ", E'\\x01\\x02', '  ') AS x) x0) x1) AS \"snippet!\""
+                + $from,
+            $($args)*
         )
     };
 }
-
-const REPORT_DETAILS: &str = concat!(
-    "SELECT r.id, r.group_id, r.title, r.category, r.project, ",
-    "r.created_at",
-    ", ",
-    snippet!(
-        "CASE p.tier WHEN 0 THEN s.root WHEN 2 THEN s.symptoms \
-         ELSE s.names || E'\\n' || s.excerpt END"
-    ),
-    " FROM unnest($3::int8[], $4::int2[]) AS p(id, tier) \
-     JOIN report_search s ON s.report_id = p.id JOIN reports r ON r.id = p.id"
-);
-const GROUP_DETAILS: &str = concat!(
-    "SELECT g.id, g.id, g.title, g.category, '', ",
-    "g.last_seen",
-    ", ",
-    snippet!("CASE WHEN g.root_cause_text = '' THEN g.title ELSE g.root_cause_text END"),
-    " FROM groups g WHERE g.id = ANY($3)"
-);
-const FIX_DETAILS: &str = concat!(
-    "SELECT f.id, f.group_id, f.summary, g.category, '', ",
-    "f.created_at",
-    ", ",
-    snippet!("f.summary || E'\\n' || f.details"),
-    " FROM fixes f JOIN groups g ON g.id = f.group_id \
-     WHERE f.id = ANY($3)"
-);
-
-type DetailRow = (i64, i64, String, Category, String, Timestamp, String);
 
 /// The page's rows: each best hit with its title and snippet and its group, in rank order.
 pub(super) async fn details(
@@ -73,87 +62,142 @@ pub(super) async fn details(
 ) -> Result<Vec<Hit>, DbError> {
     set_access(tx, Access::Planner).await?;
     let mut rows: HashMap<(HitKind, i64), DetailRow> = HashMap::new();
-    for (kind, sql) in [
-        (HitKind::Report, REPORT_DETAILS),
-        (HitKind::Group, GROUP_DETAILS),
-        (HitKind::Fix, FIX_DETAILS),
-    ] {
+    for kind in [HitKind::Report, HitKind::Group, HitKind::Fix] {
         let of_kind: Vec<&Ranked> = page.iter().filter(|r| r.kind == kind).collect();
         if of_kind.is_empty() {
             continue;
         }
         let ids: Vec<i64> = of_kind.iter().map(|r| r.id).collect();
-        let tiers: Vec<i16> = of_kind
-            .iter()
-            .map(|r| match r.tier {
-                Tier::RootCause => 0,
-                Tier::Fix => 1,
-                Tier::Symptom => 2,
-                Tier::Log => 3,
-            })
-            .collect();
-        let query = sqlx::query_as(sql).bind(&t.all).bind(&t.text).bind(&ids);
-        let found: Vec<DetailRow> = if kind == HitKind::Report {
-            query.bind(&tiers).fetch_all(&mut *tx).await?
-        } else {
-            query.fetch_all(&mut *tx).await?
+        let found = match kind {
+            HitKind::Report => {
+                let tiers: Vec<i16> = of_kind.iter().map(|r| tier_code(r.tier)).collect();
+                report_details(tx, t, &ids, &tiers).await?
+            }
+            HitKind::Group => group_details(tx, t, &ids).await?,
+            HitKind::Fix => fix_details(tx, t, &ids).await?,
         };
-        rows.extend(found.into_iter().map(|row| ((kind, row.0), row)));
+        rows.extend(found.into_iter().map(|row| ((kind, row.id), row)));
     }
     let mut groups = groups_of(tx, page).await?;
     // A row gone since it was ranked (a group deleted by reclassification) is left out.
     Ok(page
         .iter()
         .filter_map(|r| {
-            let (id, group_id, title, category, project, created_at, snippet) =
-                rows.remove(&(r.kind, r.id))?;
+            let row = rows.remove(&(r.kind, r.id))?;
             let group = groups.remove(&r.group)?;
             Some(Hit {
                 kind: r.kind,
-                id,
-                group_id,
-                title,
-                category,
-                project,
-                created_at,
+                id: row.id,
+                group_id: row.group_id,
+                title: row.title,
+                category: row.category,
+                project: row.project,
+                created_at: row.created_at,
                 tier: r.tier,
-                snippet: segments(&snippet),
+                snippet: segments(&row.snippet),
                 group,
             })
         })
         .collect())
 }
 
-/// The groups of the page's rows, by id, counted as the group page counts them.
+/// How a report statement's `p.tier` names a tier.
+fn tier_code(tier: Tier) -> i16 {
+    match tier {
+        Tier::RootCause => 0,
+        Tier::Fix => 1,
+        Tier::Symptom => 2,
+        Tier::Log => 3,
+    }
+}
+
+/// Reports `ids` with the snippet of the section their tier (`tiers`, in the same order)
+/// matched.
+async fn report_details(
+    tx: &mut PgConnection,
+    t: &Terms,
+    ids: &[i64],
+    tiers: &[i16],
+) -> Result<Vec<DetailRow>, DbError> {
+    Ok(details!(
+        r#"SELECT r.id, r.group_id, r.title, r.category AS "category: Category", r.project,
+             r.created_at AS "created_at: Timestamp", "#,
+        "CASE p.tier WHEN 0 THEN s.root WHEN 2 THEN s.symptoms \
+         ELSE s.names || E'\\n' || s.excerpt END",
+        r#" FROM unnest($3::int8[], $4::int2[]) AS p(id, tier)
+         JOIN report_search s ON s.report_id = p.id JOIN reports r ON r.id = p.id"#,
+        t.all.as_deref(),
+        t.text,
+        ids,
+        tiers
+    )
+    .fetch_all(&mut *tx)
+    .await?)
+}
+
+/// Groups `ids`, with the snippet of their root cause (else their title), dated when last seen.
+async fn group_details(
+    tx: &mut PgConnection,
+    t: &Terms,
+    ids: &[i64],
+) -> Result<Vec<DetailRow>, DbError> {
+    Ok(details!(
+        r#"SELECT g.id, g.id AS group_id, g.title, g.category AS "category: Category",
+             '' AS "project!", g.last_seen AS "created_at: Timestamp", "#,
+        "CASE WHEN g.root_cause_text = '' THEN g.title ELSE g.root_cause_text END",
+        " FROM groups g WHERE g.id = ANY($3)",
+        t.all.as_deref(),
+        t.text,
+        ids
+    )
+    .fetch_all(&mut *tx)
+    .await?)
+}
+
+/// Fixes `ids`, titled by their summary, in their group's category.
+async fn fix_details(
+    tx: &mut PgConnection,
+    t: &Terms,
+    ids: &[i64],
+) -> Result<Vec<DetailRow>, DbError> {
+    Ok(details!(
+        r#"SELECT f.id, f.group_id, f.summary AS title, g.category AS "category: Category",
+             '' AS "project!", f.created_at AS "created_at: Timestamp", "#,
+        "f.summary || E'\\n' || f.details",
+        " FROM fixes f JOIN groups g ON g.id = f.group_id WHERE f.id = ANY($3)",
+        t.all.as_deref(),
+        t.text,
+        ids
+    )
+    .fetch_all(&mut *tx)
+    .await?)
+}
+
+/// The groups of the page's rows, by id, counted as the group page counts them (the columns
+/// and joins of `groups::GROUP_COLUMNS` and `GROUP_STATS`, written out, those a row shows).
 async fn groups_of(
     tx: &mut PgConnection,
     page: &[Ranked],
 ) -> Result<HashMap<i64, HitGroup>, DbError> {
     let ids: Vec<i64> = page.iter().map(|r| r.group).collect();
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS}, g.state FROM groups g {GROUP_STATS} WHERE g.id = ANY($1)"
-    )))
-    .bind(&ids)
+    let groups = sqlx::query_as!(
+        HitGroup,
+        r#"SELECT g.id, g.title, g.category AS "category: Category",
+             g.state AS "state: GroupState", s.report_count AS "report_count!",
+             coalesce(s.last_seen, g.first_seen) AS "last_seen!: Timestamp", g.signature
+         FROM groups g
+         CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports,
+             max(e.last_seen) AS last_seen FROM group_expired_reports e WHERE e.group_id = g.id) x
+         CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count,
+             coalesce(x.reports, 0) AS removed_count,
+             GREATEST(max(r.created_at), x.last_seen) AS last_seen
+             FROM reports r WHERE r.group_id = g.id) s
+         WHERE g.id = ANY($1)"#,
+        &ids
+    )
     .fetch_all(&mut *tx)
     .await?;
-    let mut out = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        use sqlx::Row;
-        let g: crate::storage::groups::Group = sqlx::FromRow::from_row(row)?;
-        out.insert(
-            g.id,
-            HitGroup {
-                id: g.id,
-                title: g.title,
-                category: g.category,
-                state: row.try_get("state")?,
-                report_count: g.report_count,
-                last_seen: g.last_seen,
-                signature: g.signature,
-            },
-        );
-    }
-    Ok(out)
+    Ok(groups.into_iter().map(|g| (g.id, g)).collect())
 }
 
 /// Splits a marked snippet (`\x01` starts a match, `\x02` ends it) into segments, with runs of

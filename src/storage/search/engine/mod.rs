@@ -17,14 +17,11 @@
 //! common one ([`plan::TierPath`]): proving that no old report holds the words only in its log
 //! would cost a fetch of every root-cause match.
 
-// The statements' shared fragments are macros: declared first, so the modules below see them.
-#[macro_use]
-mod sql;
-
 mod count;
 mod details;
 mod plan;
 mod rank;
+mod sql;
 mod terms;
 
 use std::collections::HashSet;
@@ -45,12 +42,13 @@ pub async fn search(tx: &mut PgConnection, q: &Query) -> Result<Found, DbError> 
     // Plans made for the actual words (a generic plan cannot know how common they are); exact
     // bitmaps; no JIT compilation or parallel workers, which cost more than these short
     // statements gain from them.
-    sqlx::query(
-        "SELECT set_config('plan_cache_mode', 'force_custom_plan', true), \
-                set_config('work_mem', '32MB', true), set_config('jit', 'off', true), \
-                set_config('max_parallel_workers_per_gather', '0', true)",
+    sqlx::query!(
+        "SELECT set_config('plan_cache_mode', 'force_custom_plan', true) AS plan_cache_mode, \
+                set_config('work_mem', '32MB', true) AS work_mem, \
+                set_config('jit', 'off', true) AS jit, \
+                set_config('max_parallel_workers_per_gather', '0', true) AS parallel_workers"
     )
-    .execute(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
     let terms = terms::terms(tx, q).await?;
     if terms.all.is_none() && terms.pattern.is_none() {

@@ -4,8 +4,9 @@
 //! are the model the choice is made on; the search's transaction carries the choice as local
 //! planner settings.
 
-use sqlx::{PgConnection, Row};
+use sqlx::PgConnection;
 
+use super::sql::Statement;
 use super::terms::Terms;
 use crate::storage::DbError;
 use crate::storage::search::COUNT_CAP;
@@ -56,8 +57,9 @@ pub(super) enum TierPath {
     Bounded,
 }
 
-/// How common each tier's match is among the newest reports of the filtered set.
-#[derive(Clone, Copy, Debug, Default)]
+/// How common each tier's match is among the newest reports of the filtered set (the probe's
+/// row, by column name).
+#[derive(Clone, Copy, Debug, Default, sqlx::FromRow)]
 pub(super) struct Probe {
     /// Rows tested (fewer than [`PROBE`]: that is the whole filtered set).
     pub(super) rows: i64,
@@ -70,6 +72,7 @@ pub(super) struct Probe {
     /// Reports in the table (planner statistics).
     pub(super) table: f64,
     /// The access path to use whatever the numbers say.
+    #[sqlx(skip)]
     pub(super) forced: Option<Access>,
 }
 
@@ -152,50 +155,48 @@ pub(super) async fn set_access(tx: &mut PgConnection, access: Access) -> Result<
     } else {
         "off"
     };
-    sqlx::query(
-        "SELECT set_config('enable_bitmapscan', $1, true), \
-                set_config('enable_indexscan', $2, true), set_config('enable_seqscan', $3, true)",
+    sqlx::query!(
+        "SELECT set_config('enable_bitmapscan', $1, true) AS bitmapscan, \
+                set_config('enable_indexscan', $2, true) AS indexscan, \
+                set_config('enable_seqscan', $3, true) AS seqscan",
+        bitmap,
+        index,
+        seq
     )
-    .bind(bitmap)
-    .bind(index)
-    .bind(seq)
-    .execute(&mut *tx)
+    .fetch_one(&mut *tx)
     .await?;
     Ok(())
 }
 
+/// Tests the newest [`PROBE`] reports of the filtered set against each tier's match.
 pub(super) async fn probe(tx: &mut PgConnection, t: &Terms) -> Result<Probe, DbError> {
     set_access(tx, Access::Walk).await?;
-    let row = bind_terms!(
-        sqlx::query(concat!(
-            "SELECT count(*)::int8, \
-                    count(*) FILTER (WHERE ",
-            root_match!(),
-            ")::int8, count(*) FILTER (WHERE ",
-            head_match!(),
-            ")::int8, count(*) FILTER (WHERE ",
-            any_match!(),
-            ")::int8, \
+    Ok(probe_statement(t)
+        .query_as::<Probe>()
+        .fetch_one(&mut *tx)
+        .await?)
+}
+
+/// The probe's statement: one row, read as a [`Probe`].
+fn probe_statement(t: &Terms) -> Statement<'_> {
+    let mut s = Statement::new(t, "SELECT count(*)::int8 AS rows, count(*) FILTER (WHERE ");
+    s.root_match()
+        .push(")::int8 AS root, count(*) FILTER (WHERE ")
+        .head_match()
+        .push(")::int8 AS head, count(*) FILTER (WHERE ")
+        .any_match()
+        .push(
+            ")::int8 AS any, \
                     (SELECT greatest(reltuples, 0)::float8 FROM pg_class \
-                     WHERE oid = 'report_search'::regclass) \
+                     WHERE oid = 'report_search'::regclass) AS table \
              FROM (SELECT * FROM report_search s WHERE ",
-            filters!(),
-            newest!(),
-            " LIMIT $6) s"
-        )),
-        t
-    )
-    .bind(PROBE)
-    .fetch_one(&mut *tx)
-    .await?;
-    Ok(Probe {
-        rows: row.try_get(0)?,
-        root: row.try_get(1)?,
-        head: row.try_get(2)?,
-        any: row.try_get(3)?,
-        table: row.try_get(4)?,
-        forced: None,
-    })
+        )
+        .filters()
+        .newest()
+        .push(" LIMIT ")
+        .bind(PROBE)
+        .push(") s");
+    s
 }
 
 #[cfg(test)]

@@ -41,15 +41,15 @@ pub(super) async fn terms(tx: &mut PgConnection, q: &Query) -> Result<Terms, DbE
         terms.pattern = Some(format!("%{}%", like_escape(&q.text)));
         return Ok(terms);
     }
-    let words: Option<String> = sqlx::query_scalar(
-        "SELECT w::text FROM (SELECT CASE WHEN $2::text IS NULL \
-                                     THEN websearch_to_tsquery('simple', $1) \
-                                     ELSE websearch_to_tsquery('simple', $1) \
-                                          || websearch_to_tsquery('simple', $2) END AS w) w0 \
-         WHERE numnode(w) > 0",
+    let words = sqlx::query_scalar!(
+        r#"SELECT w::text AS "words!" FROM (SELECT CASE WHEN $2::text IS NULL
+                                     THEN websearch_to_tsquery('simple', $1)
+                                     ELSE websearch_to_tsquery('simple', $1)
+                                          || websearch_to_tsquery('simple', $2) END AS w) w0
+         WHERE numnode(w) > 0"#,
+        q.text,
+        parts_query(&q.text)
     )
-    .bind(&q.text)
-    .bind(parts_query(&q.text))
     .fetch_optional(&mut *tx)
     .await?;
     if let Some(words) = words {
