@@ -6,6 +6,7 @@ mod attempts;
 pub mod embedded;
 pub mod group_changes;
 pub mod group_facets;
+pub mod group_list;
 pub mod group_merge;
 pub mod group_triage;
 pub mod groups;

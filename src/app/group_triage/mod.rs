@@ -32,7 +32,8 @@ use crate::actor::Actor;
 use crate::api_types::{ErrorCode, GroupAction, GroupState};
 use crate::rules::Category;
 use crate::storage::group_triage::Watched;
-use crate::storage::group_triage::{self as store, GroupFilter, GroupSort, ListedGroup, NewEvent};
+use crate::storage::group_list::{self as list_store, GroupFilter, GroupSort, ListedGroup};
+use crate::storage::group_triage::{self as store, NewEvent};
 use crate::storage::{Db, DbError};
 use regression::{FirstSeen, FixedIn, IgnoreStep, Incoming, Resolution, Step, Verdict, Version};
 
@@ -265,10 +266,10 @@ pub async fn list(
     let (filter, sort, page, per_page) = list_query(request, me)?;
     let mut tx = db.pool().begin().await.map_err(DbError::from)?;
     store::read_only_snapshot(&mut tx).await?;
-    let total = store::count_groups(&mut *tx, &filter).await?;
+    let total = list_store::count_groups(&mut *tx, &filter).await?;
     let offset = i64::from(page - 1) * i64::from(per_page);
     let mut groups =
-        store::list_groups(&mut *tx, &filter, sort, i64::from(per_page) + 1, offset).await?;
+        list_store::list_groups(&mut *tx, &filter, sort, i64::from(per_page) + 1, offset).await?;
     let more = groups.len() > per_page as usize;
     groups.truncate(per_page as usize);
     let ids: Vec<i64> = groups.iter().map(|l| l.group.id).collect();

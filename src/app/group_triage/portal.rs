@@ -14,7 +14,7 @@ use crate::api_types::{BulkMerge, ErrorCode, GroupPatch};
 use crate::app::Error;
 use crate::app::triage::{self, Fix, FixRequest, TREND_DAYS};
 use crate::storage::Db;
-use crate::storage::group_triage::ListedGroup;
+use crate::storage::group_list::ListedGroup;
 
 /// Reports per day, `(day, count)`, over the last [`TREND_DAYS`] days (days without reports
 /// left out).

@@ -95,7 +95,7 @@ pub struct GroupRow {
 }
 
 impl GroupRow {
-    fn of(l: crate::storage::group_triage::ListedGroup, trend: String, can_triage: bool) -> Self {
+    fn of(l: crate::storage::group_list::ListedGroup, trend: String, can_triage: bool) -> Self {
         let state = l.triage.state;
         let f = &l.facets;
         GroupRow {
