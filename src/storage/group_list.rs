@@ -239,4 +239,3 @@ pub async fn count_groups(ex: impl PgExecutor<'_>, filter: &GroupFilter) -> Resu
     .fetch_one(ex)
     .await?)
 }
-

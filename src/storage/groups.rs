@@ -1,11 +1,12 @@
 //! Groups of recurring failures (one per fingerprint) and the fixes people record for them.
 
-use sqlx::Row;
+use sqlx::{Acquire, PgExecutor, Postgres};
 
 use super::DbError;
-use crate::actor::Actor;
+use crate::actor::{Actor, ActorKind};
+use crate::rules::Category;
 use crate::rules::likeness::Trigrams;
-use sqlx::{Acquire, PgExecutor, Postgres};
+use crate::time::Timestamp;
 
 /// A group of reports that share a root cause.
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -68,87 +69,75 @@ pub struct NewFix {
     pub author: Actor,
 }
 
-/// A group's columns, with its report count and last-seen time read from its reports
-/// (`reports_group` answers both from the index) and from the counts of the reports retention
-/// deleted; `FROM groups g` + [`GROUP_STATS`].
-pub(super) const GROUP_COLUMNS: &str = concat!(
-    "g.id, g.fingerprint, g.category, g.title, g.root_cause_text, g.verdict, g.signature, \
-     s.report_count, s.removed_count, ",
-    "g.first_seen",
-    " AS first, ",
-    "coalesce(s.last_seen, g.first_seen)",
-    " AS last"
-);
-
-/// The lateral joins that [`GROUP_COLUMNS`] reads `s.` from: the stored reports plus those
-/// retention deleted (`x.`, per project and day, migration 0020).
-pub(super) const GROUP_STATS: &str = "CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports, \
-         max(e.last_seen) AS last_seen FROM group_expired_reports e WHERE e.group_id = g.id) x \
-     CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count, \
-         coalesce(x.reports, 0) AS removed_count, \
-         GREATEST(max(r.created_at), x.last_seen) AS last_seen \
-         FROM reports r WHERE r.group_id = g.id) s";
-
-fn group_from_row(row: &sqlx::postgres::PgRow) -> Result<Group, DbError> {
-    Ok(sqlx::FromRow::from_row(row)?)
-}
+// A group is read with its report count and last-seen time from its reports (`reports_group`
+// answers both from the index) and from the counts of the reports retention deleted (per
+// project and day, migration 0020): `FROM groups g` with two lateral joins, `x` over
+// `group_expired_reports` and `s` over `reports`. Every statement that reads a `Group`
+// (here, in group_list.rs, group_merge.rs and the search's details) writes them out: the
+// build-time checked macros take one literal each.
 
 /// The group with this id.
 pub async fn get_group(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Group>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS} FROM groups g {GROUP_STATS} WHERE g.id = $1"
-    )))
-    .bind(id)
+    Ok(sqlx::query_as!(
+        Group,
+        r#"SELECT g.id, g.fingerprint, g.category AS "category: Category", g.title,
+             g.root_cause_text, g.verdict, g.signature,
+             s.report_count AS "report_count!", s.removed_count AS "removed_count!",
+             g.first_seen AS "first_seen: Timestamp",
+             coalesce(s.last_seen, g.first_seen) AS "last_seen!: Timestamp"
+         FROM groups g
+         CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports,
+                 max(e.last_seen) AS last_seen
+             FROM group_expired_reports e WHERE e.group_id = g.id) x
+         CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count,
+                 coalesce(x.reports, 0) AS removed_count,
+                 GREATEST(max(r.created_at), x.last_seen) AS last_seen
+             FROM reports r WHERE r.group_id = g.id) s
+         WHERE g.id = $1"#,
+        id
+    )
     .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(group_from_row).transpose()
+    .await?)
 }
 
 /// Groups seen most recently first (merged groups left out: their reports are elsewhere).
 pub async fn recent_groups(ex: impl PgExecutor<'_>, limit: i64) -> Result<Vec<Group>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS} FROM ( \
-             SELECT g.* FROM groups g WHERE g.merged_into IS NULL \
-             ORDER BY g.last_seen DESC, g.id DESC LIMIT $1) g \
-         {GROUP_STATS} \
-         ORDER BY coalesce(s.last_seen, g.first_seen) DESC, g.id DESC"
-    )))
-    .bind(limit)
+    Ok(sqlx::query_as!(
+        Group,
+        r#"SELECT g.id, g.fingerprint, g.category AS "category: Category", g.title,
+             g.root_cause_text, g.verdict, g.signature,
+             s.report_count AS "report_count!", s.removed_count AS "removed_count!",
+             g.first_seen AS "first_seen: Timestamp",
+             coalesce(s.last_seen, g.first_seen) AS "last_seen!: Timestamp"
+         FROM (
+             SELECT g.* FROM groups g WHERE g.merged_into IS NULL
+             ORDER BY g.last_seen DESC, g.id DESC LIMIT $1) g
+         CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports,
+                 max(e.last_seen) AS last_seen
+             FROM group_expired_reports e WHERE e.group_id = g.id) x
+         CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count,
+                 coalesce(x.reports, 0) AS removed_count,
+                 GREATEST(max(r.created_at), x.last_seen) AS last_seen
+             FROM reports r WHERE r.group_id = g.id) s
+         ORDER BY coalesce(s.last_seen, g.first_seen) DESC, g.id DESC"#,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(group_from_row).collect()
-}
-
-const FIX_COLUMNS: &str = concat!(
-    "id, group_id, summary, details, link, author, author_kind, author_person_id, ",
-    "created_at",
-    " AS created"
-);
-
-fn fix_from_row(row: &sqlx::postgres::PgRow) -> Result<Fix, DbError> {
-    let author = super::types::recorded(row, "author")?;
-    Ok(Fix {
-        id: row.try_get("id")?,
-        group_id: row.try_get("group_id")?,
-        summary: row.try_get("summary")?,
-        details: row.try_get("details")?,
-        link: row.try_get("link")?,
-        author: author.name,
-        author_kind: author.kind,
-        author_person_id: author.person_id,
-        created_at: row.try_get("created")?,
-    })
+    .await?)
 }
 
 /// The fixes recorded for a group, newest first.
 pub async fn group_fixes(ex: impl PgExecutor<'_>, group_id: i64) -> Result<Vec<Fix>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {FIX_COLUMNS} FROM fixes WHERE group_id = $1 ORDER BY created_at DESC, id DESC"
-    )))
-    .bind(group_id)
+    Ok(sqlx::query_as!(
+        Fix,
+        r#"SELECT id, group_id, summary, details, link, author,
+             author_kind AS "author_kind: ActorKind", author_person_id,
+             created_at AS "created_at: Timestamp"
+         FROM fixes WHERE group_id = $1 ORDER BY created_at DESC, id DESC"#,
+        group_id
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(fix_from_row).collect()
+    .await?)
 }
 
 /// Records a fix; `None` when the group does not exist.
@@ -157,23 +146,25 @@ pub async fn insert_fix(
     group_id: i64,
     fix: &NewFix,
 ) -> Result<Option<Fix>, DbError> {
-    let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO fixes (group_id, summary, details, link, author, author_kind, \
-             author_person_id, author_token_id) \
-         SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM groups WHERE id = $1 \
-         RETURNING {FIX_COLUMNS}"
-    )))
-    .bind(group_id)
-    .bind(&fix.summary)
-    .bind(&fix.details)
-    .bind(&fix.link)
-    .bind(fix.author.name())
-    .bind(fix.author.kind())
-    .bind(fix.author.person_id())
-    .bind(fix.author.token_id())
+    Ok(sqlx::query_as!(
+        Fix,
+        r#"INSERT INTO fixes (group_id, summary, details, link, author, author_kind,
+             author_person_id, author_token_id)
+         SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM groups WHERE id = $1
+         RETURNING id, group_id, summary, details, link, author,
+             author_kind AS "author_kind: ActorKind", author_person_id,
+             created_at AS "created_at: Timestamp""#,
+        group_id,
+        fix.summary,
+        fix.details,
+        fix.link,
+        fix.author.name(),
+        fix.author.kind().as_str(),
+        fix.author.person_id(),
+        fix.author.token_id()
+    )
     .fetch_optional(ex)
-    .await?;
-    row.as_ref().map(fix_from_row).transpose()
+    .await?)
 }
 
 /// Reports per UTC day over the last `days` days for each of `group_ids`:
@@ -185,27 +176,33 @@ pub async fn group_trends(
     days: i32,
 ) -> Result<(Vec<(i64, String, i64)>, String), DbError> {
     let mut conn = conn.acquire().await?;
-    let rows: Vec<(i64, String, i64)> = sqlx::query_as(
-        "SELECT group_id, to_char(day, 'YYYY-MM-DD') AS day, sum(n)::int8 FROM ( \
-             SELECT group_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS n \
-             FROM reports WHERE group_id = ANY($1) \
-               AND created_at > now() - make_interval(days => $2) GROUP BY 1, 2 \
-             UNION ALL \
-             SELECT group_id, day, sum(reports) FROM group_expired_reports \
-             WHERE group_id = ANY($1) \
-               AND day >= ((now() - make_interval(days => $2)) AT TIME ZONE 'UTC')::date \
-             GROUP BY 1, 2) d \
-         GROUP BY 1, 2 ORDER BY 1, 2",
+    let rows = sqlx::query!(
+        r#"SELECT group_id AS "group_id!", to_char(day, 'YYYY-MM-DD') AS "day!",
+             sum(n)::int8 AS "n!"
+         FROM (
+             SELECT group_id, (created_at AT TIME ZONE 'UTC')::date AS day, count(*) AS n
+             FROM reports WHERE group_id = ANY($1)
+               AND created_at > now() - make_interval(days => $2) GROUP BY 1, 2
+             UNION ALL
+             SELECT group_id, day, sum(reports) FROM group_expired_reports
+             WHERE group_id = ANY($1)
+               AND day >= ((now() - make_interval(days => $2)) AT TIME ZONE 'UTC')::date
+             GROUP BY 1, 2) d
+         GROUP BY 1, 2 ORDER BY 1, 2"#,
+        group_ids,
+        days
     )
-    .bind(group_ids)
-    .bind(days)
     .fetch_all(&mut *conn)
     .await?;
-    let today: String =
-        sqlx::query_scalar("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD')")
-            .fetch_one(&mut *conn)
-            .await?;
-    Ok((rows, today))
+    let today = sqlx::query_scalar!(
+        r#"SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS "today!""#
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok((
+        rows.into_iter().map(|r| (r.group_id, r.day, r.n)).collect(),
+        today,
+    ))
 }
 
 /// A group whose signature is close to another failure's.
@@ -217,7 +214,8 @@ pub struct Similar {
 }
 
 /// Most groups read for each of a signature's band keys (migration 0051): the newest holding
-/// it. Sixteen keys, so at most 384 candidates, however many groups are stored.
+/// it. Sixteen keys, so at most 384 candidates, however many groups are stored. Written out as
+/// the `LIMIT` of [`similar_groups`]'s statement, which a build-time assertion keeps equal.
 pub const PER_BAND: i64 = 24;
 
 /// The groups other than `exclude` (and other than merged groups, whose failures are their
@@ -247,23 +245,28 @@ pub async fn similar_groups(
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let candidates: Vec<(i64, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT g.id, g.signature \
-         FROM (SELECT DISTINCT b.group_id \
-               FROM unnest($1::int8[]) AS probe(key), \
-               LATERAL (SELECT group_id FROM group_bands \
-                        WHERE key = probe.key AND group_id <> $2 \
-                        ORDER BY group_id DESC LIMIT {PER_BAND}) b) c \
-         JOIN groups g ON g.id = c.group_id \
-         WHERE g.merged_into IS NULL"
-    )))
-    .bind(&keys)
-    .bind(exclude)
+    // The statement writes `PER_BAND` out (the macro needs one literal): kept equal here.
+    const _: () = assert!(
+        PER_BAND == 24,
+        "write the new PER_BAND into the LIMIT below"
+    );
+    let candidates = sqlx::query!(
+        "SELECT g.id, g.signature
+         FROM (SELECT DISTINCT b.group_id
+               FROM unnest($1::int8[]) AS probe(key),
+               LATERAL (SELECT group_id FROM group_bands
+                        WHERE key = probe.key AND group_id <> $2
+                        ORDER BY group_id DESC LIMIT 24) b) c
+         JOIN groups g ON g.id = c.group_id
+         WHERE g.merged_into IS NULL",
+        &keys[..],
+        exclude
+    )
     .fetch_all(&mut *conn)
     .await?;
     let mut alike: Vec<(i64, f32)> = candidates
         .iter()
-        .map(|(id, sig)| (*id, probe.likeness(&Trigrams::of(sig))))
+        .map(|c| (c.id, probe.likeness(&Trigrams::of(&c.signature))))
         .filter(|&(_, sim)| sim > 0.0 && sim >= min_similarity)
         .collect();
     // Most alike first, then newest; twice the limit are read whole, to order equals by when
@@ -321,12 +324,12 @@ pub async fn insert_band_keys_of(
     if keys.is_empty() {
         return Ok(0);
     }
-    sqlx::query(
-        "INSERT INTO group_bands (key, group_id) SELECT * FROM unnest($1::int8[], $2::int8[]) \
+    sqlx::query!(
+        "INSERT INTO group_bands (key, group_id) SELECT * FROM unnest($1::int8[], $2::int8[])
          ON CONFLICT DO NOTHING",
+        &keys[..],
+        &ids[..]
     )
-    .bind(&keys)
-    .bind(&ids)
     .execute(ex)
     .await?;
     Ok(keyed)
@@ -339,16 +342,17 @@ pub async fn groups_without_keys(
     after: i64,
     limit: i64,
 ) -> Result<Vec<(i64, String)>, DbError> {
-    Ok(sqlx::query_as(
-        "SELECT g.id, g.signature FROM groups g \
-         WHERE g.id > $1 AND g.signature <> '' \
-           AND NOT EXISTS (SELECT 1 FROM group_bands b WHERE b.group_id = g.id) \
+    let rows = sqlx::query!(
+        "SELECT g.id, g.signature FROM groups g
+         WHERE g.id > $1 AND g.signature <> ''
+           AND NOT EXISTS (SELECT 1 FROM group_bands b WHERE b.group_id = g.id)
          ORDER BY g.id LIMIT $2",
+        after,
+        limit
     )
-    .bind(after)
-    .bind(limit)
     .fetch_all(ex)
-    .await?)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.signature)).collect())
 }
 
 /// Answers of [`similar_groups`] remembered between uploads of the same failure (issue 42):
@@ -414,7 +418,7 @@ impl NearestMemo {
 /// The value of `groups_shape_version` now (migration 0045).
 async fn shape_version(ex: impl PgExecutor<'_>) -> Result<i64, DbError> {
     Ok(
-        sqlx::query_scalar("SELECT last_value FROM groups_shape_version")
+        sqlx::query_scalar!("SELECT last_value FROM groups_shape_version")
             .fetch_one(ex)
             .await?,
     )
@@ -470,14 +474,26 @@ async fn groups_by_ids(ex: impl PgExecutor<'_>, ids: &[i64]) -> Result<Vec<Group
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {GROUP_COLUMNS} FROM groups g {GROUP_STATS} \
-         WHERE g.id = ANY($1) AND g.merged_into IS NULL"
-    )))
-    .bind(ids)
+    Ok(sqlx::query_as!(
+        Group,
+        r#"SELECT g.id, g.fingerprint, g.category AS "category: Category", g.title,
+             g.root_cause_text, g.verdict, g.signature,
+             s.report_count AS "report_count!", s.removed_count AS "removed_count!",
+             g.first_seen AS "first_seen: Timestamp",
+             coalesce(s.last_seen, g.first_seen) AS "last_seen!: Timestamp"
+         FROM groups g
+         CROSS JOIN LATERAL (SELECT sum(e.reports)::int8 AS reports,
+                 max(e.last_seen) AS last_seen
+             FROM group_expired_reports e WHERE e.group_id = g.id) x
+         CROSS JOIN LATERAL (SELECT count(*) + coalesce(x.reports, 0) AS report_count,
+                 coalesce(x.reports, 0) AS removed_count,
+                 GREATEST(max(r.created_at), x.last_seen) AS last_seen
+             FROM reports r WHERE r.group_id = g.id) s
+         WHERE g.id = ANY($1) AND g.merged_into IS NULL"#,
+        ids
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(group_from_row).collect()
+    .await?)
 }
 
 /// The fixes recorded for any of `group_ids`, newest first.
@@ -485,12 +501,15 @@ pub async fn fixes_of_groups(
     ex: impl PgExecutor<'_>,
     group_ids: &[i64],
 ) -> Result<Vec<Fix>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {FIX_COLUMNS} FROM fixes WHERE group_id = ANY($1) \
-         ORDER BY created_at DESC, id DESC"
-    )))
-    .bind(group_ids)
+    Ok(sqlx::query_as!(
+        Fix,
+        r#"SELECT id, group_id, summary, details, link, author,
+             author_kind AS "author_kind: ActorKind", author_person_id,
+             created_at AS "created_at: Timestamp"
+         FROM fixes WHERE group_id = ANY($1)
+         ORDER BY created_at DESC, id DESC"#,
+        group_ids
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(fix_from_row).collect()
+    .await?)
 }

@@ -248,7 +248,7 @@ pub struct StoredLog {
 /// The next reports after `after_id` that still have their log, in id order (a report whose log
 /// retention removed keeps the classification it has: there is nothing to read again).
 pub async fn next_reports(db: &Db, after_id: i64, limit: i64) -> Result<Vec<StoredLog>, DbError> {
-    // The log column is `reports::whole_log_gz!`, written out.
+    // The log column: the report's chunk rows as one gzip stream (see `reports::logs_from_store`).
     let mut logs = sqlx::query_as!(
         StoredLog,
         r#"SELECT id, filename, project, branch, commit_sha, job_url,
@@ -312,7 +312,7 @@ pub async fn ids_upto(ex: impl PgExecutor<'_>, upto: i64) -> Result<Vec<i64>, Db
 
 /// The reports with these ids (those still stored with their log), in id order.
 pub async fn reports_by_id(db: &Db, ids: &[i64]) -> Result<Vec<StoredLog>, DbError> {
-    // The log column is `reports::whole_log_gz!`, written out.
+    // The log column: the report's chunk rows as one gzip stream (see `reports::logs_from_store`).
     let mut logs = sqlx::query_as!(
         StoredLog,
         r#"SELECT id, filename, project, branch, commit_sha, job_url,

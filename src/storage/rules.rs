@@ -305,7 +305,7 @@ pub async fn reports_naming_rule(
     rule_id: &str,
     limit: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
-    // The columns are `reports::SUMMARY_COLUMNS`, written out.
+    // The columns of a `ReportSummary`, as `reports::recent_reports` reads them.
     Ok(sqlx::query_as!(
         ReportSummary,
         r#"SELECT r.id, r.created_at AS "created_at: Timestamp", r.project,
@@ -347,7 +347,7 @@ pub async fn recent_log_sizes(
 
 /// The gzip-compressed logs of `ids` (those still stored), in the order given.
 pub async fn logs_by_id(db: &Db, ids: &[i64]) -> Result<Vec<(i64, Vec<u8>)>, DbError> {
-    // The log column is `reports::whole_log_gz!`, written out.
+    // The log column: the report's chunk rows as one gzip stream (see `reports::logs_from_store`).
     let rows = sqlx::query!(
         r#"SELECT id,
              coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq)

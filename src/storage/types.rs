@@ -11,9 +11,8 @@ use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgArgumentBuffer, PgTypeInfo, PgValueRef};
 use sqlx::{Decode, Encode, Postgres, Type};
 
-use super::DbError;
 use super::reclassify_runs::RunState;
-use crate::actor::{ActorKind, RecordedActor};
+use crate::actor::ActorKind;
 use crate::api_types::webhooks::{DeliveryState, EventKind, Format};
 use crate::api_types::{GroupAction, GroupState, JobState};
 use crate::roles::PersonRole;
@@ -81,19 +80,4 @@ impl<'r> Decode<'r, Postgres> for Timestamp {
             value,
         )?))
     }
-}
-
-/// Who a row names (migration 0027), from its columns `{column}` (the name),
-/// `{column}_kind` and `{column}_person_id`: `author` reads `author`, `author_kind` and
-/// `author_person_id`.
-pub(super) fn recorded(
-    row: &sqlx::postgres::PgRow,
-    column: &str,
-) -> Result<RecordedActor, DbError> {
-    use sqlx::Row;
-    Ok(RecordedActor {
-        name: row.try_get(column)?,
-        kind: row.try_get(format!("{column}_kind").as_str())?,
-        person_id: row.try_get(format!("{column}_person_id").as_str())?,
-    })
 }

@@ -3,7 +3,7 @@
 //! the duplicate and repeated-key answers that store nothing new.
 
 use sqlx::types::Json;
-use sqlx::{PgConnection, PgExecutor, Row};
+use sqlx::{PgConnection, PgExecutor};
 
 use super::log::{LogChunk, LogPlace, discard_objects, insert_log};
 use super::script::{self, ScriptPlace};
@@ -134,26 +134,29 @@ pub async fn insert_report(
     idempotency: Option<&IdempotencyRecord>,
 ) -> Result<InsertOutcome, DbError> {
     if let Some(idem) = idempotency {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2::text, 1))")
-            .bind(&idem.key)
-            .bind(idem.token_id)
-            .execute(&mut *tx)
-            .await?;
-        let first = sqlx::query(
-            "SELECT request_sha256, response FROM idempotency_keys WHERE token_id = $1 AND key = $2",
+        // The token id is sent as `int8` and written in decimal, as the key's lock always was.
+        sqlx::query!(
+            r#"SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || $2::int8::text, 1))
+                 AS "locked: ()""#,
+            idem.key,
+            idem.token_id
         )
-        .bind(idem.token_id)
-        .bind(&idem.key)
+        .execute(&mut *tx)
+        .await?;
+        let first = sqlx::query!(
+            "SELECT request_sha256, response FROM idempotency_keys WHERE token_id = $1 AND key = $2",
+            idem.token_id,
+            idem.key
+        )
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(row) = first {
-            let sha: Vec<u8> = row.try_get("request_sha256")?;
-            if sha != idem.request_sha256 {
+            if row.request_sha256 != idem.request_sha256 {
                 return Ok(InsertOutcome::KeyReused);
             }
             // A row this version cannot read is passed over, and the upload stored anew.
-            let replay: Option<Json<Replay>> = row.try_get("response").ok();
-            if let Some(Json(replay)) = replay {
+            let replay: Option<Replay> = serde_json::from_value(row.response).ok();
+            if let Some(replay) = replay {
                 let mut stored = replay.stored();
                 let job = job_for_report(&mut *tx, stored.report_id).await?;
                 // The group may have been merged since: the answer names where it went.
@@ -173,31 +176,30 @@ pub async fn insert_report(
             }
         }
     }
-    sqlx::query(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || encode($2, 'hex'), 2))",
+    sqlx::query!(
+        r#"SELECT pg_advisory_xact_lock(hashtextextended($1 || ':' || encode($2, 'hex'), 2))
+             AS "locked: ()""#,
+        report.project,
+        report.log_sha256
     )
-    .bind(&report.project)
-    .bind(&report.log_sha256)
     .execute(&mut *tx)
     .await?;
-    let existing =
-        sqlx::query("SELECT id, group_id FROM reports WHERE project = $1 AND log_sha256 = $2")
-            .bind(&report.project)
-            .bind(&report.log_sha256)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let existing = sqlx::query!(
+        "SELECT id, group_id FROM reports WHERE project = $1 AND log_sha256 = $2",
+        report.project,
+        report.log_sha256
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     let stored = match existing {
-        Some(row) => {
-            let report_id: i64 = row.try_get("id")?;
-            Stored {
-                report_id,
-                group_id: row.try_get("group_id")?,
-                duplicate: true,
-                replayed: false,
-                new_group: false,
-                job: job_for_report(&mut *tx, report_id).await?,
-            }
-        }
+        Some(row) => Stored {
+            report_id: row.id,
+            group_id: row.group_id,
+            duplicate: true,
+            replayed: false,
+            new_group: false,
+            job: job_for_report(&mut *tx, row.id).await?,
+        },
         None => insert_new(&mut *tx, report).await?,
     };
     if stored.duplicate {
@@ -205,19 +207,19 @@ pub async fn insert_report(
         script::discard_object(&mut *tx, &report.script_place).await?;
     }
     if let Some(idem) = idempotency {
-        sqlx::query(
-            "INSERT INTO idempotency_keys (token_id, key, request_sha256, status, response) \
+        sqlx::query!(
+            "INSERT INTO idempotency_keys (token_id, key, request_sha256, status, response)
              VALUES ($1, $2, $3, $4, $5)",
+            idem.token_id,
+            idem.key,
+            idem.request_sha256,
+            if stored.duplicate { 200i16 } else { 201i16 },
+            Json(Replay {
+                report_id: stored.report_id,
+                group_id: stored.group_id,
+                duplicate: stored.duplicate,
+            }) as _ // jsonb of our own type, as `classification` below
         )
-        .bind(idem.token_id)
-        .bind(&idem.key)
-        .bind(&idem.request_sha256)
-        .bind(if stored.duplicate { 200i16 } else { 201i16 })
-        .bind(Json(Replay {
-            report_id: stored.report_id,
-            group_id: stored.group_id,
-            duplicate: stored.duplicate,
-        }))
         .execute(&mut *tx)
         .await?;
     }
@@ -250,18 +252,17 @@ async fn job_for_report(
     ex: impl PgExecutor<'_>,
     report_id: i64,
 ) -> Result<Option<QueuedJob>, DbError> {
-    let row =
-        sqlx::query("SELECT id, state FROM jobs WHERE report_id = $1 ORDER BY id DESC LIMIT 1")
-            .bind(report_id)
-            .fetch_optional(ex)
-            .await?;
-    row.map(|r| {
-        Ok(QueuedJob {
-            job_id: r.try_get("id")?,
-            state: r.try_get("state")?,
-        })
-    })
-    .transpose()
+    let row = sqlx::query!(
+        r#"SELECT id, state AS "state: JobState"
+         FROM jobs WHERE report_id = $1 ORDER BY id DESC LIMIT 1"#,
+        report_id
+    )
+    .fetch_optional(ex)
+    .await?;
+    Ok(row.map(|r| QueuedJob {
+        job_id: r.id,
+        state: r.state,
+    }))
 }
 
 /// The group for `r`'s fingerprint: its id, whether it was created now, and the group the
@@ -281,12 +282,13 @@ async fn group_for(
         // A recurring failure's group exists: it is read first. An insert attempt costs more
         // even when it conflicts (the row's generated search columns are computed before the
         // conflict is found: ~1.4 ms a recurring upload, issue 42).
-        let existing: Option<(i64, Option<i64>)> = sqlx::query_as(
+        let existing = sqlx::query!(
             "SELECT id, merged_into FROM groups WHERE fingerprint = $1 FOR KEY SHARE",
+            r.headline.fingerprint
         )
-        .bind(&r.headline.fingerprint)
         .fetch_optional(&mut *tx)
-        .await?;
+        .await?
+        .map(|g| (g.id, g.merged_into));
         match existing {
             Some((id, None)) => return Ok((id, false, None)),
             Some((own, Some(into))) => {
@@ -300,17 +302,17 @@ async fn group_for(
         }
         // When another transaction inserted the group first and has not committed, this
         // statement waits for it, and the next round's read sees its row.
-        let inserted: Option<i64> = sqlx::query_scalar(
-            "INSERT INTO groups (fingerprint, category, title, root_cause_text, signature) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (fingerprint) DO NOTHING \
+        let inserted = sqlx::query_scalar!(
+            "INSERT INTO groups (fingerprint, category, title, root_cause_text, signature)
+             VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (fingerprint) DO NOTHING
              RETURNING id",
+            r.headline.fingerprint,
+            r.headline.category.as_str(),
+            r.headline.title,
+            r.headline.root_cause_text,
+            r.headline.signature
         )
-        .bind(&r.headline.fingerprint)
-        .bind(r.headline.category)
-        .bind(&r.headline.title)
-        .bind(&r.headline.root_cause_text)
-        .bind(&r.headline.signature)
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(id) = inserted {
@@ -326,60 +328,58 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
     // the row until it commits; the others arriving meanwhile skip the row instead of queueing
     // behind that upload and then finding nothing to change (they waited up to 0.8 s with 16
     // uploads of one failure at once, issue 42).
-    sqlx::query(
-        "UPDATE groups SET last_seen = now() WHERE id = ( \
-             SELECT id FROM groups \
-             WHERE id = $1 AND last_seen < now() - interval '30 seconds' \
+    sqlx::query!(
+        "UPDATE groups SET last_seen = now() WHERE id = (
+             SELECT id FROM groups
+             WHERE id = $1 AND last_seen < now() - interval '30 seconds'
              FOR NO KEY UPDATE SKIP LOCKED)",
+        group_id
     )
-    .bind(group_id)
     .execute(&mut *tx)
     .await?;
-    let report_id: i64 = sqlx::query_scalar(
-        "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment, \
-             filename, group_id, category, title, confidence, root_cause_line, root_cause_text, \
-             fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines, \
-             script, finding_rules, signature, version, merged_from, script_prefix, \
-             script_sha256) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, \
-             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22, $23, \
-             $24, $25) \
+    // The script's text in the row, or where the object store keeps it.
+    let (script_text, script_prefix, script_sha256) = match &r.script_place {
+        ScriptPlace::Database => (r.script.as_deref(), None, None),
+        ScriptPlace::Objects { prefix, sha256 } => (None, Some(prefix.as_str()), Some(&sha256[..])),
+    };
+    let report_id = sqlx::query_scalar!(
+        "INSERT INTO reports (token_id, project, job_url, commit_sha, branch, environment,
+             filename, group_id, category, title, confidence, root_cause_line, root_cause_text,
+             fingerprint, async_hint, classification, log_sha256, log_bytes, log_lines,
+             script, finding_rules, signature, version, merged_from, script_prefix,
+             script_sha256)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17,
+             $18, $19, $20, jsonb_path_query_array($16, '$.findings[*].rule'), $21, $22, $23,
+             $24, $25)
          RETURNING id",
+        r.token_id,
+        r.project,
+        r.job_url,
+        r.commit_sha,
+        r.branch,
+        r.environment,
+        r.filename,
+        group_id,
+        r.headline.category.as_str(),
+        r.headline.title,
+        r.headline.confidence.as_str(),
+        r.headline.root_cause_line,
+        r.headline.root_cause_text,
+        r.headline.fingerprint,
+        r.headline.async_hint,
+        // A jsonb parameter of our own type: the macro expects a `serde_json::Value`, and
+        // `as _` lets `Json` encode it (as the unchecked statement did).
+        Json(&r.classification) as _,
+        r.log_sha256,
+        r.log_bytes,
+        r.log_lines,
+        script_text,
+        r.headline.signature,
+        r.version,
+        merged_from,
+        script_prefix,
+        script_sha256
     )
-    .bind(r.token_id)
-    .bind(&r.project)
-    .bind(&r.job_url)
-    .bind(&r.commit_sha)
-    .bind(&r.branch)
-    .bind(&r.environment)
-    .bind(&r.filename)
-    .bind(group_id)
-    .bind(r.headline.category)
-    .bind(&r.headline.title)
-    .bind(r.headline.confidence)
-    .bind(r.headline.root_cause_line)
-    .bind(&r.headline.root_cause_text)
-    .bind(&r.headline.fingerprint)
-    .bind(r.headline.async_hint)
-    .bind(Json(&r.classification))
-    .bind(&r.log_sha256)
-    .bind(r.log_bytes)
-    .bind(r.log_lines)
-    .bind(match r.script_place {
-        ScriptPlace::Database => r.script.as_deref(),
-        ScriptPlace::Objects { .. } => None,
-    })
-    .bind(&r.headline.signature)
-    .bind(&r.version)
-    .bind(merged_from)
-    .bind(match &r.script_place {
-        ScriptPlace::Database => None,
-        ScriptPlace::Objects { prefix, .. } => Some(prefix.as_str()),
-    })
-    .bind(match &r.script_place {
-        ScriptPlace::Database => None,
-        ScriptPlace::Objects { sha256, .. } => Some(&sha256[..]),
-    })
     .fetch_one(&mut *tx)
     .await?;
     script::claim_object(&mut *tx, &r.script_place).await?;
@@ -388,12 +388,12 @@ async fn insert_new(tx: &mut sqlx::PgConnection, r: &NewReport) -> Result<Stored
         .await?;
     let job = match &r.script {
         Some(_) => {
-            let id: i64 = sqlx::query_scalar(
+            let id = sqlx::query_scalar!(
                 "INSERT INTO jobs (report_id, repeats, needs) VALUES ($1, $2, $3) RETURNING id",
+                report_id,
+                i16::from(r.repeats),
+                r.needs.as_str()
             )
-            .bind(report_id)
-            .bind(i16::from(r.repeats))
-            .bind(r.needs.as_str())
             .fetch_one(&mut *tx)
             .await?;
             Some(QueuedJob {

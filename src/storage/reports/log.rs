@@ -7,6 +7,7 @@ use sqlx::PgExecutor;
 
 use crate::storage::objects::StoreError;
 use crate::storage::{Db, DbError};
+use crate::time::Timestamp;
 
 /// One stored piece of a report's log: whole lines, gzip-compressed on their own (migration
 /// 0010). Chunks concatenated in `seq` order are a multi-member gzip stream of the whole log.
@@ -74,21 +75,23 @@ pub(super) async fn insert_log(
         let sha: Vec<Option<&[u8]>> = (0..batch.len())
             .map(|i| hashes.and_then(|h| h.get(n * 32 + i)).map(|h| &h[..]))
             .collect();
-        sqlx::query(
-            "INSERT INTO report_log_chunks \
-                 (report_id, seq, first_line, lines, data, stored_bytes, sha256, object_prefix) \
-             SELECT $1, s, f, l, d, CASE WHEN $8::text IS NULL THEN NULL ELSE b END, h, $8 \
-             FROM UNNEST($2::int4[], $3::int8[], $4::int8[], $5::bytea[], $6::int8[], \
+        sqlx::query!(
+            "INSERT INTO report_log_chunks
+                 (report_id, seq, first_line, lines, data, stored_bytes, sha256, object_prefix)
+             SELECT $1, s, f, l, d, CASE WHEN $8::text IS NULL THEN NULL ELSE b END, h, $8
+             FROM UNNEST($2::int4[], $3::int8[], $4::int8[], $5::bytea[], $6::int8[],
                          $7::bytea[]) AS u(s, f, l, d, b, h)",
+            report_id,
+            &seq[..],
+            &first[..],
+            &lines[..],
+            // Arrays with NULL elements: the macro's `Vec<Vec<u8>>` for `bytea[]` has none, so
+            // their type is given here (still `bytea[]` on the wire, as the SQL casts).
+            &data[..] as &[Option<&[u8]>],
+            &size[..],
+            &sha[..] as &[Option<&[u8]>],
+            prefix
         )
-        .bind(report_id)
-        .bind(seq)
-        .bind(first)
-        .bind(lines)
-        .bind(data)
-        .bind(size)
-        .bind(sha)
-        .bind(prefix)
         .execute(&mut *tx)
         .await?;
     }
@@ -108,7 +111,6 @@ pub(super) async fn discard_objects(
 }
 
 /// A chunk's row: its bytes, or where they are in the object store.
-#[derive(sqlx::FromRow)]
 struct ChunkRow {
     seq: i32,
     first_line: i64,
@@ -117,8 +119,6 @@ struct ChunkRow {
     object_prefix: Option<String>,
     sha256: Option<Vec<u8>>,
 }
-
-const CHUNK_COLUMNS: &str = "seq, first_line, lines, data, object_prefix, sha256";
 
 /// The chunk of `row`, its bytes read from the object store when they are there (and checked
 /// against the recorded hash).
@@ -166,14 +166,15 @@ pub async fn log_chunks_for_lines(
     first: i64,
     last: i64,
 ) -> Result<Vec<LogChunk>, DbError> {
-    let rows = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {CHUNK_COLUMNS} FROM report_log_chunks \
-         WHERE report_id = $1 AND first_line <= $3 AND first_line + lines > $2 \
-         ORDER BY seq"
-    )))
-    .bind(id)
-    .bind(first)
-    .bind(last)
+    let rows = sqlx::query_as!(
+        ChunkRow,
+        "SELECT seq, first_line, lines, data, object_prefix, sha256 FROM report_log_chunks
+         WHERE report_id = $1 AND first_line <= $3 AND first_line + lines > $2
+         ORDER BY seq",
+        id,
+        first,
+        last
+    )
     .fetch_all(db.pool())
     .await?;
     resolve_all(db, rows).await
@@ -181,11 +182,13 @@ pub async fn log_chunks_for_lines(
 
 /// Chunk `seq` of report `id`'s log, if there is one.
 pub async fn log_chunk(db: &Db, id: i64, seq: i32) -> Result<Option<LogChunk>, DbError> {
-    let row = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT {CHUNK_COLUMNS} FROM report_log_chunks WHERE report_id = $1 AND seq = $2"
-    )))
-    .bind(id)
-    .bind(seq)
+    let row = sqlx::query_as!(
+        ChunkRow,
+        "SELECT seq, first_line, lines, data, object_prefix, sha256 FROM report_log_chunks
+         WHERE report_id = $1 AND seq = $2",
+        id,
+        seq
+    )
     .fetch_optional(db.pool())
     .await?;
     match row {
@@ -200,12 +203,16 @@ pub async fn log_chunk_index(
     ex: impl PgExecutor<'_>,
     id: i64,
 ) -> Result<Vec<(i32, i64, i64)>, DbError> {
-    Ok(sqlx::query_as(
+    let rows = sqlx::query!(
         "SELECT seq, first_line, lines FROM report_log_chunks WHERE report_id = $1 ORDER BY seq",
+        id
     )
-    .bind(id)
     .fetch_all(ex)
-    .await?)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| (r.seq, r.first_line, r.lines))
+        .collect())
 }
 
 /// Whether report `id` exists and, when it does, when retention removed its log (`None` inside:
@@ -214,38 +221,29 @@ pub async fn log_removed_at(
     ex: impl PgExecutor<'_>,
     id: i64,
 ) -> Result<Option<Option<crate::time::Timestamp>>, DbError> {
-    Ok(sqlx::query_scalar(concat!(
-        "SELECT ",
-        "log_removed_at",
-        " FROM reports WHERE id = $1"
-    ))
-    .bind(id)
+    Ok(sqlx::query_scalar!(
+        r#"SELECT log_removed_at AS "log_removed_at: Timestamp" FROM reports WHERE id = $1"#,
+        id
+    )
     .fetch_optional(ex)
     .await?)
 }
 
 /// How many chunks report `id`'s log has (0: no such report, or its log was removed).
 pub async fn log_chunk_count(ex: impl PgExecutor<'_>, id: i64) -> Result<i32, DbError> {
-    let n: i64 = sqlx::query_scalar("SELECT count(*) FROM report_log_chunks WHERE report_id = $1")
-        .bind(id)
-        .fetch_one(ex)
-        .await?;
+    let n = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM report_log_chunks WHERE report_id = $1"#,
+        id
+    )
+    .fetch_one(ex)
+    .await?;
     Ok(i32::try_from(n).unwrap_or(i32::MAX))
 }
 
-/// A column expression: a report's whole log as one multi-member gzip stream, for the few
-/// readers that need every line (reclassification, rule previews). `reports` must be in scope.
-/// Chunks in the object store give nothing here: [`logs_from_store`] reads them.
-macro_rules! whole_log_gz {
-    () => {
-        "coalesce((SELECT string_agg(c.data, ''::bytea ORDER BY c.seq) \
-                   FROM report_log_chunks c WHERE c.report_id = reports.id), ''::bytea)"
-    };
-}
-pub(crate) use whole_log_gz;
-
-/// The whole compressed logs (see [`whole_log_gz`]) of those of reports `ids` whose chunks are
-/// in the object store, by report id; fill in the logs that [`whole_log_gz`] left empty.
+/// The whole compressed logs of those of reports `ids` whose chunks are in the object store, by
+/// report id. The readers that need every line (reclassification, rule previews) read a
+/// report's log as one multi-member gzip stream of its chunk rows, in SQL; chunks in the store
+/// give nothing there, so this fills in the logs it left empty.
 pub async fn logs_from_store(
     db: &Db,
     ids: &[i64],
@@ -254,21 +252,24 @@ pub async fn logs_from_store(
     if ids.is_empty() {
         return Ok(logs);
     }
-    #[derive(sqlx::FromRow)]
-    struct Row {
-        report_id: i64,
-        #[sqlx(flatten)]
-        chunk: ChunkRow,
-    }
-    let rows: Vec<Row> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT report_id, {CHUNK_COLUMNS} FROM report_log_chunks \
-         WHERE report_id = ANY($1) AND object_prefix IS NOT NULL ORDER BY report_id, seq"
-    )))
-    .bind(ids)
+    let rows = sqlx::query!(
+        "SELECT report_id, seq, first_line, lines, data, object_prefix, sha256
+         FROM report_log_chunks
+         WHERE report_id = ANY($1) AND object_prefix IS NOT NULL ORDER BY report_id, seq",
+        ids
+    )
     .fetch_all(db.pool())
     .await?;
     for row in rows {
-        let chunk = resolve(db, row.chunk).await?;
+        let chunk = ChunkRow {
+            seq: row.seq,
+            first_line: row.first_line,
+            lines: row.lines,
+            data: row.data,
+            object_prefix: row.object_prefix,
+            sha256: row.sha256,
+        };
+        let chunk = resolve(db, chunk).await?;
         logs.entry(row.report_id)
             .or_insert_with(Vec::new)
             .extend_from_slice(&chunk.data);

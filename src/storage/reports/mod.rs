@@ -9,7 +9,6 @@ mod read;
 mod script;
 
 pub use insert::{Headline, IdempotencyRecord, InsertOutcome, NewReport, Stored, insert_report};
-pub(crate) use log::whole_log_gz;
 pub use log::{
     LogChunk, LogPlace, log_chunk, log_chunk_count, log_chunk_index, log_chunks_for_lines,
     log_removed_at, logs_from_store, object_key,
@@ -18,7 +17,6 @@ pub use read::{
     Report, ReportSummary, counts_by_category, get_report, group_reports, list_reports,
     recent_reports,
 };
-pub(crate) use read::{SUMMARY_COLUMNS, summary_from_row};
 pub use script::{
     ScriptPlace, StoredScript, script_key, script_of, script_to_object, script_to_row, scripts_on,
 };

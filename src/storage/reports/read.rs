@@ -1,16 +1,17 @@
 //! Reading reports back: one report without its log, the lists of them (newest, filtered,
 //! a group's) and the counts by category.
 
-use sqlx::{FromRow, PgExecutor};
+use sqlx::PgExecutor;
+use sqlx::types::Json;
 
 use crate::rules::{Category, Classification};
 use crate::storage::DbError;
+use crate::time::Timestamp;
 
 /// A stored report, without its log.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct Report {
     pub id: i64,
-    #[sqlx(rename = "created")]
     pub created_at: crate::time::Timestamp,
     pub project: String,
     pub job_url: String,
@@ -30,7 +31,6 @@ pub struct Report {
     /// The failure's shape, for similar failures.
     pub signature: String,
     /// The log's classification.
-    #[sqlx(json)]
     pub classification: Classification,
     pub log_bytes: i64,
     pub log_lines: i64,
@@ -41,7 +41,6 @@ pub struct Report {
     pub script_prefix: Option<String>,
     pub script_sha256: Option<Vec<u8>>,
     /// When retention removed the log (the row and its classification stay), if it did.
-    #[sqlx(rename = "log_removed")]
     pub log_removed_at: Option<crate::time::Timestamp>,
     /// The retention in days that removed it.
     pub log_removed_after_days: Option<i32>,
@@ -59,29 +58,87 @@ impl Report {
     }
 }
 
+/// A report row as [`get_report`] reads it: the classification still in its JSON wrapper.
+struct ReportRow {
+    id: i64,
+    created_at: Timestamp,
+    project: String,
+    job_url: String,
+    commit_sha: String,
+    branch: String,
+    environment: String,
+    version: String,
+    filename: String,
+    group_id: i64,
+    category: Category,
+    title: String,
+    root_cause_line: Option<i32>,
+    root_cause_text: String,
+    fingerprint: String,
+    signature: String,
+    classification: Json<Classification>,
+    log_bytes: i64,
+    log_lines: i64,
+    script: Option<String>,
+    script_prefix: Option<String>,
+    script_sha256: Option<Vec<u8>>,
+    log_removed_at: Option<Timestamp>,
+    log_removed_after_days: Option<i32>,
+}
+
+impl From<ReportRow> for Report {
+    fn from(r: ReportRow) -> Self {
+        Report {
+            id: r.id,
+            created_at: r.created_at,
+            project: r.project,
+            job_url: r.job_url,
+            commit_sha: r.commit_sha,
+            branch: r.branch,
+            environment: r.environment,
+            version: r.version,
+            filename: r.filename,
+            group_id: r.group_id,
+            category: r.category,
+            title: r.title,
+            root_cause_line: r.root_cause_line,
+            root_cause_text: r.root_cause_text,
+            fingerprint: r.fingerprint,
+            signature: r.signature,
+            classification: r.classification.0,
+            log_bytes: r.log_bytes,
+            log_lines: r.log_lines,
+            script: r.script,
+            script_prefix: r.script_prefix,
+            script_sha256: r.script_sha256,
+            log_removed_at: r.log_removed_at,
+            log_removed_after_days: r.log_removed_after_days,
+        }
+    }
+}
+
 /// The report with this id.
 pub async fn get_report(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<Report>, DbError> {
-    let row = sqlx::query(concat!(
-        "SELECT id, ",
-        "created_at",
-        " AS created, project, job_url, commit_sha, branch, \
-         environment, version, filename, group_id, category, title, root_cause_line, \
-         root_cause_text, fingerprint, signature, classification, log_bytes, log_lines, script, \
-         script_prefix, script_sha256, ",
-        "log_removed_at",
-        " AS log_removed, log_removed_after_days FROM reports WHERE id = $1"
-    ))
-    .bind(id)
+    let row = sqlx::query_as!(
+        ReportRow,
+        r#"SELECT id, created_at AS "created_at: Timestamp", project, job_url, commit_sha, branch,
+             environment, version, filename, group_id, category AS "category: Category", title,
+             root_cause_line, root_cause_text, fingerprint, signature,
+             classification AS "classification: Json<Classification>", log_bytes, log_lines,
+             script, script_prefix, script_sha256,
+             log_removed_at AS "log_removed_at: Timestamp", log_removed_after_days
+         FROM reports WHERE id = $1"#,
+        id
+    )
     .fetch_optional(ex)
     .await?;
-    Ok(row.as_ref().map(Report::from_row).transpose()?)
+    Ok(row.map(Report::from))
 }
 
 /// A line in a list of reports.
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct ReportSummary {
     pub id: i64,
-    #[sqlx(rename = "created")]
     pub created_at: crate::time::Timestamp,
     pub project: String,
     pub category: Category,
@@ -90,28 +147,20 @@ pub struct ReportSummary {
     pub group_id: i64,
 }
 
-pub(crate) fn summary_from_row(row: &sqlx::postgres::PgRow) -> Result<ReportSummary, DbError> {
-    Ok(ReportSummary::from_row(row)?)
-}
-
-pub(crate) const SUMMARY_COLUMNS: &str = concat!(
-    "r.id, ",
-    "r.created_at",
-    " AS created, r.project, r.category, r.title, r.root_cause_text, r.group_id"
-);
-
 /// The newest reports.
 pub async fn recent_reports(
     ex: impl PgExecutor<'_>,
     limit: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r ORDER BY r.created_at DESC, r.id DESC LIMIT $1"
-    )))
-    .bind(limit)
+    Ok(sqlx::query_as!(
+        ReportSummary,
+        r#"SELECT r.id, r.created_at AS "created_at: Timestamp", r.project,
+             r.category AS "category: Category", r.title, r.root_cause_text, r.group_id
+         FROM reports r ORDER BY r.created_at DESC, r.id DESC LIMIT $1"#,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
+    .await?)
 }
 
 /// Reports newest first, optionally of one category and of one project (in any letter case),
@@ -123,19 +172,21 @@ pub async fn list_reports(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r \
-         WHERE ($1::text IS NULL OR r.category = $1) \
-           AND ($2::text IS NULL OR lower(r.project) = lower($2)) \
-         ORDER BY r.created_at DESC, r.id DESC LIMIT $3 OFFSET $4"
-    )))
-    .bind(category)
-    .bind(project)
-    .bind(limit)
-    .bind(offset)
+    Ok(sqlx::query_as!(
+        ReportSummary,
+        r#"SELECT r.id, r.created_at AS "created_at: Timestamp", r.project,
+             r.category AS "category: Category", r.title, r.root_cause_text, r.group_id
+         FROM reports r
+         WHERE ($1::text IS NULL OR r.category = $1)
+           AND ($2::text IS NULL OR lower(r.project) = lower($2))
+         ORDER BY r.created_at DESC, r.id DESC LIMIT $3 OFFSET $4"#,
+        category.map(Category::as_str),
+        project,
+        limit,
+        offset
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
+    .await?)
 }
 
 /// The newest reports of a group.
@@ -144,24 +195,26 @@ pub async fn group_reports(
     group_id: i64,
     limit: i64,
 ) -> Result<Vec<ReportSummary>, DbError> {
-    let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-        "SELECT {SUMMARY_COLUMNS} FROM reports r WHERE r.group_id = $1 \
-         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"
-    )))
-    .bind(group_id)
-    .bind(limit)
+    Ok(sqlx::query_as!(
+        ReportSummary,
+        r#"SELECT r.id, r.created_at AS "created_at: Timestamp", r.project,
+             r.category AS "category: Category", r.title, r.root_cause_text, r.group_id
+         FROM reports r WHERE r.group_id = $1
+         ORDER BY r.created_at DESC, r.id DESC LIMIT $2"#,
+        group_id,
+        limit
+    )
     .fetch_all(ex)
-    .await?;
-    rows.iter().map(summary_from_row).collect()
+    .await?)
 }
 
 /// How many reports of each category are stored (for `/metrics`).
 pub async fn counts_by_category(ex: impl PgExecutor<'_>) -> Result<Vec<(String, i64)>, DbError> {
-    Ok(
-        sqlx::query_as(
-            "SELECT category, count(*) FROM reports GROUP BY category ORDER BY category",
-        )
-        .fetch_all(ex)
-        .await?,
+    let rows = sqlx::query!(
+        r#"SELECT category, count(*) AS "count!"
+         FROM reports GROUP BY category ORDER BY category"#
     )
+    .fetch_all(ex)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.category, r.count)).collect())
 }

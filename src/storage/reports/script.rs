@@ -81,24 +81,30 @@ pub async fn scripts_on(
     after_id: i64,
     limit: i64,
 ) -> Result<Vec<i64>, DbError> {
-    let sql = match side {
+    Ok(match side {
         Side::Database => {
-            "SELECT id FROM reports WHERE id > $1 AND script IS NOT NULL ORDER BY id LIMIT $2"
+            sqlx::query_scalar!(
+                "SELECT id FROM reports WHERE id > $1 AND script IS NOT NULL ORDER BY id LIMIT $2",
+                after_id,
+                limit
+            )
+            .fetch_all(ex)
+            .await?
         }
         Side::Store => {
-            "SELECT id FROM reports WHERE id > $1 AND script_prefix IS NOT NULL \
-             ORDER BY id LIMIT $2"
+            sqlx::query_scalar!(
+                "SELECT id FROM reports WHERE id > $1 AND script_prefix IS NOT NULL
+                 ORDER BY id LIMIT $2",
+                after_id,
+                limit
+            )
+            .fetch_all(ex)
+            .await?
         }
-    };
-    Ok(sqlx::query_scalar(sql)
-        .bind(after_id)
-        .bind(limit)
-        .fetch_all(ex)
-        .await?)
+    })
 }
 
 /// The script columns of a report row: text, prefix, SHA-256.
-#[derive(sqlx::FromRow)]
 struct ScriptColumns {
     script: Option<String>,
     script_prefix: Option<String>,
@@ -107,11 +113,13 @@ struct ScriptColumns {
 
 /// Report `id`'s script as its row says, if it has one.
 pub async fn script_of(ex: impl PgExecutor<'_>, id: i64) -> Result<Option<StoredScript>, DbError> {
-    let row: Option<ScriptColumns> =
-        sqlx::query_as("SELECT script, script_prefix, script_sha256 FROM reports WHERE id = $1")
-            .bind(id)
-            .fetch_optional(ex)
-            .await?;
+    let row = sqlx::query_as!(
+        ScriptColumns,
+        "SELECT script, script_prefix, script_sha256 FROM reports WHERE id = $1",
+        id
+    )
+    .fetch_optional(ex)
+    .await?;
     Ok(row.and_then(|c| StoredScript::from_columns(c.script, c.script_prefix, c.script_sha256)))
 }
 
@@ -126,14 +134,14 @@ pub async fn script_to_object(
     sha256: &[u8],
 ) -> Result<bool, DbError> {
     claim_pending(&mut *tx, prefix).await?;
-    let moved = sqlx::query(
-        "UPDATE reports SET script = NULL, script_prefix = $3, script_sha256 = $4 \
+    let moved = sqlx::query!(
+        "UPDATE reports SET script = NULL, script_prefix = $3, script_sha256 = $4
          WHERE id = $1 AND script = $2",
+        id,
+        text,
+        prefix,
+        sha256
     )
-    .bind(id)
-    .bind(text)
-    .bind(prefix)
-    .bind(sha256)
     .execute(&mut *tx)
     .await?;
     Ok(moved.rows_affected() == 1)
@@ -147,13 +155,13 @@ pub async fn script_to_row(
     prefix: &str,
     text: &str,
 ) -> Result<bool, DbError> {
-    let moved = sqlx::query(
-        "UPDATE reports SET script = $3, script_prefix = NULL, script_sha256 = NULL \
+    let moved = sqlx::query!(
+        "UPDATE reports SET script = $3, script_prefix = NULL, script_sha256 = NULL
          WHERE id = $1 AND script_prefix = $2",
+        id,
+        prefix,
+        text
     )
-    .bind(id)
-    .bind(prefix)
-    .bind(text)
     .execute(&mut *tx)
     .await?;
     record_pending(&mut *tx, prefix, std::time::Duration::ZERO).await?;

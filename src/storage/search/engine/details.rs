@@ -174,7 +174,7 @@ async fn fix_details(
 }
 
 /// The groups of the page's rows, by id, counted as the group page counts them (the columns
-/// and joins of `groups::GROUP_COLUMNS` and `GROUP_STATS`, written out, those a row shows).
+/// and joins of a group as `storage::groups` reads it, those a row shows).
 async fn groups_of(
     tx: &mut PgConnection,
     page: &[Ranked],
